@@ -1,0 +1,228 @@
+//! The engine's public vocabulary: options and outcomes of each cache operation.
+//!
+//! These types are the contract between the `server` crate (which speaks the wire
+//! protocols) and the engine (which owns the items). They carry memcached's semantics,
+//! not its wire format: an exptime is the raw client value (0 = never, negative = already
+//! expired, above 30 days = absolute Unix time), and outcomes are enums the dispatcher
+//! maps to reply strings.
+
+/// A client-supplied expiration time, exactly as sent on the wire.
+///
+/// `0` never expires; a negative value is already expired; a value above
+/// [`RELATIVE_EXPTIME_MAX_S`] is an absolute Unix time; anything else is seconds from now.
+pub type ClientExptime = i64;
+
+/// memcached's boundary between relative and absolute expiration times (30 days).
+pub const RELATIVE_EXPTIME_MAX_S: i64 = 60 * 60 * 24 * 30;
+
+/// Which memory tier an item lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TierId {
+    Dram,
+    Slow,
+}
+
+/// A read-only view of one live item, valid only inside the callback that receives it
+/// (the item cannot move or change while the callback runs).
+#[derive(Debug)]
+pub struct ItemView<'a> {
+    pub key: &'a [u8],
+    pub value: &'a [u8],
+    pub client_flags: u32,
+    pub cas: u64,
+    /// Seconds until expiry, or `None` when the item never expires.
+    pub ttl_remaining_s: Option<u32>,
+    /// Seconds since the item was last accessed (before this access).
+    pub last_access_ago_s: u32,
+    /// Whether the item had been fetched before this request (meta `h`).
+    pub fetched_before: bool,
+    /// The item was marked stale by `md <key> I` or `ms ... I` (meta `X`).
+    pub stale: bool,
+    /// This request won the right to recache the item (meta `W`).
+    pub win: bool,
+    /// Another request already holds the recache token (meta `Z`).
+    pub win_token_already_sent: bool,
+    /// Slab class of the item (meta `me` prints it as `cls=`).
+    pub slab_class: u8,
+    /// Total bytes the item occupies in its slab chunk (header + key + value).
+    pub total_size_bytes: usize,
+    pub tier: TierId,
+}
+
+/// Options of a read (`get`, `gets`, `gat`, `gats`, `mg`, `me`).
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// Update the expiration time (`gat`, `mg T`).
+    pub touch_exptime: Option<ClientExptime>,
+    /// Do not bump the item in the LRU or mark it fetched (`mg u`, `me`).
+    pub no_bump: bool,
+    /// On a miss, create an empty placeholder with this exptime and hand the caller the
+    /// recache token (`mg N`).
+    pub vivify_exptime: Option<ClientExptime>,
+    /// If the remaining TTL is below this many seconds, the first caller wins the
+    /// recache token (`mg R`).
+    pub recache_below_s: Option<i64>,
+    /// Count this read as a touch (`gat`, `gats`) in addition to a get in statistics.
+    pub is_touch_command: bool,
+    /// Do not count statistics (used by `me`, the debug command).
+    pub no_stats: bool,
+}
+
+/// Result of [`crate::Engine::read`].
+#[derive(Debug)]
+pub enum ReadOutcome<R> {
+    /// The item was found; the callback's result.
+    Hit(R),
+    /// No live item. `vivified` is true when `vivify_exptime` created a placeholder,
+    /// in which case the caller holds the recache token (meta `EN` + `W`).
+    Miss { vivified: bool },
+}
+
+/// How a store treats an existing item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreMode {
+    Set,
+    Add,
+    Replace,
+    Append,
+    Prepend,
+}
+
+/// Options of a store (`set add replace append prepend cas`, `ms`).
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    pub mode: StoreMode,
+    pub client_flags: u32,
+    pub exptime: ClientExptime,
+    /// Store only if the item's CAS equals this (`cas`, `ms C`).
+    pub compare_cas: Option<u64>,
+    /// Use this value as the new CAS instead of the next counter value (`ms E`).
+    pub new_cas: Option<u64>,
+    /// `ms I`: if `compare_cas` is older than the item's CAS, store anyway but mark the
+    /// item stale.
+    pub invalidate: bool,
+    /// `ms N`: an append/prepend on a missing item creates it with this exptime.
+    pub vivify_exptime: Option<ClientExptime>,
+}
+
+impl StoreOptions {
+    pub fn new(mode: StoreMode, client_flags: u32, exptime: ClientExptime) -> Self {
+        StoreOptions {
+            mode,
+            client_flags,
+            exptime,
+            compare_cas: None,
+            new_cas: None,
+            invalidate: false,
+            vivify_exptime: None,
+        }
+    }
+}
+
+/// Result of [`crate::Engine::store`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreOutcome {
+    Stored { cas: u64 },
+    /// `add` on an existing item, `replace`/`append`/`prepend` on a missing one.
+    NotStored,
+    /// CAS mismatch.
+    Exists,
+    /// `cas` on a missing item.
+    NotFound,
+    /// The item can never fit (larger than `item_size_max` or the largest slab class).
+    /// For `Set` the old value has been unlinked, as memcached does.
+    TooLarge,
+    /// No memory could be found or freed for the item (memcached's
+    /// `SERVER_ERROR out of memory storing object`).
+    OutOfMemory,
+}
+
+/// Options of a delete (`delete`, `md`).
+#[derive(Clone, Debug, Default)]
+pub struct DeleteOptions {
+    pub compare_cas: Option<u64>,
+    /// `md I`: mark the item stale (and optionally retime it) instead of removing it.
+    pub invalidate: bool,
+    /// `md T`: with `invalidate`, the new exptime.
+    pub new_exptime: Option<ClientExptime>,
+    /// `md x`: drop the value (and client flags) but keep the item.
+    pub remove_value_only: bool,
+    /// `md E`: CAS to assign to an invalidated item.
+    pub new_cas: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    Deleted,
+    NotFound,
+    Exists,
+}
+
+/// Options of an arithmetic command (`incr`, `decr`, `ma`).
+#[derive(Clone, Debug)]
+pub struct ArithOptions {
+    pub increment: bool,
+    pub delta: u64,
+    pub compare_cas: Option<u64>,
+    pub new_cas: Option<u64>,
+    /// `ma N`/`J`: on a miss, create the item with this initial value and exptime.
+    pub vivify: Option<(u64, ClientExptime)>,
+    /// `ma T`: update the exptime on success.
+    pub touch_exptime: Option<ClientExptime>,
+}
+
+impl ArithOptions {
+    pub fn new(increment: bool, delta: u64) -> Self {
+        ArithOptions {
+            increment,
+            delta,
+            compare_cas: None,
+            new_cas: None,
+            vivify: None,
+            touch_exptime: None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArithOutcome {
+    /// The new value; `incr` wraps at 2^64, `decr` stops at 0.
+    Value {
+        value: u64,
+        cas: u64,
+        ttl_remaining_s: Option<u32>,
+    },
+    NotFound,
+    /// The stored value is not a decimal number of at most 20 digits.
+    NonNumeric,
+    Exists,
+    OutOfMemory,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TouchOutcome {
+    Touched,
+    NotFound,
+}
+
+/// One statistic, named as memcached names it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StatValue {
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    Bool(bool),
+    Text(String),
+}
+
+impl std::fmt::Display for StatValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StatValue::U64(v) => write!(f, "{v}"),
+            StatValue::I64(v) => write!(f, "{v}"),
+            StatValue::F64(v) => write!(f, "{v:.6}"),
+            StatValue::Bool(v) => f.write_str(if *v { "yes" } else { "no" }),
+            StatValue::Text(v) => f.write_str(v),
+        }
+    }
+}

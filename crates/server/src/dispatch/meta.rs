@@ -1,0 +1,1 @@
+//! Meta protocol dispatch (`mg ms md ma mn me`), called by the text dispatcher.

@@ -1,0 +1,67 @@
+//! The contract between the connection runtime and the protocol dispatchers.
+//!
+//! The runtime owns sockets and buffers; a dispatcher turns the bytes at the front of a
+//! connection's input into engine calls and reply bytes. One call handles at most one
+//! request and says what the runtime should do next with a [`Step`].
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+
+use engine::Engine;
+
+/// Server-wide settings the dispatchers need (the rest of the CLI lives in `config`).
+#[derive(Debug)]
+pub struct ServerSettings {
+    /// `-A`: allow the `shutdown` command.
+    pub shutdown_enabled: bool,
+    /// `-v`, `-vv`; also set by the `verbosity` command.
+    pub verbosity: AtomicU32,
+    /// `-c`: the connection limit.
+    pub max_connections: u32,
+    /// `-t`: worker threads.
+    pub worker_threads: u32,
+    /// `-p`.
+    pub tcp_port: u16,
+    /// `-l`.
+    pub listen_address: String,
+    /// Set when a shutdown was requested (command or signal).
+    pub shutdown_requested: AtomicBool,
+}
+
+/// Counters kept by the runtime, reported by `stats` under memcached's names.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    pub curr_connections: AtomicU64,
+    pub total_connections: AtomicU64,
+    pub rejected_connections: AtomicU64,
+    pub connection_structures: AtomicU64,
+    pub conn_yields: AtomicU64,
+    pub listen_disabled_num: AtomicU64,
+    pub bytes_read: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub accepting_conns: AtomicBool,
+}
+
+/// Everything a dispatcher may touch while handling one request.
+pub struct Session<'a> {
+    pub engine: &'a Engine,
+    pub settings: &'a ServerSettings,
+    pub stats: &'a ServerStats,
+    /// Reply bytes are appended here; the runtime writes them out once per batch.
+    pub out: &'a mut Vec<u8>,
+}
+
+/// What the runtime does after a dispatcher call.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Step {
+    /// One request was handled; drop `consumed` bytes of input and call again.
+    Consumed(usize),
+    /// The input holds only part of a request: read more, then call again.
+    NeedMore,
+    /// Drop `consumed` bytes, then discard the next `bytes` bytes of input as they arrive
+    /// (the payload of a refused store), without buffering them.
+    Swallow { consumed: usize, bytes: usize },
+    /// Write out what is in `out`, then close the connection (`quit`, hostile input).
+    Close,
+    /// Write out what is in `out`, then stop the whole server (`shutdown`).
+    Shutdown,
+}
