@@ -8,6 +8,7 @@
 //! - [`binary`]: the binary protocol (magic byte 0x80).
 
 pub mod binary;
+pub mod common;
 pub mod meta;
 pub mod text;
 
