@@ -62,8 +62,17 @@ pub struct ReadOptions {
     /// If the remaining TTL is below this many seconds, the first caller wins the
     /// recache token (`mg R`).
     pub recache_below_s: Option<i64>,
-    /// Count this read as a touch (`gat`, `gats`) in addition to a get in statistics.
+    /// Count this read as a touch (`gat`, `gats`, binary `touch`/`gat`, `mg T`) instead
+    /// of a get: memcached counts `cmd_touch` and `touch_hits`/`touch_misses` for these,
+    /// not `cmd_get`.
     pub is_touch_command: bool,
+    /// With `is_touch_command`, count a miss as a get miss (`cmd_get`, `get_misses`)
+    /// rather than a touch miss: memcached's `mg` with `T` does this.
+    pub miss_counts_as_get: bool,
+    /// A stale item, or one whose TTL is below `recache_below_s`, hands this reader the
+    /// recache token (meta `W`). memcached does this only for `mg`; `get` and `me` read
+    /// such an item without taking the token.
+    pub claim_recache_token: bool,
     /// Do not count statistics (used by `me`, the debug command).
     pub no_stats: bool,
 }
@@ -122,7 +131,9 @@ impl StoreOptions {
 /// Result of [`crate::Engine::store`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreOutcome {
-    Stored { cas: u64 },
+    Stored {
+        cas: u64,
+    },
     /// `add` on an existing item, `replace`/`append`/`prepend` on a missing one.
     NotStored,
     /// CAS mismatch.

@@ -77,7 +77,9 @@ pub enum ConfigError {
     GrowthFactor(f64),
     #[error("item size max (-I) must be between 1024 bytes and 1 GiB, got {0}")]
     ItemSizeMax(usize),
-    #[error("slab_chunk_max must be between 1024 bytes and the slab page size ({page}), got {got}")]
+    #[error(
+        "slab_chunk_max must be between 1024 bytes and the slab page size ({page}), got {got}"
+    )]
     SlabChunkMax { got: usize, page: usize },
     #[error("hot_lru_pct + warm_lru_pct must be below 80, got {hot} + {warm}")]
     LruPercentages { hot: u32, warm: u32 },
@@ -87,12 +89,14 @@ pub enum ConfigError {
     SlabAutomove(u32),
     #[error("hashpower must be between 12 and 32, got {0}")]
     Hashpower(u32),
+    #[error("cannot reserve the cache memory: {0}")]
+    Memory(String),
 }
 
 impl EngineConfig {
     /// Checks the settings the way memcached does at start-up.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if !(self.growth_factor > 1.0) {
+        if self.growth_factor.partial_cmp(&1.0) != Some(std::cmp::Ordering::Greater) {
             return Err(ConfigError::GrowthFactor(self.growth_factor));
         }
         if self.item_size_max_bytes < 1024 || self.item_size_max_bytes > 1024 * 1024 * 1024 {

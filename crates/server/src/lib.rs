@@ -1,6 +1,12 @@
 //! The fogcached server: sockets, connections, command dispatch and configuration.
 //! It contains no cache policy; every cache decision is the engine's.
 
+pub mod config;
+pub mod connection;
 pub mod dispatch;
+pub mod listener;
+pub mod registry;
+pub mod runtime;
 pub mod session;
 pub mod stats;
+pub mod worker;

@@ -8,6 +8,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 use engine::Engine;
 
+/// The version fogcached reports in `version`, `stats` and the binary `version` reply.
+pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// Server-wide settings the dispatchers need (the rest of the CLI lives in `config`).
 #[derive(Debug)]
 pub struct ServerSettings {
@@ -27,6 +30,21 @@ pub struct ServerSettings {
     pub shutdown_requested: AtomicBool,
 }
 
+impl Default for ServerSettings {
+    /// The command-line defaults (for tests that need settings without a command line).
+    fn default() -> Self {
+        ServerSettings {
+            shutdown_enabled: false,
+            verbosity: AtomicU32::new(0),
+            max_connections: 1024,
+            worker_threads: 4,
+            tcp_port: 11211,
+            listen_address: "127.0.0.1".to_owned(),
+            shutdown_requested: AtomicBool::new(false),
+        }
+    }
+}
+
 /// Counters kept by the runtime, reported by `stats` under memcached's names.
 #[derive(Debug, Default)]
 pub struct ServerStats {
@@ -39,6 +57,9 @@ pub struct ServerStats {
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     pub accepting_conns: AtomicBool,
+    /// Per-worker counters and the connection table (added by the runtime; `Default`
+    /// gives an empty one for dispatcher tests).
+    pub runtime: crate::registry::RuntimeState,
 }
 
 /// Everything a dispatcher may touch while handling one request.

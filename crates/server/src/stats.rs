@@ -1,6 +1,9 @@
 //! `stats` output: the runtime's counters and the engine's, under memcached's names.
 
-use crate::session::Session;
+use std::sync::atomic::Ordering;
+
+use crate::registry::WorkerCounters;
+use crate::session::{Session, SERVER_VERSION};
 
 /// The `stats` groups fogcached answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,16 +35,279 @@ impl StatsGroup {
 pub fn collect(session: &Session<'_>, group: StatsGroup, emit: &mut dyn FnMut(&str, &str)) {
     let mut engine_emit = |name: &str, value: engine::StatValue| emit(name, &value.to_string());
     match group {
-        StatsGroup::General => session.engine.stats(&mut engine_emit),
-        StatsGroup::Settings => session.engine.stats_settings(&mut engine_emit),
+        StatsGroup::General => {
+            general(session, &mut engine_emit);
+            session.engine.stats(&mut engine_emit);
+        }
+        StatsGroup::Settings => {
+            settings(session, &mut engine_emit);
+            session.engine.stats_settings(&mut engine_emit);
+        }
         StatsGroup::Items => session.engine.stats_items(&mut engine_emit),
         StatsGroup::Slabs => session.engine.stats_slabs(&mut engine_emit),
         StatsGroup::Sizes => session.engine.stats_sizes(&mut engine_emit),
-        StatsGroup::Conns => {}
+        StatsGroup::Conns => conns(session, emit),
     }
 }
 
 /// `stats reset`: clears the resettable counters of the runtime and the engine.
 pub fn reset(session: &Session<'_>) {
+    let stats = session.stats;
+    stats.total_connections.store(0, Ordering::Relaxed);
+    stats.rejected_connections.store(0, Ordering::Relaxed);
+    stats.conn_yields.store(0, Ordering::Relaxed);
+    stats.listen_disabled_num.store(0, Ordering::Relaxed);
+    stats.bytes_read.store(0, Ordering::Relaxed);
+    stats.bytes_written.store(0, Ordering::Relaxed);
+    stats.runtime.reset_counters();
     session.engine.reset_stats();
+}
+
+type Emit<'e> = dyn FnMut(&str, engine::StatValue) + 'e;
+
+fn general(session: &Session<'_>, emit: &mut Emit<'_>) {
+    use engine::StatValue::{Text, U64};
+    let stats = session.stats;
+    let runtime = &stats.runtime;
+    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
+    let clock = session.engine.clock();
+    let now_s = clock.now_s();
+    // The engine clock starts two seconds in the past (see engine::clock); uptime counts
+    // from the real start, as memcached's does.
+    let uptime_s = now_s.saturating_sub(2);
+    let (user, system) = rusage();
+
+    emit("pid", U64(u64::from(std::process::id())));
+    emit("uptime", U64(u64::from(uptime_s)));
+    emit("time", U64(clock.start_unix_s() + u64::from(now_s)));
+    emit("version", Text(SERVER_VERSION.to_owned()));
+    emit("pointer_size", U64(usize::BITS.into()));
+    emit("rusage_user", Text(user));
+    emit("rusage_system", Text(system));
+    emit(
+        "max_connections",
+        U64(u64::from(session.settings.max_connections)),
+    );
+    emit("curr_connections", U64(load(&stats.curr_connections)));
+    emit("total_connections", U64(load(&stats.total_connections)));
+    emit(
+        "rejected_connections",
+        U64(load(&stats.rejected_connections)),
+    );
+    emit(
+        "connection_structures",
+        U64(load(&stats.connection_structures)),
+    );
+    emit(
+        "conn_yields",
+        U64(load(&stats.conn_yields).wrapping_add(runtime.sum(|w: &WorkerCounters| &w.conn_yields))),
+    );
+    emit("listen_disabled_num", U64(load(&stats.listen_disabled_num)));
+    // memcached prints this one as a number, not yes/no.
+    emit(
+        "accepting_conns",
+        U64(u64::from(stats.accepting_conns.load(Ordering::Relaxed))),
+    );
+    emit("threads", U64(u64::from(session.settings.worker_threads)));
+    emit(
+        "bytes_read",
+        U64(load(&stats.bytes_read).wrapping_add(runtime.sum(|w: &WorkerCounters| &w.bytes_read))),
+    );
+    emit(
+        "bytes_written",
+        U64(load(&stats.bytes_written)
+            .wrapping_add(runtime.sum(|w: &WorkerCounters| &w.bytes_written))),
+    );
+    emit(
+        "idle_kicks",
+        U64(runtime.sum(|w: &WorkerCounters| &w.idle_kicks)),
+    );
+}
+
+fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
+    use engine::StatValue::{Text, U64};
+    let settings = session.settings;
+    let runtime = &session.stats.runtime;
+    let yes_no = |on: bool| Text(if on { "yes" } else { "no" }.to_owned());
+    emit("maxconns", U64(u64::from(settings.max_connections)));
+    emit("tcpport", U64(u64::from(settings.tcp_port)));
+    emit("udpport", U64(0));
+    emit("inter", Text(settings.listen_address.clone()));
+    emit(
+        "verbosity",
+        U64(u64::from(settings.verbosity.load(Ordering::Relaxed))),
+    );
+    emit("shutdown_command", yes_no(settings.shutdown_enabled));
+    emit("num_threads", U64(u64::from(settings.worker_threads)));
+    emit(
+        "reqs_per_event",
+        U64(u64::from(runtime.reqs_per_event.load(Ordering::Relaxed))),
+    );
+    emit("binding_protocol", Text("auto-negotiate".to_owned()));
+    emit("maxconns_fast", yes_no(true));
+    emit(
+        "idle_timeout",
+        U64(u64::from(runtime.idle_timeout_s.load(Ordering::Relaxed))),
+    );
+}
+
+fn conns(session: &Session<'_>, emit: &mut dyn FnMut(&str, &str)) {
+    let now_s = session.engine.clock().now_s();
+    for (fd, entry) in session.stats.runtime.connections.snapshot() {
+        emit(&format!("{fd}:addr"), &entry.addr);
+        if let Some(listen_addr) = &entry.listen_addr {
+            emit(&format!("{fd}:listen_addr"), listen_addr);
+        }
+        emit(&format!("{fd}:state"), entry.state().name());
+        let idle_s = now_s.saturating_sub(entry.last_cmd_s());
+        emit(&format!("{fd}:secs_since_last_cmd"), &idle_s.to_string());
+    }
+}
+
+/// `getrusage(RUSAGE_SELF)` user and system time as memcached prints them
+/// (`seconds.microseconds`, six digits).
+fn rusage() -> (String, String) {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is a valid, writable rusage; RUSAGE_SELF is always accepted.
+    let result = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    if result != 0 {
+        return ("0.000000".to_owned(), "0.000000".to_owned());
+    }
+    let format = |tv: libc::timeval| format!("{}.{:06}", tv.tv_sec, tv.tv_usec);
+    (format(usage.ru_utime), format(usage.ru_stime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{ConnEntry, ConnState};
+    use crate::session::{ServerSettings, ServerStats};
+    use std::sync::Arc;
+
+    fn collect_all(group: StatsGroup, stats: &ServerStats) -> Vec<(String, String)> {
+        let engine = engine::Engine::new(
+            engine::EngineConfig::default(),
+            engine::ManualClock::new(1_700_000_000),
+        );
+        let engine = match engine {
+            Ok(engine) => engine,
+            Err(e) => panic!("engine: {e}"),
+        };
+        let settings = ServerSettings::default();
+        let mut out = Vec::new();
+        let session = Session {
+            engine: &engine,
+            settings: &settings,
+            stats,
+            out: &mut out,
+        };
+        let mut pairs = Vec::new();
+        collect(&session, group, &mut |name, value| {
+            pairs.push((name.to_owned(), value.to_owned()))
+        });
+        pairs
+    }
+
+    fn value<'a>(pairs: &'a [(String, String)], name: &str) -> Option<&'a str> {
+        pairs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn general_has_runtime_keys_and_sums_workers() {
+        let stats = ServerStats::default();
+        let worker = stats.runtime.add_worker();
+        WorkerCounters::add(&worker.bytes_read, 7);
+        WorkerCounters::add(&worker.bytes_written, 9);
+        stats.total_connections.store(3, Ordering::Relaxed);
+        let pairs = collect_all(StatsGroup::General, &stats);
+        let names: Vec<&str> = pairs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(&names[..4], ["pid", "uptime", "time", "version"]);
+        assert_eq!(value(&pairs, "uptime"), Some("0"));
+        assert_eq!(value(&pairs, "time"), Some("1700000002"));
+        assert_eq!(value(&pairs, "bytes_read"), Some("7"));
+        assert_eq!(value(&pairs, "bytes_written"), Some("9"));
+        assert_eq!(value(&pairs, "total_connections"), Some("3"));
+        assert_eq!(value(&pairs, "accepting_conns"), Some("0"));
+        let rusage_user = value(&pairs, "rusage_user").unwrap_or("");
+        let (secs, micros) = rusage_user.split_once('.').unwrap_or(("", ""));
+        assert!(
+            secs.parse::<u64>().is_ok() && micros.len() == 6,
+            "{rusage_user}"
+        );
+        for required in [
+            "curr_connections",
+            "rejected_connections",
+            "conn_yields",
+            "listen_disabled_num",
+            "threads",
+            "limit_maxbytes",
+            "curr_items",
+            "bytes",
+        ] {
+            assert!(value(&pairs, required).is_some(), "missing {required}");
+        }
+    }
+
+    #[test]
+    fn reset_clears_runtime_counters() {
+        let stats = ServerStats::default();
+        let worker = stats.runtime.add_worker();
+        WorkerCounters::add(&worker.bytes_read, 7);
+        stats.total_connections.store(3, Ordering::Relaxed);
+        stats.curr_connections.store(2, Ordering::Relaxed);
+        {
+            let engine =
+                engine::Engine::new(engine::EngineConfig::default(), engine::ManualClock::new(0));
+            let Ok(engine) = engine else { panic!("engine") };
+            let settings = ServerSettings::default();
+            let mut out = Vec::new();
+            let session = Session {
+                engine: &engine,
+                settings: &settings,
+                stats: &stats,
+                out: &mut out,
+            };
+            reset(&session);
+        }
+        let pairs = collect_all(StatsGroup::General, &stats);
+        assert_eq!(value(&pairs, "bytes_read"), Some("0"));
+        assert_eq!(value(&pairs, "total_connections"), Some("0"));
+        // curr_connections is a gauge, not a counter: reset leaves it.
+        assert_eq!(value(&pairs, "curr_connections"), Some("2"));
+    }
+
+    #[test]
+    fn settings_and_conns() {
+        let stats = ServerStats::default();
+        stats.runtime.connections.insert(
+            12,
+            Arc::new(ConnEntry::new(
+                "tcp:127.0.0.1:5000".into(),
+                Some("tcp:127.0.0.1:11211".into()),
+                ConnState::ParseCmd,
+                2,
+            )),
+        );
+        let pairs = collect_all(StatsGroup::Conns, &stats);
+        let expected: Vec<(String, String)> = [
+            ("12:addr", "tcp:127.0.0.1:5000"),
+            ("12:listen_addr", "tcp:127.0.0.1:11211"),
+            ("12:state", "conn_parse_cmd"),
+            ("12:secs_since_last_cmd", "0"),
+        ]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+        assert_eq!(pairs, expected);
+        let pairs = collect_all(StatsGroup::Settings, &stats);
+        assert_eq!(value(&pairs, "maxconns"), Some("1024"));
+        assert_eq!(value(&pairs, "udpport"), Some("0"));
+        assert_eq!(value(&pairs, "inter"), Some("127.0.0.1"));
+        assert_eq!(value(&pairs, "num_threads"), Some("4"));
+        assert_eq!(value(&pairs, "maxbytes"), Some("67108864"));
+    }
 }

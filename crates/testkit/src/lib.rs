@@ -1,2 +1,428 @@
 //! Test support: start `fogcached` (or Debian's `memcached`) on a free loopback port and
 //! talk raw bytes to it.
+//!
+//! Every wait here is bounded so that a broken server fails a test instead of hanging it.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context};
+
+/// How long a started server may take to accept its first connection.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long `stop` waits after SIGTERM before falling back to SIGKILL.
+const STOP_TIMEOUT: Duration = Duration::from_secs(10);
+/// Ports tried before giving up (another process may grab a port between probe and bind).
+const START_ATTEMPTS: u32 = 5;
+/// Default read timeout of a [`RawClient`].
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// A reply larger than this is a bug in the server or the test, not something to buffer.
+const REPLY_MAX_BYTES: usize = 256 * 1024 * 1024;
+
+/// A server process on a free 127.0.0.1 port, killed on drop.
+pub struct ServerProcess {
+    child: Option<Child>,
+    port: u16,
+}
+
+impl ServerProcess {
+    /// Starts `binary` with `-p <free port> -l 127.0.0.1 -U 0` plus `extra_args`, waits
+    /// until it accepts connections (bounded), retrying with another port if the port
+    /// was taken.
+    pub fn start(binary: &str, extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
+        let mut last_error = anyhow!("no attempt made");
+        for _ in 0..START_ATTEMPTS {
+            let port = free_port()?;
+            match Self::start_on(binary, port, extra_args) {
+                Ok(server) => return Ok(server),
+                Err(error) => last_error = error,
+            }
+        }
+        Err(last_error.context(format!("starting {binary} {extra_args:?}")))
+    }
+
+    fn start_on(binary: &str, port: u16, extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
+        let port_arg = port.to_string();
+        let mut command = Command::new(binary);
+        command
+            .args(["-p", &port_arg, "-l", "127.0.0.1", "-U", "0"])
+            .args(extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        // Debian's memcached refuses to run as root unless told which user to be.
+        if is_root()
+            && Path::new(binary)
+                .file_name()
+                .is_some_and(|n| n == "memcached")
+        {
+            command.args(["-u", "root"]);
+        }
+        let child = command
+            .spawn()
+            .with_context(|| format!("spawning {binary}"))?;
+        let mut server = ServerProcess {
+            child: Some(child),
+            port,
+        };
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if let Some(child) = server.child.as_mut() {
+                if let Some(status) = child.try_wait()? {
+                    server.child = None;
+                    bail!("{binary} exited during start-up with {status}");
+                }
+            }
+            if TcpStream::connect_timeout(&server.addr(), Duration::from_millis(200)).is_ok() {
+                return Ok(server);
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "{binary} did not accept connections on port {port} within {STARTUP_TIMEOUT:?}"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts fogcached: `$FOGCACHED_BIN`, else `target/{debug,release}/fogcached` next
+    /// to the running test executable.
+    pub fn fogcached(extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
+        let binary = fogcached_binary()?;
+        let binary = binary
+            .to_str()
+            .ok_or_else(|| anyhow!("fogcached path is not UTF-8: {}", binary.display()))?
+            .to_owned();
+        Self::start(&binary, extra_args)
+    }
+
+    /// Starts Debian's memcached (`/usr/bin/memcached`); Err if it is not installed.
+    pub fn memcached(extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
+        const MEMCACHED: &str = "/usr/bin/memcached";
+        if !Path::new(MEMCACHED).exists() {
+            bail!("{MEMCACHED} is not installed");
+        }
+        Self::start(MEMCACHED, extra_args)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The server's process id (for `/proc/<pid>/status` checks), if it is running.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGINT`) to the server process.
+    pub fn signal(&self, signal: i32) -> anyhow::Result<()> {
+        let pid = self.pid().ok_or_else(|| anyhow!("server is not running"))?;
+        let pid = libc::pid_t::try_from(pid).context("pid out of range")?;
+        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child,
+        // which has not been reaped yet (we hold its Child), so it cannot be recycled.
+        if unsafe { libc::kill(pid, signal) } != 0 {
+            return Err(std::io::Error::last_os_error()).context("kill");
+        }
+        Ok(())
+    }
+
+    /// Waits (bounded) for the server to exit on its own, e.g. after `shutdown`.
+    pub fn wait(mut self, timeout: Duration) -> anyhow::Result<ExitStatus> {
+        let mut child = self
+            .child
+            .take()
+            .ok_or_else(|| anyhow!("server is not running"))?;
+        match wait_bounded(&mut child, timeout)? {
+            Some(status) => Ok(status),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("server did not exit within {timeout:?}")
+            }
+        }
+    }
+
+    /// SIGTERM, wait (bounded), SIGKILL fallback. Returns the exit status; a SIGKILL
+    /// fallback is an error since the server failed to shut down cleanly.
+    pub fn stop(mut self) -> anyhow::Result<ExitStatus> {
+        self.signal(libc::SIGTERM)?;
+        let mut child = self
+            .child
+            .take()
+            .ok_or_else(|| anyhow!("server is not running"))?;
+        match wait_bounded(&mut child, STOP_TIMEOUT)? {
+            Some(status) => Ok(status),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("server ignored SIGTERM for {STOP_TIMEOUT:?}; killed")
+            }
+        }
+    }
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn wait_bounded(child: &mut Child, timeout: Duration) -> anyhow::Result<Option<ExitStatus>> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if Instant::now() >= deadline {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A port that was free a moment ago (the kernel picks it; it is released at once).
+pub fn free_port() -> anyhow::Result<u16> {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("probing a free port")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Locates the fogcached binary for tests.
+pub fn fogcached_binary() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("FOGCACHED_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    // Test executables live in target/<profile>/deps/; the binary in target/<profile>/.
+    let exe = std::env::current_exe().context("current_exe")?;
+    let mut candidates = Vec::new();
+    if let Some(deps) = exe.parent() {
+        if let Some(profile_dir) = deps.parent() {
+            candidates.push(profile_dir.join("fogcached"));
+            if let Some(target) = profile_dir.parent() {
+                candidates.push(target.join("debug").join("fogcached"));
+                candidates.push(target.join("release").join("fogcached"));
+            }
+        }
+    }
+    candidates
+        .into_iter()
+        .find(|path| path.is_file())
+        .ok_or_else(|| {
+            anyhow!(
+                "fogcached binary not found near {}; set FOGCACHED_BIN",
+                exe.display()
+            )
+        })
+}
+
+/// A blocking raw-bytes client with read timeouts (default 5 s).
+pub struct RawClient {
+    stream: TcpStream,
+    /// Bytes received beyond the last returned reply (pipelined replies).
+    pending: Vec<u8>,
+}
+
+impl RawClient {
+    pub fn connect(addr: SocketAddr) -> anyhow::Result<RawClient> {
+        let stream = TcpStream::connect_timeout(&addr, READ_TIMEOUT)
+            .with_context(|| format!("connecting to {addr}"))?;
+        stream.set_read_timeout(Some(READ_TIMEOUT))?;
+        stream.set_write_timeout(Some(READ_TIMEOUT))?;
+        stream.set_nodelay(true)?;
+        Ok(RawClient {
+            stream,
+            pending: Vec::new(),
+        })
+    }
+
+    /// Changes the read timeout (e.g. shorter for tests expecting silence).
+    pub fn set_read_timeout(&mut self, timeout: Duration) -> anyhow::Result<()> {
+        self.stream.set_read_timeout(Some(timeout))?;
+        Ok(())
+    }
+
+    /// The underlying socket, for tests needing shutdown(2) or non-blocking tricks.
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        self.stream.write_all(bytes).context("sending")?;
+        Ok(())
+    }
+
+    /// Reads until the accumulated reply ends with `terminator` (e.g. b"END\r\n").
+    /// Bytes after the terminator stay buffered for the next read.
+    pub fn read_until(&mut self, terminator: &[u8]) -> anyhow::Result<Vec<u8>> {
+        if terminator.is_empty() {
+            bail!("empty terminator");
+        }
+        let mut searched_from: usize = 0;
+        loop {
+            let window_start = searched_from.saturating_sub(terminator.len() - 1);
+            if let Some(at) = find(&self.pending[window_start..], terminator) {
+                let end = window_start + at + terminator.len();
+                let rest = self.pending.split_off(end);
+                return Ok(std::mem::replace(&mut self.pending, rest));
+            }
+            searched_from = self.pending.len();
+            if self.pending.len() > REPLY_MAX_BYTES {
+                bail!(
+                    "reply over {REPLY_MAX_BYTES} bytes without {:?}",
+                    escape(terminator)
+                );
+            }
+            if self.fill()? == 0 {
+                bail!(
+                    "connection closed before {:?}; got {:?}",
+                    escape(terminator),
+                    escape(&self.pending)
+                );
+            }
+        }
+    }
+
+    /// Reads exactly n bytes.
+    pub fn read_exact(&mut self, n: usize) -> anyhow::Result<Vec<u8>> {
+        while self.pending.len() < n {
+            if self.fill()? == 0 {
+                bail!(
+                    "connection closed after {} of {n} bytes; got {:?}",
+                    self.pending.len(),
+                    escape(&self.pending)
+                );
+            }
+        }
+        let rest = self.pending.split_off(n);
+        Ok(std::mem::replace(&mut self.pending, rest))
+    }
+
+    /// send + read one reply ending with `terminator` (b"\r\n" for a one-line reply).
+    pub fn request(&mut self, bytes: &[u8], terminator: &[u8]) -> anyhow::Result<Vec<u8>> {
+        self.send(bytes)?;
+        self.read_until(terminator)
+    }
+
+    /// True if the server closed the connection (read returns 0 or a reset) within the
+    /// read timeout. Any bytes received first are kept for later reads.
+    pub fn is_closed_by_peer(&mut self) -> bool {
+        let deadline = Instant::now() + READ_TIMEOUT.max(Duration::from_secs(1));
+        loop {
+            match self.fill() {
+                Ok(0) => return true,
+                Ok(_) => {
+                    if self.pending.len() > REPLY_MAX_BYTES || Instant::now() >= deadline {
+                        return false;
+                    }
+                }
+                Err(error) => {
+                    return error.downcast_ref::<std::io::Error>().is_some_and(|e| {
+                        matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe)
+                    });
+                }
+            }
+        }
+    }
+
+    /// `stats [group]` parsed into (name, value) pairs, in the server's order.
+    pub fn stats(&mut self, group: &str) -> anyhow::Result<Vec<(String, String)>> {
+        let command = if group.is_empty() {
+            "stats\r\n".to_owned()
+        } else {
+            format!("stats {group}\r\n")
+        };
+        let reply = self.request(command.as_bytes(), b"END\r\n")?;
+        let text = String::from_utf8(reply).context("stats reply is not UTF-8")?;
+        let mut pairs = Vec::new();
+        for line in text.split("\r\n") {
+            if line.is_empty() || line == "END" {
+                continue;
+            }
+            let rest = line
+                .strip_prefix("STAT ")
+                .ok_or_else(|| anyhow!("unexpected stats line {line:?}"))?;
+            let (name, value) = rest.split_once(' ').unwrap_or((rest, ""));
+            pairs.push((name.to_owned(), value.to_owned()));
+        }
+        Ok(pairs)
+    }
+
+    /// Reads once into `pending`; Ok(0) on end of stream. A timeout is an error.
+    fn fill(&mut self) -> anyhow::Result<usize> {
+        let mut chunk = [0u8; 64 * 1024];
+        loop {
+            match self.stream.read(&mut chunk) {
+                Ok(n) => {
+                    self.pending.extend_from_slice(&chunk[..n]);
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(anyhow::Error::new(e).context(format!(
+                        "reading (have {:?})",
+                        escape(&self.pending[self.pending.len().saturating_sub(200)..])
+                    )))
+                }
+            }
+        }
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
+}
+
+/// Printable form of bytes for error messages.
+pub fn escape(bytes: &[u8]) -> String {
+    bytes.escape_ascii().to_string()
+}
+
+/// Looks up `name` in parsed `stats` output.
+pub fn stat<'a>(stats: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    stats
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_until_keeps_pipelined_rest() -> anyhow::Result<()> {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let addr = listener.local_addr()?;
+        let server = std::thread::spawn(move || -> std::io::Result<()> {
+            let (mut s, _) = listener.accept()?;
+            s.write_all(b"STORED\r\nEND\r\nSTAT a 1\r\nSTAT b x y\r\nEND\r\n")?;
+            Ok(())
+        });
+        let mut client = RawClient::connect(addr)?;
+        assert_eq!(client.read_until(b"\r\n")?, b"STORED\r\n");
+        assert_eq!(client.read_exact(5)?, b"END\r\n");
+        let reply = client.read_until(b"END\r\n")?;
+        assert_eq!(reply, b"STAT a 1\r\nSTAT b x y\r\nEND\r\n");
+        assert!(client.is_closed_by_peer());
+        server
+            .join()
+            .map_err(|_| anyhow!("server thread panicked"))??;
+        Ok(())
+    }
+}

@@ -1,1 +1,1019 @@
 //! Meta protocol dispatch (`mg ms md ma mn me`), called by the text dispatcher.
+//!
+//! One request: parse it with [`protocol::meta`], apply it to the engine, append the reply
+//! exactly as memcached 1.6 writes it. Reply flags follow the order the client sent them;
+//! `q` suppresses only the nominal reply of each command (a miss for `mg`, `HD` for `ms`,
+//! `md` and `ma`), never an error or another status.
+
+use engine::{
+    ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, ItemView, ReadOptions, ReadOutcome,
+    StoreMode, StoreOptions, StoreOutcome,
+};
+use protocol::meta::{
+    self, push_i64, push_key, push_key_flag, push_numeric_flag, push_opaque_flag, push_ttl_flag,
+    push_u64, ArithMode, MetaFlags, MetaKey, MetaLimits, MetaRequest, SetMode, SetValue,
+};
+use protocol::Parsed;
+
+use crate::session::{Session, Step};
+
+const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
+const STORE_OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
+const ARITH_OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
+const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
+
+/// Handles the meta request at the front of `input`.
+pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
+    // Payloads beyond the item size limit can never be stored, so they are swallowed as
+    // they arrive instead of being buffered.
+    let limits = MetaLimits {
+        value_max_bytes: session.engine.config().item_size_max_bytes,
+    };
+    match meta::parse(input, &limits) {
+        Parsed::Incomplete => Step::NeedMore,
+        Parsed::Invalid {
+            reply,
+            consumed,
+            swallow_bytes,
+            close,
+        } => {
+            session.out.extend_from_slice(reply);
+            if close {
+                Step::Close
+            } else if swallow_bytes > 0 {
+                Step::Swallow {
+                    consumed,
+                    bytes: swallow_bytes,
+                }
+            } else {
+                Step::Consumed(consumed)
+            }
+        }
+        Parsed::Complete { request, consumed } => match request {
+            MetaRequest::Get { key, flags } => {
+                meta_get(session, &key, &flags);
+                Step::Consumed(consumed)
+            }
+            MetaRequest::Set {
+                key,
+                flags,
+                mode,
+                value: SetValue::Data(value),
+            } => {
+                meta_set(session, &key, &flags, mode, value);
+                Step::Consumed(consumed)
+            }
+            MetaRequest::Set {
+                key,
+                value: SetValue::TooLarge { swallow_bytes },
+                ..
+            } => {
+                // As memcached does when it cannot allocate the item: answer, drop any
+                // old value so a stale one is not served, and discard the payload.
+                // memcached's `ms` unlinks in every mode, counts `store_too_large`, and
+                // does not count a delete.
+                session.out.extend_from_slice(TOO_LARGE);
+                session.engine.refuse_too_large(key.as_bytes(), true);
+                Step::Swallow {
+                    consumed,
+                    bytes: swallow_bytes,
+                }
+            }
+            MetaRequest::Delete { key, flags } => {
+                meta_delete(session, &key, &flags);
+                Step::Consumed(consumed)
+            }
+            MetaRequest::Arith { key, flags, mode } => {
+                meta_arith(session, &key, &flags, mode);
+                Step::Consumed(consumed)
+            }
+            MetaRequest::Noop => {
+                session.out.extend_from_slice(b"MN\r\n");
+                Step::Consumed(consumed)
+            }
+            MetaRequest::Debug { key } => {
+                meta_debug(session, &key);
+                Step::Consumed(consumed)
+            }
+        },
+    }
+}
+
+/// `mg`: `VA <size> <flags>*` (with `v`) or `HD <flags>*` on a hit, `EN` on a miss.
+fn meta_get(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>) {
+    let engine = session.engine;
+    let out = &mut *session.out;
+    let options = ReadOptions {
+        touch_exptime: flags.exptime,
+        no_bump: flags.no_bump,
+        vivify_exptime: flags.vivify_exptime,
+        recache_below_s: flags.recache_below_s,
+        is_touch_command: flags.exptime.is_some(),
+        // memcached 1.6.18 counts an `mg T` hit as a touch but its miss as a get miss.
+        miss_counts_as_get: true,
+        // Only `mg` hands out the recache token of a stale item (`get` and `me` do not).
+        claim_recache_token: true,
+        no_stats: false,
+    };
+    let outcome = engine.read(key.as_bytes(), &options, |item| {
+        write_hit(out, key, flags, item, false)
+    });
+    match outcome {
+        ReadOutcome::Hit(()) => {}
+        ReadOutcome::Miss { vivified: true } => {
+            // memcached answers a vivifying miss like a hit on the new empty item, with
+            // `W`. The engine reports only that it created the item, so read it back
+            // (without bumping or counting) to print its flags.
+            let peek = ReadOptions {
+                no_bump: true,
+                no_stats: true,
+                ..ReadOptions::default()
+            };
+            let outcome = engine.read(key.as_bytes(), &peek, |item| {
+                write_hit(out, key, flags, item, true)
+            });
+            if let ReadOutcome::Miss { .. } = outcome {
+                // Evicted in between: to this client it is a plain miss.
+                write_miss(out, key, flags);
+            }
+        }
+        ReadOutcome::Miss { vivified: false } => {
+            if !flags.quiet {
+                write_miss(out, key, flags);
+            }
+        }
+    }
+}
+
+fn write_hit(
+    out: &mut Vec<u8>,
+    key: &MetaKey<'_>,
+    flags: &MetaFlags<'_>,
+    item: &ItemView<'_>,
+    vivified: bool,
+) {
+    let value_bytes = item.value.len() as u64;
+    if flags.return_value {
+        out.extend_from_slice(b"VA ");
+        push_u64(out, value_bytes);
+    } else {
+        out.extend_from_slice(b"HD");
+    }
+    for &flag in flags.in_order() {
+        match flag {
+            b's' => push_numeric_flag(out, b's', value_bytes),
+            b't' => push_ttl_flag(out, item.ttl_remaining_s),
+            b'c' => push_numeric_flag(out, b'c', item.cas),
+            b'f' => push_numeric_flag(out, b'f', u64::from(item.client_flags)),
+            b'l' => push_numeric_flag(out, b'l', u64::from(item.last_access_ago_s)),
+            b'h' => push_numeric_flag(out, b'h', u64::from(item.fetched_before)),
+            b'O' => push_opaque(out, flags),
+            b'k' => push_key_flag(out, key.as_bytes(), key.binary),
+            _ => {}
+        }
+    }
+    // memcached's order: Z (someone else holds the token), X (stale), W (this client won).
+    // The request that created the item holds the token, so it sees W and never Z.
+    if vivified {
+        out.extend_from_slice(b" W");
+    } else {
+        if item.win_token_already_sent {
+            out.extend_from_slice(b" Z");
+        }
+        if item.stale {
+            out.extend_from_slice(b" X");
+        }
+        if item.win {
+            out.extend_from_slice(b" W");
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    if flags.return_value {
+        out.extend_from_slice(item.value);
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+fn write_miss(out: &mut Vec<u8>, key: &MetaKey<'_>, flags: &MetaFlags<'_>) {
+    out.extend_from_slice(b"EN");
+    push_opaque_and_key(out, key, flags);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn push_opaque(out: &mut Vec<u8>, flags: &MetaFlags<'_>) {
+    if let Some(opaque) = flags.opaque {
+        push_opaque_flag(out, opaque);
+    }
+}
+
+/// The `O` and `k` echoes, in request order: all that a status without an item carries.
+fn push_opaque_and_key(out: &mut Vec<u8>, key: &MetaKey<'_>, flags: &MetaFlags<'_>) {
+    for &flag in flags.in_order() {
+        match flag {
+            b'O' => push_opaque(out, flags),
+            b'k' => push_key_flag(out, key.as_bytes(), key.binary),
+            _ => {}
+        }
+    }
+}
+
+/// `ms`: `HD`, `NS`, `EX` or `NF`, echoing `O`, `k` and `c` (the new CAS, 0 on failure).
+fn meta_set(
+    session: &mut Session<'_>,
+    key: &MetaKey<'_>,
+    flags: &MetaFlags<'_>,
+    mode: SetMode,
+    value: &[u8],
+) {
+    let store_mode = match mode {
+        SetMode::Set => StoreMode::Set,
+        SetMode::Add => StoreMode::Add,
+        SetMode::Replace => StoreMode::Replace,
+        SetMode::Append => StoreMode::Append,
+        SetMode::Prepend => StoreMode::Prepend,
+    };
+    let concatenates = matches!(mode, SetMode::Append | SetMode::Prepend);
+    let mut options = StoreOptions::new(
+        store_mode,
+        flags.client_flags.unwrap_or(0),
+        flags.exptime.unwrap_or(0),
+    );
+    // memcached turns set/replace with a CAS into its `cas` command, checks the CAS of
+    // append/prepend, and ignores it for add.
+    options.compare_cas = match mode {
+        SetMode::Add => None,
+        _ => flags.compare_cas,
+    };
+    options.new_cas = flags.new_cas;
+    // `I` only matters to the `cas` form: an older CAS then stores the item as stale.
+    options.invalidate = flags.invalidate
+        && flags.compare_cas.is_some()
+        && matches!(mode, SetMode::Set | SetMode::Replace);
+    options.vivify_exptime = if concatenates {
+        flags.vivify_exptime
+    } else {
+        None
+    };
+
+    let engine = session.engine;
+    let out = &mut *session.out;
+    let (status, cas): (&[u8], u64) = match engine.store(key.as_bytes(), value, &options) {
+        StoreOutcome::Stored { cas } => (b"HD", cas),
+        StoreOutcome::NotStored => (b"NS", 0),
+        StoreOutcome::Exists => (b"EX", 0),
+        // append/prepend never report "not found": a missing item is simply not stored.
+        StoreOutcome::NotFound if concatenates => (b"NS", 0),
+        StoreOutcome::NotFound => (b"NF", 0),
+        refused @ (StoreOutcome::TooLarge | StoreOutcome::OutOfMemory) => {
+            // memcached's `ms` unlinks the old value whenever it cannot allocate the new
+            // one, in every mode; the engine already counted the refusal.
+            engine.unlink_key(key.as_bytes());
+            out.extend_from_slice(if refused == StoreOutcome::TooLarge {
+                TOO_LARGE
+            } else {
+                STORE_OUT_OF_MEMORY
+            });
+            return;
+        }
+    };
+    if status == b"HD" && flags.quiet {
+        return;
+    }
+    out.extend_from_slice(status);
+    for &flag in flags.in_order() {
+        match flag {
+            b'O' => push_opaque(out, flags),
+            b'k' => push_key_flag(out, key.as_bytes(), key.binary),
+            b'c' => push_numeric_flag(out, b'c', cas),
+            _ => {}
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `md`: `HD`, `NF` or `EX`, echoing `O` and `k`.
+fn meta_delete(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>) {
+    let options = DeleteOptions {
+        compare_cas: flags.compare_cas,
+        invalidate: flags.invalidate,
+        // memcached retimes the item only when it marks it stale.
+        new_exptime: if flags.invalidate {
+            flags.exptime
+        } else {
+            None
+        },
+        remove_value_only: flags.remove_value,
+        new_cas: flags.new_cas,
+    };
+    let status: &[u8] = match session.engine.delete(key.as_bytes(), &options) {
+        DeleteOutcome::Deleted if flags.quiet => return,
+        DeleteOutcome::Deleted => b"HD",
+        DeleteOutcome::NotFound => b"NF",
+        DeleteOutcome::Exists => b"EX",
+    };
+    let out = &mut *session.out;
+    out.extend_from_slice(status);
+    push_opaque_and_key(out, key, flags);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `ma`: `HD` or `VA <len>` with the new number, `NF`, `EX`; `N` creates a missing item
+/// with the `J` initial value (not incremented).
+fn meta_arith(
+    session: &mut Session<'_>,
+    key: &MetaKey<'_>,
+    flags: &MetaFlags<'_>,
+    mode: ArithMode,
+) {
+    let engine = session.engine;
+    let mut options = ArithOptions::new(mode == ArithMode::Increment, flags.delta.unwrap_or(1));
+    options.compare_cas = flags.compare_cas;
+    options.new_cas = flags.new_cas;
+    options.touch_exptime = flags.exptime;
+    // memcached's `q` hides the reply of an update but not of a creation, and the engine
+    // does not say which one happened: try the update first, and create only on a miss.
+    let mut outcome = engine.arith(key.as_bytes(), &options);
+    let mut created = false;
+    if let (ArithOutcome::NotFound, Some(exptime)) = (outcome, flags.vivify_exptime) {
+        options.vivify = Some((flags.initial.unwrap_or(0), exptime));
+        outcome = engine.arith(key.as_bytes(), &options);
+        created = true;
+    }
+    let out = &mut *session.out;
+    match outcome {
+        ArithOutcome::Value {
+            value,
+            cas,
+            ttl_remaining_s,
+        } => {
+            if flags.quiet && !created {
+                return;
+            }
+            if flags.return_value {
+                out.extend_from_slice(b"VA ");
+                push_u64(out, decimal_digits(value));
+            } else {
+                out.extend_from_slice(b"HD");
+            }
+            for &flag in flags.in_order() {
+                match flag {
+                    b'c' => push_numeric_flag(out, b'c', cas),
+                    b't' => push_ttl_flag(out, ttl_remaining_s),
+                    b'O' => push_opaque(out, flags),
+                    b'k' => push_key_flag(out, key.as_bytes(), key.binary),
+                    _ => {}
+                }
+            }
+            out.extend_from_slice(b"\r\n");
+            if flags.return_value {
+                push_u64(out, value);
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        ArithOutcome::NotFound | ArithOutcome::Exists => {
+            out.extend_from_slice(if outcome == ArithOutcome::NotFound {
+                b"NF"
+            } else {
+                b"EX"
+            });
+            push_opaque_and_key(out, key, flags);
+            out.extend_from_slice(b"\r\n");
+        }
+        ArithOutcome::NonNumeric => out.extend_from_slice(NON_NUMERIC),
+        ArithOutcome::OutOfMemory => out.extend_from_slice(ARITH_OUT_OF_MEMORY),
+    }
+}
+
+/// How many decimal digits `n` has.
+fn decimal_digits(n: u64) -> u64 {
+    let mut digits = 1;
+    let mut rest = n / 10;
+    while rest > 0 {
+        digits += 1;
+        rest /= 10;
+    }
+    digits
+}
+
+/// `me`: memcached's debug line, or `EN`. `exp` is memcached's `current_time - exptime`,
+/// so a live item with a TTL shows it negated; `-1` means it never expires.
+fn meta_debug(session: &mut Session<'_>, key: &MetaKey<'_>) {
+    let engine = session.engine;
+    let out = &mut *session.out;
+    let options = ReadOptions {
+        no_bump: true,
+        no_stats: true,
+        ..ReadOptions::default()
+    };
+    let outcome = engine.read(key.as_bytes(), &options, |item| {
+        out.extend_from_slice(b"ME ");
+        push_key(out, item.key, key.binary);
+        out.extend_from_slice(b" exp=");
+        match item.ttl_remaining_s {
+            Some(ttl_s) => push_i64(out, -i64::from(ttl_s)),
+            None => out.extend_from_slice(b"-1"),
+        }
+        out.extend_from_slice(b" la=");
+        push_u64(out, u64::from(item.last_access_ago_s));
+        out.extend_from_slice(b" cas=");
+        push_u64(out, item.cas);
+        out.extend_from_slice(if item.fetched_before {
+            b" fetch=yes cls="
+        } else {
+            b" fetch=no cls="
+        });
+        push_u64(out, u64::from(item.slab_class));
+        out.extend_from_slice(b" size=");
+        push_u64(out, item.total_size_bytes as u64);
+        out.extend_from_slice(b"\r\n");
+    });
+    if let ReadOutcome::Miss { .. } = outcome {
+        out.extend_from_slice(b"EN\r\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Expected bytes come from memcached 1.6.18 answering the same requests.
+    use std::sync::atomic::{AtomicBool, AtomicU32};
+    use std::sync::Arc;
+
+    use engine::{Engine, EngineConfig, ManualClock};
+
+    use super::*;
+    use crate::session::{ServerSettings, ServerStats};
+
+    struct Server {
+        engine: Arc<Engine>,
+        clock: Arc<ManualClock>,
+        settings: ServerSettings,
+        stats: ServerStats,
+    }
+
+    impl Server {
+        fn new() -> Server {
+            let clock = ManualClock::new(1_700_000_000);
+            let engine = Engine::new(EngineConfig::default(), clock.clone())
+                .expect("the default engine configuration is valid");
+            Server {
+                engine,
+                clock,
+                settings: ServerSettings {
+                    shutdown_enabled: false,
+                    verbosity: AtomicU32::new(0),
+                    max_connections: 1024,
+                    worker_threads: 1,
+                    tcp_port: 11211,
+                    listen_address: "127.0.0.1".to_string(),
+                    shutdown_requested: AtomicBool::new(false),
+                },
+                stats: ServerStats::default(),
+            }
+        }
+
+        /// Feeds `input` through the dispatcher the way the runtime does (consuming and
+        /// swallowing) and returns every reply byte.
+        fn send(&self, input: &[u8]) -> Vec<u8> {
+            let mut out = Vec::new();
+            let mut session = Session {
+                engine: &self.engine,
+                settings: &self.settings,
+                stats: &self.stats,
+                out: &mut out,
+            };
+            let mut rest = input;
+            // Each call consumes at least one byte, so this loop is bounded by the input.
+            while !rest.is_empty() {
+                match handle(&mut session, rest) {
+                    Step::Consumed(consumed) => rest = &rest[consumed..],
+                    Step::Swallow { consumed, bytes } => {
+                        rest = &rest[(consumed + bytes).min(rest.len())..];
+                    }
+                    Step::NeedMore | Step::Close | Step::Shutdown => break,
+                }
+            }
+            out
+        }
+
+        /// One line of the general `stats`, by memcached's name.
+        fn stat(&self, name: &str) -> String {
+            let mut found = None;
+            self.engine.stats(&mut |key, value| {
+                if key == name {
+                    found = Some(value.to_string());
+                }
+            });
+            found.unwrap_or_else(|| panic!("no stat {name}"))
+        }
+
+        /// The reply to `input`, which must be consumed completely.
+        fn reply(&self, input: &[u8]) -> String {
+            String::from_utf8_lossy(&self.send(input)).into_owned()
+        }
+    }
+
+    #[test]
+    fn mn_answers_mn() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"mn\r\nmn foo\n"), "MN\r\nMN\r\n");
+    }
+
+    #[test]
+    fn mg_returns_requested_flags_in_request_order() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"ms foo 3 F5 T100\r\nbar\r\n"), "HD\r\n");
+        assert_eq!(
+            server.reply(b"mg foo s v t f k Oq1 h l\r\n"),
+            "VA 3 s3 t100 f5 kfoo Oq1 h0 l0\r\nbar\r\n"
+        );
+        server.clock.advance_s(3);
+        assert_eq!(server.reply(b"mg foo h l t\r\n"), "HD h1 l3 t97\r\n");
+        assert_eq!(server.reply(b"mg foo\r\n"), "HD\r\n");
+        assert_eq!(
+            server.reply(b"mg foo v vabc\r\n"),
+            "CLIENT_ERROR duplicate flag\r\n"
+        );
+    }
+
+    #[test]
+    fn mg_cas_matches_ms_cas() {
+        let server = Server::new();
+        let stored = server.reply(b"ms foo 3 c\r\nbar\r\n");
+        let cas = stored
+            .strip_prefix("HD c")
+            .and_then(|rest| rest.strip_suffix("\r\n"))
+            .expect("ms c returns the CAS");
+        assert_eq!(server.reply(b"mg foo c\r\n"), format!("HD c{cas}\r\n"));
+    }
+
+    #[test]
+    fn mg_miss_echoes_opaque_and_key_and_q_hides_it() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"mg foo v\r\n"), "EN\r\n");
+        assert_eq!(
+            server.reply(b"mg foo v k Oabc q\r\nmg foo k Oxyz\r\nmn\r\n"),
+            "EN kfoo Oxyz\r\nMN\r\n"
+        );
+        // q hides only the miss: a hit is still answered.
+        server.reply(b"ms hq 3\r\nabc\r\n");
+        assert_eq!(
+            server.reply(b"mg hq q\r\nmg hq v q k\r\nmn\r\n"),
+            "HD\r\nVA 3 khq\r\nabc\r\nMN\r\n"
+        );
+    }
+
+    #[test]
+    fn mg_touch_updates_the_ttl() {
+        let server = Server::new();
+        server.reply(b"ms foo 3 T100\r\nbar\r\n");
+        assert_eq!(server.reply(b"mg foo T30 t\r\n"), "HD t30\r\n");
+        assert_eq!(server.reply(b"mg foo t\r\n"), "HD t30\r\n");
+    }
+
+    #[test]
+    fn mg_touch_with_a_negative_ttl_answers_the_hit_then_expires() {
+        let server = Server::new();
+        server.reply(b"ms foo 3 T100\r\nbar\r\n");
+        assert_eq!(server.reply(b"mg foo T-1\r\nmg foo\r\n"), "HD\r\nEN\r\n");
+    }
+
+    #[test]
+    fn invalidated_item_is_served_stale_and_one_client_wins_the_recache() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"ms sw 3 T100\r\nabc\r\n"), "HD\r\n");
+        assert_eq!(server.reply(b"md sw I T30\r\n"), "HD\r\n");
+        assert_eq!(server.reply(b"mg sw v t\r\n"), "VA 3 t30 X W\r\nabc\r\n");
+        assert_eq!(server.reply(b"mg sw v t\r\n"), "VA 3 t30 Z X\r\nabc\r\n");
+        assert_eq!(server.reply(b"mg sw\r\n"), "HD Z X\r\n");
+        // The winner stores the fresh value: neither stale nor claimed any more.
+        assert_eq!(server.reply(b"ms sw 3\r\nxyz\r\n"), "HD\r\n");
+        assert_eq!(server.reply(b"mg sw v\r\n"), "VA 3\r\nxyz\r\n");
+        // A second invalidation hands out a new token.
+        assert_eq!(server.reply(b"md sw I q\r\nmg sw\r\n"), "HD X W\r\n");
+    }
+
+    #[test]
+    fn an_oversized_ms_unlinks_in_every_mode_and_counts_store_too_large() {
+        let server = Server::new();
+        let too_big = server.engine.config().item_size_max_bytes;
+        let mut input = b"ms k 1\r\nx\r\n".to_vec();
+        input.extend_from_slice(format!("ms k {too_big} MA\r\n").as_bytes());
+        input.resize(input.len() + too_big, b'z');
+        input.extend_from_slice(b"\r\nmg k v\r\n");
+        // memcached 1.6.18: refused, the old value gone, no delete counted.
+        assert_eq!(
+            server.reply(&input),
+            "HD\r\nSERVER_ERROR object too large for cache\r\nEN\r\n"
+        );
+        assert_eq!(server.stat("store_too_large"), "1");
+        assert_eq!(server.stat("delete_hits"), "0");
+        assert_eq!(server.stat("delete_misses"), "0");
+    }
+
+    #[test]
+    fn mg_with_t_counts_a_hit_as_a_touch_and_a_miss_as_a_get() {
+        let server = Server::new();
+        server.reply(b"ms a 1\r\nx\r\n");
+        assert_eq!(
+            server.reply(b"mg a T30\r\nmg nokey v T30\r\n"),
+            "HD\r\nEN\r\n"
+        );
+        assert_eq!(server.stat("cmd_touch"), "1");
+        assert_eq!(server.stat("touch_hits"), "1");
+        assert_eq!(server.stat("touch_misses"), "0");
+        assert_eq!(server.stat("cmd_get"), "1");
+        assert_eq!(server.stat("get_hits"), "0");
+        assert_eq!(server.stat("get_misses"), "1");
+    }
+
+    #[test]
+    fn md_invalidate_bumps_the_cas() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"ms sw 3 c\r\nabc\r\n"), "HD c1\r\n");
+        assert_eq!(
+            server.reply(b"md sw I\r\nmg sw c\r\n"),
+            "HD\r\nHD c2 X W\r\n"
+        );
+    }
+
+    #[test]
+    fn md_invalidate_with_e_sets_the_cas() {
+        let server = Server::new();
+        server.reply(b"ms sw 3\r\nabc\r\n");
+        assert_eq!(
+            server.reply(b"md sw I E77\r\nmg sw c\r\n"),
+            "HD\r\nHD c77 X W\r\n"
+        );
+    }
+
+    #[test]
+    fn vivify_on_miss_gives_one_client_the_win() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"mg viv N30 v t\r\n"), "VA 0 t30 W\r\n\r\n");
+        assert_eq!(server.reply(b"mg viv N30 v t\r\n"), "VA 0 t30 Z\r\n\r\n");
+        assert_eq!(server.reply(b"mg viv v\r\n"), "VA 0 Z\r\n\r\n");
+        assert_eq!(server.reply(b"mg viv2 N30 k Oa\r\n"), "HD kviv2 Oa W\r\n");
+        assert_eq!(server.reply(b"mg viv2 N30 k\r\n"), "HD kviv2 Z\r\n");
+        // The winner recaches; the placeholder and its token are gone.
+        assert_eq!(server.reply(b"ms viv 3 T30\r\nnew\r\n"), "HD\r\n");
+        assert_eq!(server.reply(b"mg viv v N30\r\n"), "VA 3\r\nnew\r\n");
+    }
+
+    #[test]
+    fn vivified_placeholder_reports_its_cas() {
+        let server = Server::new();
+        let first = server.reply(b"mg viv N30 c\r\n");
+        let cas = first
+            .strip_prefix("HD c")
+            .and_then(|rest| rest.strip_suffix(" W\r\n"))
+            .expect("the vivifying request wins");
+        assert_eq!(
+            server.reply(b"mg viv N30 c\r\n"),
+            format!("HD c{cas} Z\r\n")
+        );
+    }
+
+    #[test]
+    fn recache_wins_when_the_ttl_is_below_the_threshold() {
+        let server = Server::new();
+        server.reply(b"ms rc 3 T100\r\nabc\r\n");
+        assert_eq!(server.reply(b"mg rc R30 v t\r\n"), "VA 3 t100\r\nabc\r\n");
+        assert_eq!(
+            server.reply(b"mg rc R200 v t\r\n"),
+            "VA 3 t100 W\r\nabc\r\n"
+        );
+        assert_eq!(
+            server.reply(b"mg rc R200 v t\r\n"),
+            "VA 3 t100 Z\r\nabc\r\n"
+        );
+        // An item that never expires is never due for a recache.
+        server.reply(b"ms rc2 3 T0\r\nabc\r\n");
+        assert_eq!(server.reply(b"mg rc2 R200 v t\r\n"), "VA 3 t-1\r\nabc\r\n");
+    }
+
+    #[test]
+    fn base64_keys_are_decoded_and_echoed_encoded() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"ms Zm9v 3 b k\r\nbar\r\n"), "HD kZm9v b\r\n");
+        assert_eq!(
+            server.reply(b"mg Zm9v b k v\r\n"),
+            "VA 3 kZm9v b\r\nbar\r\n"
+        );
+        assert_eq!(server.reply(b"mg foo v\r\n"), "VA 3\r\nbar\r\n");
+        // memcached re-encodes the decoded key, so a sloppy encoding comes back canonical.
+        assert_eq!(server.reply(b"mg Zm9vYmF= b k\r\n"), "EN kZm9vYmE= b\r\n");
+        assert_eq!(server.reply(b"md Zm9v b k q\r\nmg foo\r\n"), "EN\r\n");
+        assert_eq!(
+            server.reply(b"mg Zm9v= b k\r\n"),
+            "CLIENT_ERROR error decoding key\r\n"
+        );
+    }
+
+    #[test]
+    fn ms_quiet_hides_only_hd() {
+        let server = Server::new();
+        assert_eq!(
+            server.reply(b"ms foo 3 T0 F5 k O1 q\r\nbar\r\nmn\r\n"),
+            "MN\r\n"
+        );
+        assert_eq!(
+            server.reply(b"ms foo 1 ME q O9\r\nx\r\nms nf2 1 MR q k\r\nx\r\nms nf 1 C5 q\r\nx\r\n"),
+            "NS O9\r\nNS knf2\r\nNF\r\n"
+        );
+    }
+
+    #[test]
+    fn ms_compare_and_swap() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"ms ca 1 c\r\nx\r\n"), "HD c1\r\n");
+        assert_eq!(server.reply(b"ms ca 1 C99 c\r\ny\r\n"), "EX c0\r\n");
+        assert_eq!(server.reply(b"ms ca 1 C1 c\r\nz\r\n"), "HD c2\r\n");
+        assert_eq!(server.reply(b"mg ca v c\r\n"), "VA 1 c2\r\nz\r\n");
+        // Replace with a CAS behaves like `cas`: a missing item is NF.
+        assert_eq!(server.reply(b"ms nope 1 MR C1\r\nz\r\n"), "NF\r\n");
+        // Add ignores the CAS.
+        assert_eq!(
+            server.reply(b"ms added 1 ME C12345 c\r\nz\r\n"),
+            "HD c3\r\n"
+        );
+    }
+
+    #[test]
+    fn ms_e_sets_the_new_cas() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"ms ce 1 E500 c\r\nx\r\n"), "HD c500\r\n");
+        assert_eq!(server.reply(b"mg ce c\r\n"), "HD c500\r\n");
+    }
+
+    #[test]
+    fn ms_invalidate_with_an_older_cas_stores_a_stale_item() {
+        let server = Server::new();
+        server.reply(b"ms cb 1\r\nx\r\nms cb 1\r\nx\r\n");
+        assert_eq!(server.reply(b"mg cb c\r\n"), "HD c2\r\n");
+        // A newer CAS than the item's is still a conflict.
+        assert_eq!(server.reply(b"ms cb 1 C99 I c\r\nz\r\n"), "EX c0\r\n");
+        assert_eq!(server.reply(b"ms cb 1 C1 I c q\r\nw\r\n"), "");
+        assert_eq!(server.reply(b"mg cb v c\r\n"), "VA 1 c3 X W\r\nw\r\n");
+    }
+
+    #[test]
+    fn ms_modes_add_replace_append_prepend() {
+        let server = Server::new();
+        assert_eq!(
+            server.reply(b"ms ap 1 MA\r\nx\r\nms ap 1 MP\r\nx\r\n"),
+            "NS\r\nNS\r\n"
+        );
+        assert_eq!(server.reply(b"ms ap 1 MR\r\nx\r\n"), "NS\r\n");
+        assert_eq!(server.reply(b"ms ap 2 ME T50\r\nab\r\n"), "HD\r\n");
+        assert_eq!(server.reply(b"ms ap 2 ME\r\nzz\r\n"), "NS\r\n");
+        assert_eq!(server.reply(b"ms ap 1 MA\r\nc\r\n"), "HD\r\n");
+        // Prepend keeps the item's client flags and TTL.
+        assert_eq!(server.reply(b"ms ap 1 MP F7 T0\r\nz\r\n"), "HD\r\n");
+        assert_eq!(server.reply(b"mg ap v f t\r\n"), "VA 4 f0 t50\r\nzabc\r\n");
+        assert_eq!(
+            server.reply(b"ms ap 1 MS\r\nq\r\nmg ap v\r\n"),
+            "HD\r\nVA 1\r\nq\r\n"
+        );
+        assert_eq!(
+            server.reply(b"ms ap 1 MR\r\nr\r\nmg ap v\r\n"),
+            "HD\r\nVA 1\r\nr\r\n"
+        );
+    }
+
+    #[test]
+    fn ms_append_with_n_creates_the_missing_item() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"ms av 2 MA N30\r\nab\r\n"), "HD\r\n");
+        assert_eq!(server.reply(b"mg av v t\r\n"), "VA 2 t30\r\nab\r\n");
+    }
+
+    #[test]
+    fn ms_payload_may_contain_crlf_and_must_end_with_it() {
+        let server = Server::new();
+        assert_eq!(
+            server.reply(b"ms foo 5\r\na\r\nbc\r\nmg foo v\r\n"),
+            "HD\r\nVA 5\r\na\r\nbc\r\n"
+        );
+        // memcached reads length + 2 bytes; the leftover newline is then an empty command
+        // line for the text dispatcher, so only the error is checked here.
+        let mut out = Vec::new();
+        let mut session = Session {
+            engine: &server.engine,
+            settings: &server.settings,
+            stats: &server.stats,
+            out: &mut out,
+        };
+        assert_eq!(
+            handle(&mut session, b"ms foo 2\r\nbar\r\n"),
+            Step::Consumed(14)
+        );
+        assert_eq!(out, b"CLIENT_ERROR bad data chunk\r\n");
+    }
+
+    #[test]
+    fn ms_errors_swallow_the_payload() {
+        let server = Server::new();
+        assert_eq!(
+            server.reply(b"ms foo 3 Z\r\nbar\r\nmn\r\n"),
+            "CLIENT_ERROR invalid flag\r\nMN\r\n"
+        );
+        assert_eq!(
+            server.reply(b"ms foo 3 MX\r\nbar\r\nmn\r\n"),
+            "CLIENT_ERROR invalid mode for ms M token\r\nMN\r\n"
+        );
+        assert_eq!(
+            server.reply(b"ms foo 3 O123456789012345678901234567890123\r\nbar\r\nmn\r\n"),
+            "CLIENT_ERROR opaque token too long\r\nMN\r\n"
+        );
+    }
+
+    #[test]
+    fn oversized_ms_is_swallowed_and_unlinks_the_old_value() {
+        let server = Server::new();
+        server.reply(b"ms big 3\r\nold\r\n");
+        let mut input = b"ms big 2000000 q\r\n".to_vec();
+        let line_bytes = input.len();
+        input.resize(line_bytes + 2_000_000, b'x');
+        input.extend_from_slice(b"\r\n");
+        let mut out = Vec::new();
+        let mut session = Session {
+            engine: &server.engine,
+            settings: &server.settings,
+            stats: &server.stats,
+            out: &mut out,
+        };
+        // Only the command line is needed: the payload is discarded as it arrives.
+        assert_eq!(
+            handle(&mut session, &input[..line_bytes]),
+            Step::Swallow {
+                consumed: line_bytes,
+                bytes: 2_000_002
+            }
+        );
+        assert_eq!(out, b"SERVER_ERROR object too large for cache\r\n");
+        assert_eq!(server.reply(b"mg big\r\n"), "EN\r\n");
+    }
+
+    #[test]
+    fn partial_requests_need_more() {
+        let server = Server::new();
+        let mut out = Vec::new();
+        let mut session = Session {
+            engine: &server.engine,
+            settings: &server.settings,
+            stats: &server.stats,
+            out: &mut out,
+        };
+        let request = b"ms foo 3 T0\r\nbar\r\n";
+        for split in 0..request.len() {
+            assert_eq!(handle(&mut session, &request[..split]), Step::NeedMore);
+        }
+        assert_eq!(handle(&mut session, request), Step::Consumed(request.len()));
+        assert_eq!(out, b"HD\r\n");
+    }
+
+    #[test]
+    fn md_deletes_and_q_hides_only_hd() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"md nokey\r\n"), "NF\r\n");
+        assert_eq!(server.reply(b"md nokey q k O1\r\n"), "NF knokey O1\r\n");
+        server.reply(b"ms d1 1\r\nx\r\n");
+        assert_eq!(server.reply(b"md d1 C99 q\r\n"), "EX\r\n");
+        assert_eq!(server.reply(b"md d1 q\r\nmn\r\n"), "MN\r\n");
+        assert_eq!(server.reply(b"mg d1\r\n"), "EN\r\n");
+        server.reply(b"ms d2 1\r\nx\r\n");
+        assert_eq!(server.reply(b"md d2 k Oa\r\n"), "HD kd2 Oa\r\n");
+        assert_eq!(server.reply(b"md ZDI= b Oa k\r\n"), "NF Oa kZDI= b\r\n");
+        assert_eq!(
+            server.reply(b"md d2 k Oa b\r\n"),
+            "CLIENT_ERROR invalid or duplicate flag\r\n"
+        );
+    }
+
+    #[test]
+    fn md_with_matching_cas_deletes() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"ms d 1 c\r\nx\r\n"), "HD c1\r\n");
+        assert_eq!(server.reply(b"md d C1\r\nmg d\r\n"), "HD\r\nEN\r\n");
+    }
+
+    #[test]
+    fn md_x_keeps_the_item_without_its_value() {
+        let server = Server::new();
+        server.reply(b"ms x1 3 F9\r\nabc\r\n");
+        assert_eq!(server.reply(b"md x1 x\r\n"), "HD\r\n");
+        assert_eq!(server.reply(b"mg x1 v f\r\n"), "VA 0 f0\r\n\r\n");
+    }
+
+    #[test]
+    fn ma_increments_decrements_and_vivifies() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"ma m1 q v k O1\r\n"), "NF km1 O1\r\n");
+        // Creation is answered even in quiet mode; an update is not.
+        assert_eq!(server.reply(b"ma m1 N0 J5 q\r\n"), "HD\r\n");
+        assert_eq!(server.reply(b"ma m1 v\r\n"), "VA 1\r\n6\r\n");
+        assert_eq!(server.reply(b"ma m1 MI D10 v\r\n"), "VA 2\r\n16\r\n");
+        assert_eq!(server.reply(b"ma m1 M+ v\r\n"), "VA 2\r\n17\r\n");
+        assert_eq!(server.reply(b"ma m1 q\r\nmn\r\n"), "MN\r\n");
+        assert_eq!(server.reply(b"ma m1 M- D100 v t\r\n"), "VA 1 t-1\r\n0\r\n");
+        assert_eq!(server.reply(b"ma m1 MD D1 v\r\n"), "VA 1\r\n0\r\n");
+        assert_eq!(
+            server.reply(b"ma m1 Mx\r\n"),
+            "CLIENT_ERROR invalid mode for ma M token\r\n"
+        );
+        assert_eq!(
+            server.reply(b"ma m5 N50 J3 t v k Oz\r\n"),
+            "VA 1 t50 km5 Oz\r\n3\r\n"
+        );
+        assert_eq!(server.reply(b"ma m7 N0 J99 MD v\r\n"), "VA 2\r\n99\r\n");
+    }
+
+    #[test]
+    fn ma_cas_ttl_and_errors() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"ms m2 3\r\nabc\r\n"), "HD\r\n");
+        assert_eq!(
+            server.reply(b"ma m2\r\n"),
+            "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
+        );
+        assert_eq!(server.reply(b"ma m2 C999 v\r\n"), "EX\r\n");
+        assert_eq!(server.reply(b"ma m3 C1 v\r\n"), "NF\r\n");
+        assert_eq!(server.reply(b"ma m3 N0 C1 v\r\n"), "VA 1\r\n0\r\n");
+        assert_eq!(server.reply(b"ms m4 2 T100 c\r\n10\r\n"), "HD c3\r\n");
+        assert_eq!(server.reply(b"ma m4 C3 c v\r\n"), "VA 2 c4\r\n11\r\n");
+        assert_eq!(server.reply(b"ma m4 T0 v t\r\n"), "VA 2 t-1\r\n12\r\n");
+        assert_eq!(
+            server.reply(b"ma m4 E900 c\r\nmg m4 c\r\n"),
+            "HD c900\r\nHD c900\r\n"
+        );
+    }
+
+    #[test]
+    fn ma_wraps_on_increment_and_stops_at_zero_on_decrement() {
+        let server = Server::new();
+        server.reply(b"ms w 20\r\n18446744073709551615\r\n");
+        assert_eq!(server.reply(b"ma w v\r\n"), "VA 1\r\n0\r\n");
+        server.reply(b"ms d 2\r\n10\r\n");
+        assert_eq!(server.reply(b"ma d MD D1 v\r\n"), "VA 1\r\n9\r\n");
+        // memcached pads a shrinking number with spaces in place.
+        assert_eq!(server.reply(b"mg d v\r\n"), "VA 2\r\n9 \r\n");
+        assert_eq!(server.reply(b"ma d D100 v\r\n"), "VA 3\r\n109\r\n");
+    }
+
+    #[test]
+    fn me_prints_the_item_metadata() {
+        let server = Server::new();
+        assert_eq!(server.reply(b"me nokey\r\n"), "EN\r\n");
+        server.reply(b"ms ex 3 T100 c\r\nabc\r\n");
+        server.clock.advance_s(2);
+        let reply = server.reply(b"me ex\r\n");
+        assert!(
+            reply.starts_with("ME ex exp=-98 la=2 cas=1 fetch=no cls="),
+            "{reply:?}"
+        );
+        assert!(
+            reply.contains(" size=") && reply.ends_with("\r\n"),
+            "{reply:?}"
+        );
+        // me itself does not mark the item fetched; mg does.
+        assert!(server.reply(b"me ex\r\n").contains(" fetch=no "));
+        server.reply(b"mg ex\r\n");
+        let reply = server.reply(b"me ex\r\n");
+        assert!(reply.starts_with("ME ex exp=-98 la="), "{reply:?}");
+        assert!(reply.contains(" cas=1 fetch=yes cls="), "{reply:?}");
+        server.reply(b"ms Zm9v 1\r\nx\r\n");
+        let reply = server.reply(b"me Zm9v b\r\n");
+        assert_eq!(reply, "EN\r\n");
+        server.reply(b"ms Zm9v 1 b\r\nx\r\n");
+        let reply = server.reply(b"me Zm9v b\r\n");
+        assert!(reply.starts_with("ME Zm9v exp=-1 la=0 cas="), "{reply:?}");
+        assert_eq!(
+            server.reply(b"me\r\n"),
+            "CLIENT_ERROR bad command line format\r\n"
+        );
+    }
+
+    #[test]
+    fn me_does_not_take_the_recache_token_of_a_stale_item() {
+        let server = Server::new();
+        server.reply(b"ms sw 3\r\nabc\r\nmd sw I\r\n");
+        server.reply(b"me sw\r\n");
+        assert_eq!(server.reply(b"mg sw\r\n"), "HD X W\r\n");
+    }
+
+    #[test]
+    fn line_without_newline_past_2048_bytes_closes() {
+        let server = Server::new();
+        let mut out = Vec::new();
+        let mut session = Session {
+            engine: &server.engine,
+            settings: &server.settings,
+            stats: &server.stats,
+            out: &mut out,
+        };
+        let input = vec![b'k'; 3000];
+        let mut line = b"mg ".to_vec();
+        line.extend_from_slice(&input);
+        assert_eq!(handle(&mut session, &line), Step::Close);
+    }
+}

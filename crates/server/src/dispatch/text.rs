@@ -1,7 +1,1042 @@
-//! Text protocol dispatch.
-use crate::session::{Session, Step};
+//! Text protocol dispatch: parse one request from the front of the input with
+//! `protocol::text`, apply it to the engine, append memcached's exact reply bytes.
+//!
+//! Lines that start with a meta command (`mg ms md ma mn me`) go to the meta dispatcher.
+//!
+//! `noreply` suppresses the replies that report an outcome (`STORED`, `NOT_STORED`,
+//! `EXISTS`, `NOT_FOUND`, `DELETED`, `TOUCHED`, `OK`, an incr/decr value) but never an
+//! error (`ERROR`, `CLIENT_ERROR ...`, `SERVER_ERROR ...`): a client that asked not to
+//! be answered must still learn that its request was refused.
+
+use std::sync::atomic::Ordering;
+
+use engine::{
+    ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, ItemView, ReadOptions, ReassignError,
+    StoreMode, StoreOptions, StoreOutcome, TouchOutcome,
+};
+use protocol::text::{self, Keys, ShutdownMode, StoreCommand, TextLimits, TextRequest};
+use protocol::Parsed;
+
+use crate::session::{Session, Step, SERVER_VERSION};
+use crate::stats::{self, StatsGroup};
+
+const STORED: &[u8] = b"STORED\r\n";
+const NOT_STORED: &[u8] = b"NOT_STORED\r\n";
+const EXISTS: &[u8] = b"EXISTS\r\n";
+const NOT_FOUND: &[u8] = b"NOT_FOUND\r\n";
+const DELETED: &[u8] = b"DELETED\r\n";
+const TOUCHED: &[u8] = b"TOUCHED\r\n";
+const OK: &[u8] = b"OK\r\n";
+const END: &[u8] = b"END\r\n";
+const ERROR: &[u8] = b"ERROR\r\n";
+const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
+const OUT_OF_MEMORY_STORING: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
+const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
+const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
+const SHUTDOWN_DISABLED: &[u8] = b"ERROR: shutdown not enabled\r\n";
+const SHUTDOWN_BAD_MODE: &[u8] = b"CLIENT_ERROR invalid shutdown mode\r\n";
+const CACHEDUMP_REFUSED: &[u8] = b"CLIENT_ERROR stats cachedump not allowed\r\n";
+const REASSIGN_DISABLED: &[u8] = b"CLIENT_ERROR slab reassignment disabled\r\n";
+const REASSIGN_SAME: &[u8] = b"SAME src and dst class are identical\r\n";
+const REASSIGN_BUSY: &[u8] = b"BUSY currently processing reassign request\r\n";
+const REASSIGN_BADCLASS: &[u8] = b"BADCLASS invalid src or dst class id\r\n";
+const REASSIGN_NOSPARE: &[u8] = b"NOSPARE source class has no spare pages\r\n";
+const MEMLIMIT_TOO_SMALL: &[u8] = b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n";
+const MEMLIMIT_NOT_BYTES: &[u8] = b"MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n";
+const MEMLIMIT_FAILED: &[u8] = b"MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust\r\n";
+
+/// memcached refuses `cache_memlimit` below 8 MiB.
+const MEMLIMIT_MIN_MEGABYTES: u32 = 8;
+/// memcached assumes a `cache_memlimit` above this was given in bytes by mistake.
+const MEMLIMIT_MAX_MEGABYTES: u32 = 1_000_000_000;
 
 /// Handles the request at the front of `input` (text protocol, including meta commands).
-pub fn handle(_session: &mut Session<'_>, _input: &[u8]) -> Step {
-    Step::NeedMore
+pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
+    if text::is_meta_command(input) {
+        return crate::dispatch::meta::handle(session, input);
+    }
+    let engine = session.engine;
+    let item_fits = |key_len: usize, value_len: usize| engine.item_fits(key_len, value_len);
+    let limits = TextLimits {
+        item_fits: &item_fits,
+    };
+    match text::parse(input, &limits) {
+        Parsed::Incomplete => Step::NeedMore,
+        Parsed::Invalid {
+            reply,
+            consumed,
+            swallow_bytes,
+            close,
+        } => {
+            session.out.extend_from_slice(reply);
+            if close {
+                Step::Close
+            } else if swallow_bytes > 0 {
+                Step::Swallow {
+                    consumed,
+                    bytes: swallow_bytes,
+                }
+            } else {
+                Step::Consumed(consumed)
+            }
+        }
+        Parsed::Complete { request, consumed } => execute(session, request, consumed),
+    }
+}
+
+/// Applies one parsed request; `consumed` is how much input it took.
+fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize) -> Step {
+    let engine = session.engine;
+    match request {
+        TextRequest::Store {
+            command,
+            key,
+            client_flags,
+            exptime,
+            cas_unique,
+            value,
+            noreply,
+        } => {
+            let mut options = StoreOptions::new(store_mode(command), client_flags, exptime);
+            if command == StoreCommand::Cas {
+                options.compare_cas = Some(cas_unique);
+            }
+            match engine.store(key, value, &options) {
+                StoreOutcome::Stored { .. } => reply(session, noreply, STORED),
+                StoreOutcome::NotStored => reply(session, noreply, NOT_STORED),
+                StoreOutcome::Exists => reply(session, noreply, EXISTS),
+                StoreOutcome::NotFound => reply(session, noreply, NOT_FOUND),
+                // An append or prepend whose result would not fit.
+                StoreOutcome::TooLarge => error(session, TOO_LARGE),
+                StoreOutcome::OutOfMemory => error(session, OUT_OF_MEMORY_STORING),
+            }
+        }
+        TextRequest::StoreTooLarge {
+            command,
+            key,
+            value_len,
+            noreply: _,
+        } => {
+            error(session, TOO_LARGE);
+            // memcached counts `store_too_large` and unlinks the old value of a refused
+            // `set` (not `cas`), so that a client never reads the value it just tried to
+            // replace. This is not a delete in the statistics.
+            engine.refuse_too_large(key, command == StoreCommand::Set);
+            return Step::Swallow {
+                consumed,
+                bytes: value_len.saturating_add(2),
+            };
+        }
+        TextRequest::Get {
+            keys,
+            return_cas,
+            touch_exptime,
+        } => get(session, keys, return_cas, touch_exptime),
+        TextRequest::Delete { key, noreply } => {
+            let outcome = engine.delete(key, &DeleteOptions::default());
+            let bytes = match outcome {
+                DeleteOutcome::Deleted => DELETED,
+                DeleteOutcome::NotFound => NOT_FOUND,
+                DeleteOutcome::Exists => EXISTS,
+            };
+            reply(session, noreply, bytes);
+        }
+        TextRequest::Arith {
+            key,
+            increment,
+            delta,
+            noreply,
+        } => match engine.arith(key, &ArithOptions::new(increment, delta)) {
+            ArithOutcome::Value { value, .. } => {
+                if !noreply {
+                    push_u64(session.out, value);
+                    session.out.extend_from_slice(b"\r\n");
+                }
+            }
+            ArithOutcome::NotFound => reply(session, noreply, NOT_FOUND),
+            ArithOutcome::Exists => reply(session, noreply, EXISTS),
+            ArithOutcome::NonNumeric => error(session, NON_NUMERIC),
+            ArithOutcome::OutOfMemory => error(session, OUT_OF_MEMORY),
+        },
+        TextRequest::Touch {
+            key,
+            exptime,
+            noreply,
+        } => {
+            let bytes = match engine.touch(key, exptime) {
+                TouchOutcome::Touched => TOUCHED,
+                TouchOutcome::NotFound => NOT_FOUND,
+            };
+            reply(session, noreply, bytes);
+        }
+        TextRequest::FlushAll { delay_s, noreply } => {
+            engine.flush_all(delay_s);
+            reply(session, noreply, OK);
+        }
+        TextRequest::Stats { group } => stats_command(session, group),
+        TextRequest::Version => {
+            session.out.extend_from_slice(b"VERSION ");
+            session.out.extend_from_slice(SERVER_VERSION.as_bytes());
+            session.out.extend_from_slice(b"\r\n");
+        }
+        TextRequest::Verbosity { level, noreply } => {
+            session.settings.verbosity.store(level, Ordering::Relaxed);
+            reply(session, noreply, OK);
+        }
+        TextRequest::Quit => return Step::Close,
+        TextRequest::Shutdown { mode } => {
+            if !session.settings.shutdown_enabled {
+                error(session, SHUTDOWN_DISABLED);
+            } else if mode == ShutdownMode::Invalid {
+                error(session, SHUTDOWN_BAD_MODE);
+            } else {
+                // memcached closes the connection without a reply and stops.
+                session
+                    .settings
+                    .shutdown_requested
+                    .store(true, Ordering::SeqCst);
+                return Step::Shutdown;
+            }
+        }
+        TextRequest::SlabsReassign {
+            src_class,
+            dst_class,
+        } => slabs_reassign(session, src_class, dst_class),
+        TextRequest::SlabsAutomove { level, noreply } => slabs_automove(session, level, noreply),
+        TextRequest::CacheMemlimit { megabytes, noreply } => {
+            if megabytes < MEMLIMIT_MIN_MEGABYTES {
+                error(session, MEMLIMIT_TOO_SMALL);
+            } else if megabytes > MEMLIMIT_MAX_MEGABYTES {
+                error(session, MEMLIMIT_NOT_BYTES);
+            } else if u64::from(megabytes) * 1024 * 1024 == engine.config().memory_limit_bytes {
+                // Asking for the limit already in force changes nothing.
+                reply(session, noreply, OK);
+            } else {
+                // The engine sizes its page pool at start-up; memcached gives this reply
+                // when its memory cannot be adjusted at run time.
+                error(session, MEMLIMIT_FAILED);
+            }
+        }
+    }
+    Step::Consumed(consumed)
+}
+
+fn store_mode(command: StoreCommand) -> StoreMode {
+    match command {
+        StoreCommand::Set | StoreCommand::Cas => StoreMode::Set,
+        StoreCommand::Add => StoreMode::Add,
+        StoreCommand::Replace => StoreMode::Replace,
+        StoreCommand::Append => StoreMode::Append,
+        StoreCommand::Prepend => StoreMode::Prepend,
+    }
+}
+
+/// An outcome reply, which `noreply` suppresses.
+fn reply(session: &mut Session<'_>, noreply: bool, bytes: &[u8]) {
+    if !noreply {
+        session.out.extend_from_slice(bytes);
+    }
+}
+
+/// An error reply, sent even under `noreply`.
+fn error(session: &mut Session<'_>, bytes: &[u8]) {
+    session.out.extend_from_slice(bytes);
+}
+
+/// `get gets gat gats`: a `VALUE` block per hit, in key order, then `END`.
+fn get(session: &mut Session<'_>, keys: Keys<'_>, return_cas: bool, touch_exptime: Option<i64>) {
+    let engine = session.engine;
+    let options = ReadOptions {
+        touch_exptime,
+        is_touch_command: touch_exptime.is_some(),
+        ..ReadOptions::default()
+    };
+    let out = &mut *session.out;
+    for key in keys.iter() {
+        // A miss prints nothing.
+        let _ = engine.read(key, &options, |item| push_value(out, item, return_cas));
+    }
+    out.extend_from_slice(END);
+}
+
+/// `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`.
+fn push_value(out: &mut Vec<u8>, item: &ItemView<'_>, return_cas: bool) {
+    out.reserve(item.key.len() + item.value.len() + 64);
+    out.extend_from_slice(b"VALUE ");
+    out.extend_from_slice(item.key);
+    out.push(b' ');
+    push_u64(out, u64::from(item.client_flags));
+    out.push(b' ');
+    push_u64(out, item.value.len() as u64);
+    if return_cas {
+        out.push(b' ');
+        push_u64(out, item.cas);
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(item.value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends `value` in decimal without going through `fmt` (this is on the `get` path).
+fn push_u64(out: &mut Vec<u8>, mut value: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (value % 10) as u8;
+        value /= 10;
+        if value == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[start..]);
+}
+
+/// `stats [group]`.
+fn stats_command(session: &mut Session<'_>, group: &[u8]) {
+    match group {
+        b"reset" => {
+            stats::reset(session);
+            session.out.extend_from_slice(b"RESET\r\n");
+        }
+        // Item dumps are disabled, as with memcached's `-X`.
+        b"cachedump" => error(session, CACHEDUMP_REFUSED),
+        _ => match StatsGroup::from_name(group) {
+            Some(group) => {
+                // `collect` reads the session while the lines are written, so they go
+                // to a buffer taken out of it for the duration.
+                let mut out = std::mem::take(session.out);
+                stats::collect(session, group, &mut |name, value| {
+                    out.extend_from_slice(b"STAT ");
+                    out.extend_from_slice(name.as_bytes());
+                    out.push(b' ');
+                    out.extend_from_slice(value.as_bytes());
+                    out.extend_from_slice(b"\r\n");
+                });
+                out.extend_from_slice(END);
+                *session.out = out;
+            }
+            // Includes `stats detail`: fogcached keeps no per-prefix statistics.
+            None => error(session, ERROR),
+        },
+    }
+}
+
+/// `slabs reassign <src> <dst>`: memcached has no `noreply` form of this command.
+fn slabs_reassign(session: &mut Session<'_>, src_class: i32, dst_class: i32) {
+    let bytes = match session.engine.slabs_reassign(src_class, dst_class) {
+        Ok(()) => OK,
+        Err(ReassignError::Busy) => REASSIGN_BUSY,
+        Err(ReassignError::BadClass) => REASSIGN_BADCLASS,
+        Err(ReassignError::NoSpare) => REASSIGN_NOSPARE,
+        Err(ReassignError::Same) => REASSIGN_SAME,
+        Err(ReassignError::Disabled) => REASSIGN_DISABLED,
+    };
+    error(session, bytes);
+}
+
+/// `slabs automove <0|1|2> [noreply]`.
+fn slabs_automove(session: &mut Session<'_>, level: u32, noreply: bool) {
+    match session.engine.set_slab_automove(level) {
+        Ok(()) => reply(session, noreply, OK),
+        // The parser only passes 0..=2; memcached answers any other level with ERROR.
+        Err(_) => error(session, ERROR),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::{ServerSettings, ServerStats};
+    use engine::{Engine, EngineConfig, ManualClock};
+    use std::sync::Arc;
+
+    const START_UNIX_S: u64 = 1_700_000_000;
+
+    struct Fixture {
+        engine: Arc<Engine>,
+        clock: Arc<ManualClock>,
+        settings: ServerSettings,
+        stats: ServerStats,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            Self::with_settings(ServerSettings::default())
+        }
+
+        fn with_settings(settings: ServerSettings) -> Self {
+            let clock = ManualClock::new(START_UNIX_S);
+            let engine = match Engine::new(EngineConfig::default(), clock.clone()) {
+                Ok(engine) => engine,
+                Err(e) => panic!("engine config: {e}"),
+            };
+            Fixture {
+                engine,
+                clock,
+                settings,
+                stats: ServerStats::default(),
+            }
+        }
+
+        /// Feeds `input` the way the runtime does (several requests per buffer, payload
+        /// swallowing) and returns the replies and the steps taken.
+        fn run(&self, input: &[u8]) -> (Vec<u8>, Vec<Step>) {
+            let mut out = Vec::new();
+            let mut steps = Vec::new();
+            let mut rest = input;
+            // Bounded: every step consumes input or ends the loop.
+            while !rest.is_empty() {
+                let mut session = Session {
+                    engine: &self.engine,
+                    settings: &self.settings,
+                    stats: &self.stats,
+                    out: &mut out,
+                };
+                let step = handle(&mut session, rest);
+                match step {
+                    Step::Consumed(n) => rest = &rest[n..],
+                    Step::Swallow { consumed, bytes } => {
+                        rest = &rest[consumed..];
+                        rest = &rest[bytes.min(rest.len())..];
+                    }
+                    Step::NeedMore | Step::Close | Step::Shutdown => {
+                        steps.push(step);
+                        break;
+                    }
+                }
+                steps.push(step);
+            }
+            (out, steps)
+        }
+
+        /// One line of `stats`, read from the wire reply.
+        fn stat(&self, name: &str) -> String {
+            let all = self.reply(b"stats\r\n");
+            let prefix = format!("STAT {name} ");
+            match all.lines().find_map(|line| line.strip_prefix(&prefix)) {
+                Some(value) => value.to_string(),
+                None => panic!("no stat {name} in {all}"),
+            }
+        }
+
+        /// The replies to `input`, which must hold only whole requests.
+        fn reply(&self, input: &[u8]) -> String {
+            let (out, steps) = self.run(input);
+            assert!(
+                !steps.contains(&Step::NeedMore),
+                "{:?} left a partial request",
+                String::from_utf8_lossy(input)
+            );
+            String::from_utf8_lossy(&out).into_owned()
+        }
+
+        /// The CAS of `key` as `gets` prints it.
+        fn cas_of(&self, key: &str) -> u64 {
+            let reply = self.reply(format!("gets {key}\r\n").as_bytes());
+            let header = reply.lines().next().unwrap_or("");
+            match header.rsplit(' ').next().map(str::parse::<u64>) {
+                Some(Ok(cas)) if header.starts_with("VALUE ") => cas,
+                _ => panic!("no CAS for {key}: {reply:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn set_then_get_and_gets() {
+        let f = Fixture::new();
+        assert_eq!(f.reply(b"set foo 42 0 3\r\nbar\r\n"), "STORED\r\n");
+        assert_eq!(f.reply(b"get foo\r\n"), "VALUE foo 42 3\r\nbar\r\nEND\r\n");
+        let cas = f.cas_of("foo");
+        assert_eq!(
+            f.reply(b"gets foo\r\n"),
+            format!("VALUE foo 42 3 {cas}\r\nbar\r\nEND\r\n")
+        );
+        assert_eq!(f.reply(b"get nothing\r\n"), "END\r\n");
+        // Multi-get: hits in key order, misses skipped, duplicates repeated.
+        assert_eq!(f.reply(b"set b 0 0 1\r\nB\r\n"), "STORED\r\n");
+        assert_eq!(
+            f.reply(b"get foo nothing b foo\r\n"),
+            "VALUE foo 42 3\r\nbar\r\nVALUE b 0 1\r\nB\r\nVALUE foo 42 3\r\nbar\r\nEND\r\n"
+        );
+        // Largest flags, payload holding CRLF, bare-\n command lines.
+        assert_eq!(
+            f.reply(b"set crlf 4294967295 0 4\na\r\nb\r\nget crlf\n"),
+            "STORED\r\nVALUE crlf 4294967295 4\r\na\r\nb\r\nEND\r\n"
+        );
+        assert_eq!(
+            f.reply(b"set empty 0 0 0\r\n\r\nget empty\r\n"),
+            "STORED\r\nVALUE empty 0 0\r\n\r\nEND\r\n"
+        );
+    }
+
+    #[test]
+    fn add_replace_append_prepend() {
+        let f = Fixture::new();
+        assert_eq!(f.reply(b"replace k 0 0 1\r\nx\r\n"), "NOT_STORED\r\n");
+        assert_eq!(f.reply(b"append k 0 0 1\r\nx\r\n"), "NOT_STORED\r\n");
+        assert_eq!(f.reply(b"prepend k 0 0 1\r\nx\r\n"), "NOT_STORED\r\n");
+        assert_eq!(f.reply(b"add k 5 0 1\r\nb\r\n"), "STORED\r\n");
+        assert_eq!(f.reply(b"add k 0 0 1\r\nz\r\n"), "NOT_STORED\r\n");
+        assert_eq!(f.reply(b"append k 9 0 2\r\ncd\r\n"), "STORED\r\n");
+        assert_eq!(f.reply(b"prepend k 9 0 1\r\na\r\n"), "STORED\r\n");
+        // append/prepend keep the item's flags.
+        assert_eq!(f.reply(b"get k\r\n"), "VALUE k 5 4\r\nabcd\r\nEND\r\n");
+        assert_eq!(f.reply(b"replace k 7 0 1\r\nr\r\n"), "STORED\r\n");
+        assert_eq!(f.reply(b"get k\r\n"), "VALUE k 7 1\r\nr\r\nEND\r\n");
+    }
+
+    #[test]
+    fn cas_compares_the_unique_and_changes_it_on_every_write() {
+        let f = Fixture::new();
+        assert_eq!(f.reply(b"cas k 0 0 1 1\r\nx\r\n"), "NOT_FOUND\r\n");
+        assert_eq!(f.reply(b"set k 0 0 1\r\nx\r\n"), "STORED\r\n");
+        let cas = f.cas_of("k");
+        let stale = format!("cas k 0 0 1 {}\r\ny\r\n", cas + 1000);
+        assert_eq!(f.reply(stale.as_bytes()), "EXISTS\r\n");
+        let fresh = format!("cas k 3 0 1 {cas}\r\ny\r\n");
+        assert_eq!(f.reply(fresh.as_bytes()), "STORED\r\n");
+        let new_cas = f.cas_of("k");
+        assert_ne!(new_cas, cas);
+        // The old unique no longer matches.
+        assert_eq!(f.reply(fresh.as_bytes()), "EXISTS\r\n");
+        assert_eq!(f.reply(b"get k\r\n"), "VALUE k 3 1\r\ny\r\nEND\r\n");
+        assert_eq!(
+            f.reply(b"incr k 1\r\n"),
+            "CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
+        );
+        assert_eq!(
+            f.reply(b"set n 0 0 1\r\n1\r\nincr n 1\r\n"),
+            "STORED\r\n2\r\n"
+        );
+        let after_set = f.cas_of("n");
+        assert_eq!(f.reply(b"incr n 1\r\n"), "3\r\n");
+        assert_ne!(f.cas_of("n"), after_set);
+        let touch_cas = f.cas_of("n");
+        assert_eq!(
+            f.reply(b"cas n 0 0 1 noreply 5\r\n"),
+            "CLIENT_ERROR bad command line format\r\n"
+        );
+        let quiet = format!("cas n 0 0 1 {touch_cas} noreply\r\n7\r\n");
+        assert_eq!(f.reply(quiet.as_bytes()), "");
+        assert_eq!(f.reply(b"get n\r\n"), "VALUE n 0 1\r\n7\r\nEND\r\n");
+    }
+
+    #[test]
+    fn incr_wraps_at_2_pow_64_and_decr_stops_at_zero() {
+        let f = Fixture::new();
+        assert_eq!(f.reply(b"incr missing 1\r\n"), "NOT_FOUND\r\n");
+        assert_eq!(f.reply(b"decr missing 1\r\n"), "NOT_FOUND\r\n");
+        assert_eq!(
+            f.reply(b"set n 0 0 20\r\n18446744073709551615\r\nincr n 1\r\n"),
+            "STORED\r\n0\r\n"
+        );
+        assert_eq!(
+            f.reply(b"incr n 18446744073709551615\r\n"),
+            "18446744073709551615\r\n"
+        );
+        assert_eq!(f.reply(b"incr n 2\r\n"), "1\r\n");
+        assert_eq!(
+            f.reply(b"set d 0 0 2\r\n10\r\ndecr d 3\r\n"),
+            "STORED\r\n7\r\n"
+        );
+        assert_eq!(f.reply(b"decr d 100\r\n"), "0\r\n");
+        // memcached rewrites a shrinking number in place, padded with spaces.
+        assert_eq!(f.reply(b"get d\r\n"), "VALUE d 0 2\r\n0 \r\nEND\r\n");
+        // Growing back within the old length keeps the padding (memcached 1.6.18).
+        assert_eq!(
+            f.reply(b"incr d 5 noreply\r\nget d\r\n"),
+            "VALUE d 0 2\r\n5 \r\nEND\r\n"
+        );
+        // A wrapped 20-digit number is rewritten in place too.
+        assert_eq!(
+            f.reply(b"get n\r\n"),
+            "VALUE n 0 20\r\n1                   \r\nEND\r\n"
+        );
+        // A number longer than the stored text gets a new item of the exact length.
+        assert_eq!(
+            f.reply(b"set g 0 0 1\r\n9\r\nincr g 1\r\nget g\r\n"),
+            "STORED\r\n10\r\nVALUE g 0 2\r\n10\r\nEND\r\n"
+        );
+        assert_eq!(
+            f.reply(b"incr d x\r\n"),
+            "CLIENT_ERROR invalid numeric delta argument\r\n"
+        );
+        assert_eq!(
+            f.reply(b"incr d -1 noreply\r\n"),
+            "CLIENT_ERROR invalid numeric delta argument\r\n"
+        );
+        assert_eq!(
+            f.reply(b"set s 0 0 3\r\nabc\r\ndecr s 1 noreply\r\n"),
+            "STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
+        );
+    }
+
+    #[test]
+    fn delete_and_touch() {
+        let f = Fixture::new();
+        assert_eq!(f.reply(b"delete k\r\n"), "NOT_FOUND\r\n");
+        assert_eq!(
+            f.reply(b"set k 0 0 1\r\nx\r\ndelete k\r\nget k\r\n"),
+            "STORED\r\nDELETED\r\nEND\r\n"
+        );
+        assert_eq!(
+            f.reply(b"set k 0 0 1\r\nx\r\ndelete k 0\r\n"),
+            "STORED\r\nDELETED\r\n"
+        );
+        assert_eq!(
+            f.reply(b"set k 0 0 1\r\nx\r\ndelete k noreply\r\nget k\r\n"),
+            "STORED\r\nEND\r\n"
+        );
+        assert_eq!(
+            f.reply(b"delete k 5\r\n"),
+            "CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n"
+        );
+        assert_eq!(f.reply(b"touch k 10\r\n"), "NOT_FOUND\r\n");
+        assert_eq!(
+            f.reply(b"set k 0 0 1\r\nx\r\ntouch k 10\r\n"),
+            "STORED\r\nTOUCHED\r\n"
+        );
+        f.clock.advance_s(9);
+        assert_eq!(f.reply(b"get k\r\n"), "VALUE k 0 1\r\nx\r\nEND\r\n");
+        f.clock.advance_s(1);
+        assert_eq!(f.reply(b"get k\r\n"), "END\r\n");
+        assert_eq!(
+            f.reply(b"set k 0 0 1\r\nx\r\ntouch k -1 noreply\r\nget k\r\n"),
+            "STORED\r\nEND\r\n"
+        );
+        assert_eq!(
+            f.reply(b"touch k x noreply\r\n"),
+            "CLIENT_ERROR invalid exptime argument\r\n"
+        );
+    }
+
+    #[test]
+    fn relative_absolute_and_negative_expiry() {
+        let f = Fixture::new();
+        assert_eq!(f.reply(b"set rel 0 100 1\r\nr\r\n"), "STORED\r\n");
+        // 30 days is still relative.
+        assert_eq!(f.reply(b"set month 0 2592000 1\r\nm\r\n"), "STORED\r\n");
+        // Above 30 days it is a Unix time: 200 seconds from now.
+        let now_unix = START_UNIX_S + u64::from(engine::Clock::now_s(&*f.clock));
+        let absolute = format!("set abs 0 {} 1\r\na\r\n", now_unix + 200);
+        assert_eq!(f.reply(absolute.as_bytes()), "STORED\r\n");
+        let past = format!("set past 0 {} 1\r\np\r\n", now_unix - 10);
+        assert_eq!(f.reply(past.as_bytes()), "STORED\r\n");
+        assert_eq!(f.reply(b"set neg 0 -1 1\r\nn\r\n"), "STORED\r\n");
+        assert_eq!(f.reply(b"get past neg\r\n"), "END\r\n");
+        f.clock.advance_s(99);
+        assert_eq!(
+            f.reply(b"get rel abs month\r\n"),
+            "VALUE rel 0 1\r\nr\r\nVALUE abs 0 1\r\na\r\nVALUE month 0 1\r\nm\r\nEND\r\n"
+        );
+        f.clock.advance_s(1);
+        assert_eq!(f.reply(b"get rel abs\r\n"), "VALUE abs 0 1\r\na\r\nEND\r\n");
+        f.clock.advance_s(100);
+        assert_eq!(
+            f.reply(b"get abs month\r\n"),
+            "VALUE month 0 1\r\nm\r\nEND\r\n"
+        );
+        f.clock.advance_s(2_592_000);
+        assert_eq!(f.reply(b"get month\r\n"), "END\r\n");
+    }
+
+    #[test]
+    fn gat_and_gats_touch_what_they_return() {
+        let f = Fixture::new();
+        assert_eq!(f.reply(b"set k 1 10 1\r\nx\r\n"), "STORED\r\n");
+        assert_eq!(
+            f.reply(b"gat 100 k missing\r\n"),
+            "VALUE k 1 1\r\nx\r\nEND\r\n"
+        );
+        let cas = f.cas_of("k");
+        assert_eq!(
+            f.reply(b"gats 100 k\r\n"),
+            format!("VALUE k 1 1 {cas}\r\nx\r\nEND\r\n")
+        );
+        f.clock.advance_s(50);
+        assert_eq!(f.reply(b"get k\r\n"), "VALUE k 1 1\r\nx\r\nEND\r\n");
+        f.clock.advance_s(50);
+        assert_eq!(f.reply(b"get k\r\n"), "END\r\n");
+        assert_eq!(f.reply(b"gat 10\r\n"), "END\r\n");
+        assert_eq!(
+            f.reply(b"gat x k\r\n"),
+            "CLIENT_ERROR invalid exptime argument\r\n"
+        );
+    }
+
+    #[test]
+    fn noreply_hides_outcomes_but_not_errors() {
+        let f = Fixture::new();
+        let quiet = b"set k 0 0 1 noreply\r\nx\r\nadd k 0 0 1 noreply\r\ny\r\n\
+            replace k 0 0 1 noreply\r\nz\r\nappend k 0 0 1 noreply\r\n1\r\n\
+            prepend k 0 0 1 noreply\r\n0\r\ncas k 0 0 1 1 noreply\r\nq\r\n\
+            touch k 0 noreply\r\nverbosity 0 noreply\r\ndelete k noreply\r\n\
+            delete k noreply\r\nincr k 1 noreply\r\nflush_all noreply\r\n\
+            flush_all 0 noreply\r\nslabs automove 1 noreply\r\n";
+        assert_eq!(f.reply(quiet), "");
+        assert_eq!(
+            f.reply(b"set k 0 0 1 noreply\r\nxy\r\n"),
+            // memcached drops "xy\r" with the line; the "\n" left over is an empty line.
+            "CLIENT_ERROR bad data chunk\r\nERROR\r\n"
+        );
+        assert_eq!(
+            f.reply(b"set k 0 0 -1 noreply\r\n"),
+            "CLIENT_ERROR bad command line format\r\n"
+        );
+        assert_eq!(
+            f.reply(b"flush_all x noreply\r\n"),
+            "CLIENT_ERROR invalid exptime argument\r\n"
+        );
+        assert_eq!(
+            f.reply(b"verbosity x noreply\r\n"),
+            "CLIENT_ERROR bad command line format\r\n"
+        );
+    }
+
+    #[test]
+    fn oversized_payload_is_refused_swallowed_and_unlinks_a_set() {
+        let f = Fixture::new();
+        let too_big = f.engine.config().item_size_max_bytes;
+        assert!(!f.engine.item_fits(1, too_big));
+        assert_eq!(
+            f.reply(b"set k 0 0 1\r\nx\r\nset j 0 0 1\r\ny\r\n"),
+            "STORED\r\nSTORED\r\n"
+        );
+        let line = format!("set k 0 0 {too_big}\r\n");
+        let mut session_out = Vec::new();
+        let mut session = Session {
+            engine: &f.engine,
+            settings: &f.settings,
+            stats: &f.stats,
+            out: &mut session_out,
+        };
+        // Only the line is needed: the payload is never buffered.
+        assert_eq!(
+            handle(&mut session, line.as_bytes()),
+            Step::Swallow {
+                consumed: line.len(),
+                bytes: too_big + 2
+            }
+        );
+        assert_eq!(session_out, b"SERVER_ERROR object too large for cache\r\n");
+        assert_eq!(f.reply(b"get k\r\n"), "END\r\n");
+        // Not for add/replace/append/prepend/cas, and not hidden by noreply.
+        let mut input = format!("add j 0 0 {too_big} noreply\r\n").into_bytes();
+        input.resize(input.len() + too_big, b'z');
+        input.extend_from_slice(b"\r\nget j\r\n");
+        assert_eq!(
+            f.reply(&input),
+            "SERVER_ERROR object too large for cache\r\nVALUE j 0 1\r\ny\r\nEND\r\n"
+        );
+    }
+
+    #[test]
+    fn oversized_payload_counts_store_too_large_not_a_delete() {
+        let f = Fixture::new();
+        let too_big = f.engine.config().item_size_max_bytes;
+        let mut input = b"set k 0 0 1\r\nx\r\n".to_vec();
+        for command in ["set k", "cas k", "append nokey"] {
+            let line = match command {
+                "cas k" => format!("{command} 0 0 {too_big} 1\r\n"),
+                _ => format!("{command} 0 0 {too_big}\r\n"),
+            };
+            input.extend_from_slice(line.as_bytes());
+            input.resize(input.len() + too_big, b'z');
+            input.extend_from_slice(b"\r\n");
+        }
+        assert_eq!(
+            f.reply(&input),
+            format!(
+                "STORED\r\n{}",
+                "SERVER_ERROR object too large for cache\r\n".repeat(3)
+            )
+        );
+        assert_eq!(f.stat("store_too_large"), "3");
+        assert_eq!(f.stat("delete_hits"), "0");
+        assert_eq!(f.stat("delete_misses"), "0");
+        assert_eq!(f.stat("cmd_set"), "1");
+        // The refused `set` unlinked k; a refused `cas` keeps the value (memcached).
+        assert_eq!(
+            f.reply(b"get k\r\nset c 0 0 1\r\nc\r\n"),
+            "END\r\nSTORED\r\n"
+        );
+        let mut cas = format!("cas c 0 0 {too_big} 1\r\n").into_bytes();
+        cas.resize(cas.len() + too_big, b'z');
+        cas.extend_from_slice(b"\r\nget c\r\n");
+        assert_eq!(
+            f.reply(&cas),
+            "SERVER_ERROR object too large for cache\r\nVALUE c 0 1\r\nc\r\nEND\r\n"
+        );
+    }
+
+    #[test]
+    fn an_immediate_flush_takes_one_cas_value() {
+        let f = Fixture::new();
+        assert_eq!(
+            f.reply(b"set a 0 0 1\r\nx\r\ngets a\r\nflush_all\r\nset a 0 0 1\r\nx\r\ngets a\r\n"),
+            "STORED\r\nVALUE a 0 1 1\r\nx\r\nEND\r\nOK\r\nSTORED\r\nVALUE a 0 1 3\r\nx\r\nEND\r\n"
+        );
+        // A delayed flush takes none (memcached 1.6.18 gives the same numbers).
+        assert_eq!(
+            f.reply(b"flush_all 100\r\nset a 0 0 1\r\nx\r\ngets a\r\n"),
+            "OK\r\nSTORED\r\nVALUE a 0 1 4\r\nx\r\nEND\r\n"
+        );
+    }
+
+    #[test]
+    fn gat_counts_as_a_touch_and_get_leaves_the_recache_token() {
+        let f = Fixture::new();
+        assert_eq!(
+            f.reply(b"set t 0 0 1\r\nx\r\ngat 10 t nokey\r\ngats 10 t\r\n"),
+            "STORED\r\nVALUE t 0 1\r\nx\r\nEND\r\nVALUE t 0 1 1\r\nx\r\nEND\r\n"
+        );
+        assert_eq!(f.stat("cmd_get"), "0");
+        assert_eq!(f.stat("cmd_touch"), "3");
+        assert_eq!(f.stat("touch_hits"), "2");
+        assert_eq!(f.stat("touch_misses"), "1");
+        assert_eq!(f.stat("get_hits"), "0");
+        // A text get of a stale item does not take the token: the next mg wins it.
+        assert_eq!(
+            f.reply(b"ms s 1\r\na\r\nmd s I\r\nget s\r\nmg s\r\nmg s\r\n"),
+            "HD\r\nHD\r\nVALUE s 0 1\r\na\r\nEND\r\nHD X W\r\nHD Z X\r\n"
+        );
+    }
+
+    #[test]
+    fn flush_all_now_and_with_delay() {
+        let f = Fixture::new();
+        assert_eq!(
+            f.reply(b"set a 0 0 1\r\na\r\nflush_all\r\nget a\r\n"),
+            "STORED\r\nOK\r\nEND\r\n"
+        );
+        assert_eq!(
+            f.reply(b"set a 0 0 1\r\na\r\nflush_all 10\r\n"),
+            "STORED\r\nOK\r\n"
+        );
+        f.clock.advance_s(9);
+        assert_eq!(f.reply(b"get a\r\n"), "VALUE a 0 1\r\na\r\nEND\r\n");
+        f.clock.advance_s(1);
+        assert_eq!(f.reply(b"get a\r\n"), "END\r\n");
+        // Items stored after the flush are kept.
+        assert_eq!(
+            f.reply(b"set b 0 0 1\r\nb\r\nget b\r\n"),
+            "STORED\r\nVALUE b 0 1\r\nb\r\nEND\r\n"
+        );
+        assert_eq!(f.reply(b"flush_all -5\r\nget b\r\n"), "OK\r\nEND\r\n");
+    }
+
+    #[test]
+    fn stats_groups_reset_and_refusals() {
+        let f = Fixture::new();
+        let general = f.reply(b"stats\r\n");
+        assert!(general.starts_with("STAT pid "), "{general}");
+        assert!(general.ends_with("END\r\n"), "{general}");
+        assert!(general.contains("\r\nSTAT curr_items 0\r\n"), "{general}");
+        assert!(
+            general
+                .lines()
+                .all(|l| l.starts_with("STAT ") || l == "END"),
+            "{general}"
+        );
+        let settings = f.reply(b"stats settings\r\n");
+        assert!(
+            settings.contains("STAT maxbytes 67108864\r\n"),
+            "{settings}"
+        );
+        assert!(f.reply(b"stats items\r\n").ends_with("END\r\n"));
+        assert!(f.reply(b"stats slabs\r\n").contains("STAT total_malloced "));
+        assert_eq!(
+            f.reply(b"stats sizes\r\n"),
+            "STAT sizes_status disabled\r\nEND\r\n"
+        );
+        assert!(f.reply(b"stats conns\r\n").ends_with("END\r\n"));
+        assert_eq!(f.reply(b"stats reset\r\n"), "RESET\r\n");
+        assert_eq!(
+            f.reply(b"stats cachedump 1 1\r\n"),
+            "CLIENT_ERROR stats cachedump not allowed\r\n"
+        );
+        assert_eq!(f.reply(b"stats detail on\r\n"), "ERROR\r\n");
+        assert_eq!(f.reply(b"stats bogus\r\n"), "ERROR\r\n");
+    }
+
+    #[test]
+    fn version_verbosity_quit_and_shutdown() {
+        let f = Fixture::new();
+        assert_eq!(
+            f.reply(b"version\r\n"),
+            format!("VERSION {SERVER_VERSION}\r\n")
+        );
+        assert_eq!(f.reply(b"verbosity 1\r\n"), "OK\r\n");
+        assert_eq!(f.settings.verbosity.load(Ordering::Relaxed), 1);
+        assert_eq!(f.reply(b"verbosity 7\r\n"), "OK\r\n");
+        assert_eq!(f.settings.verbosity.load(Ordering::Relaxed), 2);
+        assert_eq!(f.reply(b"verbosity\r\n"), "ERROR\r\n");
+        let (out, steps) = f.run(b"quit\r\nget a\r\n");
+        assert_eq!(
+            (out.as_slice(), steps.as_slice()),
+            (&b""[..], &[Step::Close][..])
+        );
+        assert_eq!(f.reply(b"shutdown\r\n"), "ERROR: shutdown not enabled\r\n");
+        assert_eq!(
+            f.reply(b"shutdown now\r\n"),
+            "ERROR: shutdown not enabled\r\n"
+        );
+        assert!(!f.settings.shutdown_requested.load(Ordering::SeqCst));
+
+        let enabled = Fixture::with_settings(ServerSettings {
+            shutdown_enabled: true,
+            ..ServerSettings::default()
+        });
+        assert_eq!(
+            enabled.reply(b"shutdown now\r\n"),
+            "CLIENT_ERROR invalid shutdown mode\r\n"
+        );
+        let (out, steps) = enabled.run(b"shutdown graceful\r\n");
+        assert_eq!(
+            (out.as_slice(), steps.as_slice()),
+            (&b""[..], &[Step::Shutdown][..])
+        );
+        assert!(enabled.settings.shutdown_requested.load(Ordering::SeqCst));
+        let (_, steps) = enabled.run(b"shutdown\r\n");
+        assert_eq!(steps, [Step::Shutdown]);
+    }
+
+    #[test]
+    fn slabs_commands() {
+        let f = Fixture::new();
+        assert_eq!(
+            f.reply(b"slabs reassign 3 3\r\n"),
+            "SAME src and dst class are identical\r\n"
+        );
+        assert_eq!(f.reply(b"slabs reassign 1 2 3\r\n"), "ERROR\r\n");
+        assert_eq!(
+            f.reply(b"slabs reassign x 2\r\n"),
+            "CLIENT_ERROR bad command line format\r\n"
+        );
+        // memcached 1.6.18's replies, in its order of checks.
+        assert_eq!(
+            f.reply(b"slabs reassign 99 99\r\n"),
+            "SAME src and dst class are identical\r\n"
+        );
+        assert_eq!(
+            f.reply(b"slabs reassign 1 99\r\nslabs reassign 1 -1\r\nslabs reassign -2 1\r\n"),
+            "BADCLASS invalid src or dst class id\r\n".repeat(3)
+        );
+        assert_eq!(
+            f.reply(b"slabs reassign 1 2\r\nslabs reassign 0 2\r\n"),
+            "NOSPARE source class has no spare pages\r\n".repeat(2)
+        );
+        // -1 with no class holding a spare page.
+        assert_eq!(
+            f.reply(b"slabs reassign -1 0\r\n"),
+            "BADCLASS invalid src or dst class id\r\n"
+        );
+        // Two pages of one class: one can move to the pool, then none is spare.
+        let value = "v".repeat(100_000);
+        let mut fill = Vec::new();
+        for i in 0..20 {
+            fill.extend_from_slice(
+                format!("set k{i} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes(),
+            );
+        }
+        assert_eq!(f.reply(&fill), "STORED\r\n".repeat(20));
+        let class = f.engine.slab_class_for(3, value.len());
+        let reassign = format!("slabs reassign {class} 0\r\n");
+        assert_eq!(f.reply(reassign.as_bytes()), "OK\r\n");
+        assert_eq!(
+            f.reply(reassign.as_bytes()),
+            "NOSPARE source class has no spare pages\r\n"
+        );
+        // automove changes the level the engine reports.
+        assert_eq!(f.reply(b"slabs automove 2\r\n"), "OK\r\n");
+        assert!(f
+            .reply(b"stats settings\r\n")
+            .contains("\r\nSTAT slab_automove 2\r\n"));
+        assert_eq!(f.reply(b"slabs automove 0 noreply\r\n"), "");
+        assert!(f
+            .reply(b"stats settings\r\n")
+            .contains("\r\nSTAT slab_automove 0\r\n"));
+        assert_eq!(f.reply(b"slabs automove 1\r\n"), "OK\r\n");
+        assert_eq!(f.reply(b"slabs automove 3\r\n"), "ERROR\r\n");
+        assert_eq!(
+            f.reply(b"slabs automove x\r\n"),
+            "CLIENT_ERROR bad command line format\r\n"
+        );
+
+        let clock = ManualClock::new(START_UNIX_S);
+        let config = EngineConfig {
+            slab_reassign: false,
+            ..EngineConfig::default()
+        };
+        let Ok(engine) = Engine::new(config, clock) else {
+            panic!("engine config")
+        };
+        let f = Fixture {
+            engine,
+            ..Fixture::new()
+        };
+        assert_eq!(
+            f.reply(b"slabs reassign 1 2\r\n"),
+            "CLIENT_ERROR slab reassignment disabled\r\n"
+        );
+    }
+
+    #[test]
+    fn cache_memlimit_replies() {
+        let f = Fixture::new();
+        assert_eq!(
+            f.reply(b"cache_memlimit 7\r\n"),
+            "MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n"
+        );
+        assert_eq!(
+            f.reply(b"cache_memlimit 2000000000\r\n"),
+            "MEMLIMIT_ADJUST_FAILED input value is megabytes not bytes\r\n"
+        );
+        assert_eq!(f.reply(b"cache_memlimit 64\r\n"), "OK\r\n");
+        assert_eq!(f.reply(b"cache_memlimit 64 noreply\r\n"), "");
+        assert_eq!(f.reply(b"cache_memlimit x\r\n"), "ERROR\r\n");
+    }
+
+    #[test]
+    fn protocol_errors_pass_through_and_pipelining_continues() {
+        let f = Fixture::new();
+        assert_eq!(
+            f.reply(b"bogus\r\nset k 0 0 2\r\nabc\r\nset k 0 0 -1\r\nget k\r\n"),
+            // The bad chunk drops line + 2 + 2 bytes, so "\n" is an empty line.
+            "ERROR\r\nCLIENT_ERROR bad data chunk\r\nERROR\r\nCLIENT_ERROR bad command line format\r\nEND\r\n"
+        );
+        let long_key = format!("get {}\r\n", "k".repeat(251));
+        assert_eq!(
+            f.reply(long_key.as_bytes()),
+            "CLIENT_ERROR bad command line format\r\n"
+        );
+        let (out, steps) = f.run(&[b'x'; 2049]);
+        assert_eq!(
+            (out.as_slice(), steps.as_slice()),
+            (&b""[..], &[Step::Close][..])
+        );
+        let (out, steps) = f.run(b"get a b");
+        assert_eq!(
+            (out.as_slice(), steps.as_slice()),
+            (&b""[..], &[Step::NeedMore][..])
+        );
+        let (out, steps) = f.run(b"set k 0 0 5\r\nabc");
+        assert_eq!(
+            (out.as_slice(), steps.as_slice()),
+            (&b""[..], &[Step::NeedMore][..])
+        );
+    }
+
+    #[test]
+    fn meta_commands_go_to_the_meta_dispatcher() {
+        let f = Fixture::new();
+        assert_eq!(f.reply(b"mn\r\n"), "MN\r\n");
+        assert_eq!(f.reply(b"  mn\r\n"), "MN\r\n");
+        assert_eq!(f.reply(b" mg foo v\r\n"), "EN\r\n");
+        assert_eq!(
+            f.reply(b"set k 0 0 1\r\nx\r\nmn\r\nget k\r\n"),
+            "STORED\r\nMN\r\nVALUE k 0 1\r\nx\r\nEND\r\n"
+        );
+    }
 }

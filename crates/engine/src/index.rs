@@ -1,0 +1,119 @@
+//! The hash index: key -> item address, split into independently locked shards.
+//!
+//! Each shard is a `hashbrown::HashTable<ItemAddr>` (8-byte entries) behind its own
+//! mutex. Key comparison reads the key inside the item; growth rehashes from the hash
+//! stored in each item header. A shard grows on its own, under its own lock, so growing
+//! the index never stops requests to the other shards.
+
+use std::sync::atomic::Ordering;
+
+use hashbrown::HashTable;
+use parking_lot::{Mutex, MutexGuard};
+
+use crate::item::{ItemAddr, ItemMemory};
+
+/// A shard: its table, padded to its own cache lines.
+#[repr(align(128))]
+pub(crate) struct Shard {
+    pub table: Mutex<HashTable<ItemAddr>>,
+}
+
+pub(crate) type ShardGuard<'a> = MutexGuard<'a, HashTable<ItemAddr>>;
+
+pub(crate) struct Index {
+    shards: Box<[Shard]>,
+    shard_shift: u32,
+    hasher: foldhash::fast::FixedState,
+}
+
+/// Spreads a 32-bit key hash over 64 bits for the table (hashbrown uses the top 7 bits
+/// as tags and the low bits as the bucket index; the shard uses the top bits of the
+/// 32-bit hash, which the multiplication mixes into both).
+pub(crate) fn table_hash(key_hash: u32) -> u64 {
+    u64::from(key_hash).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
+impl Index {
+    /// `hashpower`: log2 of the initial total number of buckets.
+    pub fn new(hashpower: u32) -> Index {
+        // About 64 initial buckets per shard, between 16 and 1024 shards.
+        let shard_bits = hashpower.saturating_sub(6).clamp(4, 10);
+        let per_shard = 1usize << (hashpower - shard_bits).min(14);
+        let shards = (0..1usize << shard_bits)
+            .map(|_| Shard {
+                table: Mutex::new(HashTable::with_capacity(per_shard)),
+            })
+            .collect();
+        Index {
+            shards,
+            shard_shift: 32 - shard_bits,
+            hasher: foldhash::fast::FixedState::with_seed(0x6d65_6d63_6163_6865),
+        }
+    }
+
+    pub fn hash(&self, key: &[u8]) -> u32 {
+        use std::hash::BuildHasher;
+        let h = self.hasher.hash_one(key);
+        (h ^ (h >> 32)) as u32
+    }
+
+    pub fn shard(&self, key_hash: u32) -> &Shard {
+        &self.shards[(key_hash >> self.shard_shift) as usize % self.shards.len()]
+    }
+
+    /// Total buckets, for `hash_power_level` / `hash_bytes`.
+    pub fn bucket_count(&self) -> usize {
+        self.shards.iter().map(|s| s.table.lock().capacity()).sum()
+    }
+
+    /// Finds the item with `key`.
+    pub fn find(
+        table: &ShardGuard<'_>,
+        mem: &ItemMemory,
+        key_hash: u32,
+        key: &[u8],
+    ) -> Option<ItemAddr> {
+        table
+            .find(table_hash(key_hash), |&addr| {
+                let h = mem.header(addr);
+                // SAFETY: the caller holds this shard's lock and every entry of the
+                // shard is a published item of the shard (item.rs invariant 3).
+                h.key_hash.load(Ordering::Relaxed) == key_hash && unsafe { mem.key(addr) } == key
+            })
+            .copied()
+    }
+
+    /// Inserts `addr` for a key known to be absent.
+    pub fn insert_new(table: &mut ShardGuard<'_>, mem: &ItemMemory, key_hash: u32, addr: ItemAddr) {
+        table.insert_unique(table_hash(key_hash), addr, |&a| {
+            table_hash(mem.header(a).key_hash.load(Ordering::Relaxed))
+        });
+    }
+
+    /// Replaces the entry `old` by `new` (same key).
+    pub fn replace(
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+        old: ItemAddr,
+        new: ItemAddr,
+    ) -> bool {
+        match table.find_mut(table_hash(key_hash), |&a| a == old) {
+            Some(slot) => {
+                *slot = new;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Removes the entry for the item at `addr`.
+    pub fn remove(table: &mut ShardGuard<'_>, key_hash: u32, addr: ItemAddr) -> bool {
+        match table.find_entry(table_hash(key_hash), |&a| a == addr) {
+            Ok(entry) => {
+                entry.remove();
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}

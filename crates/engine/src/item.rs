@@ -1,0 +1,291 @@
+//! Items in slab memory: the 48-byte header, then the key, then the value.
+//!
+//! This is the only module of the engine that dereferences raw pointers into slab
+//! memory. An item is named by an [`ItemAddr`]: the byte offset of its header inside
+//! its tier's region, with the tier number in the top byte, so the index, the LRU links
+//! and the free lists are all plain `u64`s.
+//!
+//! Safety invariants (every `unsafe` block below relies on them):
+//! 1. Memory: an `ItemMemory` owns its `Region` for as long as it lives; every address
+//!    it is asked about is the start of a chunk inside that region (checked by
+//!    `header_ptr`, which refuses out-of-range offsets), chunks are 8-byte aligned and at
+//!    least `ITEM_HEADER_BYTES + key_len + value_len` long.
+//! 2. Header fields are atomics, so reading or writing them from any thread is defined
+//!    behaviour; which lock makes a value *meaningful* is written next to each field.
+//! 3. Key and value bytes are plain memory. They are written only (a) by the thread that
+//!    allocated the chunk, before the item is published in the index (publication goes
+//!    through the shard mutex, which orders the writes before any reader), or (b) under
+//!    the item's index shard lock (in-place `incr`/`decr`). They are read only under the
+//!    item's shard lock (or by the allocating thread). An item is freed only by a thread
+//!    holding its shard lock after removing it from the index, so a reader holding the
+//!    shard lock never sees its bytes reused.
+
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
+
+use tier::Region;
+
+/// Size of the item header in slab memory.
+pub(crate) const ITEM_HEADER_BYTES: usize = 48;
+
+/// An item's address: tier number in bits 56..64, byte offset in the tier's region below.
+pub(crate) type ItemAddr = u64;
+
+/// "No item" in LRU and free-list links.
+pub(crate) const NIL: ItemAddr = u64::MAX;
+
+const OFFSET_MASK: u64 = (1 << 56) - 1;
+
+/// Item state bits (`ItemHeader::state`).
+pub(crate) mod state {
+    /// Linked in the index and in an LRU list.
+    pub const LINKED: u16 = 1 << 0;
+    /// Read at least once since it was stored.
+    pub const FETCHED: u16 = 1 << 1;
+    /// Read again after FETCHED; cleared when the maintainer moves the item.
+    pub const ACTIVE: u16 = 1 << 2;
+    /// Marked stale by `md I` / `ms I`.
+    pub const STALE: u16 = 1 << 3;
+    /// A recache token (meta `W`) has been handed out.
+    pub const TOKEN_SENT: u16 = 1 << 4;
+    /// LRU segment, two bits.
+    pub const SEG_SHIFT: u16 = 5;
+    pub const SEG_MASK: u16 = 0b11 << SEG_SHIFT;
+    /// Chunk handed out by the allocator and not yet freed (linked or about to be).
+    pub const ALLOCATED: u16 = 1 << 7;
+    /// Chunk on its class's free list.
+    pub const FREE: u16 = 1 << 8;
+}
+
+/// The header at the start of every chunk. `repr(C)`, 48 bytes.
+#[repr(C, align(8))]
+pub(crate) struct ItemHeader {
+    /// LRU (or free list) links; meaningful under the class lock.
+    pub next: AtomicU64,
+    pub prev: AtomicU64,
+    /// CAS unique; written under the shard lock.
+    pub cas: AtomicU64,
+    /// Relative time of the last access; written lock-free by reads.
+    pub last_access_s: AtomicU32,
+    /// Relative expiry time, 0 = never; written under the shard lock.
+    pub exptime_rel_s: AtomicU32,
+    pub client_flags: AtomicU32,
+    pub value_len: AtomicU32,
+    /// 32-bit hash of the key (selects the shard and rebuilds the index on growth).
+    pub key_hash: AtomicU32,
+    /// `state::*` bits.
+    pub state: AtomicU16,
+    pub key_len: AtomicU8,
+    pub class_id: AtomicU8,
+}
+
+const _: () = assert!(std::mem::size_of::<ItemHeader>() == ITEM_HEADER_BYTES);
+
+impl ItemHeader {
+    pub fn has(&self, bits: u16) -> bool {
+        self.state.load(Ordering::Relaxed) & bits != 0
+    }
+    pub fn set(&self, bits: u16) {
+        self.state.fetch_or(bits, Ordering::Relaxed);
+    }
+    pub fn clear(&self, bits: u16) {
+        self.state.fetch_and(!bits, Ordering::Relaxed);
+    }
+    pub fn segment(&self) -> usize {
+        ((self.state.load(Ordering::Relaxed) & state::SEG_MASK) >> state::SEG_SHIFT) as usize
+    }
+    pub fn set_segment(&self, segment: usize) {
+        let bits = ((segment as u16) << state::SEG_SHIFT) & state::SEG_MASK;
+        let _ = self
+            .state
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |s| {
+                Some((s & !state::SEG_MASK) | bits)
+            });
+    }
+    pub fn total_bytes(&self) -> usize {
+        ITEM_HEADER_BYTES
+            + self.key_len.load(Ordering::Relaxed) as usize
+            + self.value_len.load(Ordering::Relaxed) as usize
+    }
+    pub fn class(&self) -> usize {
+        self.class_id.load(Ordering::Relaxed) as usize
+    }
+}
+
+/// A tier's slab memory, seen as items.
+pub(crate) struct ItemMemory {
+    region: Region,
+    tier_bits: u64,
+}
+
+impl ItemMemory {
+    pub fn new(region: Region, tier_number: u8) -> ItemMemory {
+        ItemMemory {
+            region,
+            tier_bits: u64::from(tier_number) << 56,
+        }
+    }
+
+    /// Address of byte `offset` of the region.
+    pub fn addr_at(&self, offset: usize) -> ItemAddr {
+        self.tier_bits | offset as u64
+    }
+
+    pub fn offset_of(addr: ItemAddr) -> usize {
+        (addr & OFFSET_MASK) as usize
+    }
+
+    pub fn page_of(addr: ItemAddr) -> usize {
+        Self::offset_of(addr) / tier::PAGE_SIZE_BYTES
+    }
+
+    /// Pointer to the header at `addr`, with the bounds check of invariant 1. An
+    /// out-of-range address is an engine bug, never client-controlled.
+    fn header_ptr(&self, addr: ItemAddr) -> *mut u8 {
+        let offset = Self::offset_of(addr);
+        assert!(
+            offset & 7 == 0 && offset + ITEM_HEADER_BYTES <= self.region.size_bytes(),
+            "item address {addr:#x} outside its region"
+        );
+        self.region.base_ptr().as_ptr().wrapping_add(offset)
+    }
+
+    pub fn header(&self, addr: ItemAddr) -> &ItemHeader {
+        let ptr = self.header_ptr(addr);
+        // SAFETY: invariants 1 and 2: in range, aligned, and every field is an atomic,
+        // so a shared reference is valid whatever other threads do to the header.
+        unsafe { &*(ptr as *const ItemHeader) }
+    }
+
+    /// The key bytes of the item at `addr`.
+    ///
+    /// # Safety
+    /// The caller holds the item's shard lock, or allocated the chunk and has not
+    /// published it yet (invariant 3).
+    pub unsafe fn key(&self, addr: ItemAddr) -> &[u8] {
+        let header = self.header(addr);
+        let key_len = header.key_len.load(Ordering::Relaxed) as usize;
+        let ptr = self.header_ptr(addr).wrapping_add(ITEM_HEADER_BYTES);
+        // SAFETY: the chunk holds header + key + value (invariant 1); no writer runs
+        // concurrently (caller's contract, invariant 3).
+        unsafe { std::slice::from_raw_parts(ptr, key_len) }
+    }
+
+    /// The value bytes of the item at `addr`.
+    ///
+    /// # Safety
+    /// As for [`ItemMemory::key`].
+    pub unsafe fn value(&self, addr: ItemAddr) -> &[u8] {
+        let header = self.header(addr);
+        let key_len = header.key_len.load(Ordering::Relaxed) as usize;
+        let value_len = header.value_len.load(Ordering::Relaxed) as usize;
+        let ptr = self
+            .header_ptr(addr)
+            .wrapping_add(ITEM_HEADER_BYTES + key_len);
+        // SAFETY: as in `key`.
+        unsafe { std::slice::from_raw_parts(ptr, value_len) }
+    }
+
+    /// Overwrites the value bytes in place (same length).
+    ///
+    /// # Safety
+    /// The caller holds the item's shard lock (invariant 3 (b)), and `bytes` has the
+    /// item's value length.
+    pub unsafe fn overwrite_value(&self, addr: ItemAddr, bytes: &[u8]) {
+        let header = self.header(addr);
+        let key_len = header.key_len.load(Ordering::Relaxed) as usize;
+        let value_len = header.value_len.load(Ordering::Relaxed) as usize;
+        assert!(
+            bytes.len() == value_len,
+            "in-place value write changes the length"
+        );
+        let ptr = self
+            .header_ptr(addr)
+            .wrapping_add(ITEM_HEADER_BYTES + key_len);
+        // SAFETY: in the chunk (invariant 1); exclusive under the shard lock.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, value_len) };
+    }
+
+    /// Writes key and value (the concatenation of `value_parts`) into a chunk that the
+    /// caller just allocated, and sets the header's length fields. The chunk must be at
+    /// least `ITEM_HEADER_BYTES + key.len() + sum(value_parts)` bytes long.
+    ///
+    /// # Safety
+    /// The caller allocated the chunk at `addr` with at least that capacity and has not
+    /// published it (invariant 3 (a)).
+    pub unsafe fn write_item(
+        &self,
+        addr: ItemAddr,
+        capacity_bytes: usize,
+        key: &[u8],
+        value_parts: &[&[u8]],
+    ) {
+        let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
+        assert!(
+            key.len() <= u8::MAX as usize
+                && ITEM_HEADER_BYTES + key.len() + value_len <= capacity_bytes
+                && Self::offset_of(addr) + capacity_bytes <= self.region.size_bytes(),
+            "item does not fit its chunk"
+        );
+        let header = self.header(addr);
+        header.key_len.store(key.len() as u8, Ordering::Relaxed);
+        header.value_len.store(value_len as u32, Ordering::Relaxed);
+        let mut ptr = self.header_ptr(addr).wrapping_add(ITEM_HEADER_BYTES);
+        // SAFETY: the whole write lies inside the chunk (checked above, invariant 1),
+        // and nobody else can see the chunk yet (invariant 3 (a)). Sources are client
+        // buffers or other items' bytes read under their shard lock, never this chunk.
+        unsafe {
+            std::ptr::copy_nonoverlapping(key.as_ptr(), ptr, key.len());
+            ptr = ptr.add(key.len());
+            for part in value_parts {
+                std::ptr::copy_nonoverlapping(part.as_ptr(), ptr, part.len());
+                ptr = ptr.add(part.len());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn memory() -> ItemMemory {
+        ItemMemory::new(Region::heap(tier::PAGE_SIZE_BYTES).unwrap(), 0)
+    }
+
+    #[test]
+    fn header_is_48_bytes_and_fields_round_trip() {
+        let mem = memory();
+        let addr = mem.addr_at(96);
+        let h = mem.header(addr);
+        h.set(state::LINKED | state::FETCHED);
+        h.set_segment(2);
+        assert!(h.has(state::FETCHED));
+        assert_eq!(h.segment(), 2);
+        h.clear(state::FETCHED);
+        assert!(!h.has(state::FETCHED));
+        assert!(h.has(state::LINKED));
+        assert_eq!(h.segment(), 2);
+    }
+
+    #[test]
+    fn item_bytes_round_trip() {
+        let mem = memory();
+        let addr = mem.addr_at(192);
+        // SAFETY: fresh chunk owned by this test.
+        unsafe {
+            mem.write_item(addr, 120, b"key", &[b"hello ", b"world"]);
+            assert_eq!(mem.key(addr), b"key");
+            assert_eq!(mem.value(addr), b"hello world");
+            mem.overwrite_value(addr, b"HELLO WORLD");
+            assert_eq!(mem.value(addr), b"HELLO WORLD");
+        }
+        assert_eq!(mem.header(addr).total_bytes(), 48 + 3 + 11);
+    }
+
+    #[test]
+    #[should_panic]
+    fn out_of_range_address_is_refused() {
+        let mem = memory();
+        let _ = mem.header(mem.addr_at(tier::PAGE_SIZE_BYTES));
+    }
+}

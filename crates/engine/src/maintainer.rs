@@ -1,0 +1,450 @@
+//! Background work: the LRU maintainer (memcached's `lru_maintainer_juggle` and
+//! `lru_pull_tail`), the LRU crawler that reclaims expired and flushed items, and the
+//! slab automover. Each has a step function that does one bounded pass (tests drive
+//! them directly with a manual clock) and a named thread that calls it.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::engine::{Engine, Pull, Tier};
+use crate::index::Index;
+use crate::item::{state, ItemAddr, NIL};
+use crate::lru::{COLD, HOT, SEGMENTS, WARM};
+use crate::slab::ClassState;
+
+/// Items looked at from a tail per pull (memcached's `tries = 5`).
+const PULL_TAIL_TRIES: usize = 5;
+/// Juggle rounds per class per maintainer pass (memcached: 500).
+const JUGGLE_ROUNDS_MAX: usize = 500;
+/// Items the crawler checks under one class-lock hold.
+const CRAWL_BATCH: usize = 64;
+/// Steps of eviction history the automover looks at (memcached's window of 30 s).
+const AUTOMOVE_WINDOW: usize = 30;
+/// memcached's `slab_automove_ratio`.
+const AUTOMOVE_AGE_RATIO: f64 = 0.8;
+
+const MAINTAINER_SLEEP_MIN: Duration = Duration::from_millis(1);
+const MAINTAINER_SLEEP_MAX: Duration = Duration::from_millis(1000);
+const CRAWLER_INTERVAL: Duration = Duration::from_secs(5);
+const AUTOMOVE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Eviction history per class, for the automover.
+pub(crate) struct AutomoveState {
+    last_evicted: Vec<u64>,
+    /// Evictions per class in each of the last `AUTOMOVE_WINDOW` steps.
+    window: Vec<[u64; AUTOMOVE_WINDOW]>,
+    cursor: usize,
+    steps: usize,
+}
+
+impl AutomoveState {
+    pub fn new(class_slots: usize) -> AutomoveState {
+        AutomoveState {
+            last_evicted: vec![0; class_slots],
+            window: vec![[0; AUTOMOVE_WINDOW]; class_slots],
+            cursor: 0,
+            steps: 0,
+        }
+    }
+}
+
+/// The running background threads.
+pub(crate) struct Background {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    handles: Vec<JoinHandle<()>>,
+}
+
+impl Engine {
+    /// memcached's `lru_pull_tail`: looks at up to five items from the tail of
+    /// `segment`, reclaims dead ones, and moves (or, with `Pull::Evict` on COLD, evicts)
+    /// the first live one. Returns how many items were removed or moved. The caller
+    /// holds the class lock; shards are only `try_lock`ed.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn pull_tail(
+        &self,
+        tier: &Tier,
+        cs: &mut ClassState,
+        segment: usize,
+        total_bytes: u64,
+        max_age_s: u32,
+        mode: Pull,
+        now_s: u32,
+    ) -> usize {
+        let mem = &tier.mem;
+        let mut removed = 0;
+        let mut search = cs.lru.tail[segment];
+        let mut tries = PULL_TAIL_TRIES;
+        while tries > 0 && search != NIL {
+            tries -= 1;
+            let h = mem.header(search);
+            let prev = h.prev.load(Ordering::Relaxed);
+            if self.dead_reason(h, now_s).is_some() {
+                let key_hash = h.key_hash.load(Ordering::Relaxed);
+                match self.index.shard(key_hash).table.try_lock() {
+                    Some(mut table) => {
+                        Index::remove(&mut table, key_hash, search);
+                        h.clear(state::LINKED);
+                        cs.stats.reclaimed += 1;
+                        if !h.has(state::FETCHED) {
+                            cs.stats.expired_unfetched += 1;
+                        }
+                        cs.lru.unlink(mem, search);
+                        self.free_chunk(tier, cs, search);
+                        removed += 1;
+                    }
+                    None => cs.stats.lrutail_reflocked += 1,
+                }
+                search = prev;
+                continue;
+            }
+            match segment {
+                HOT | WARM => {
+                    let pct = if segment == HOT {
+                        self.config.hot_lru_pct
+                    } else {
+                        self.config.warm_lru_pct
+                    };
+                    let limit = total_bytes * u64::from(pct) / 100;
+                    let age = now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed));
+                    if h.has(state::ACTIVE) {
+                        // Active items are rescued: HOT flows to WARM, WARM stays WARM.
+                        h.clear(state::ACTIVE);
+                        if segment == WARM {
+                            cs.stats.moves_within_lru += 1;
+                        } else {
+                            cs.stats.moves_to_warm += 1;
+                        }
+                        cs.lru.move_to(mem, search, WARM);
+                        removed += 1;
+                    } else if cs.lru.bytes[segment] > limit || age > max_age_s {
+                        cs.stats.moves_to_cold += 1;
+                        cs.lru.move_to(mem, search, COLD);
+                        removed += 1;
+                    }
+                    break;
+                }
+                _ => {
+                    if mode == Pull::Evict {
+                        if !self.config.evictions_enabled {
+                            break;
+                        }
+                        let key_hash = h.key_hash.load(Ordering::Relaxed);
+                        let Some(mut table) = self.index.shard(key_hash).table.try_lock() else {
+                            cs.stats.lrutail_reflocked += 1;
+                            search = prev;
+                            continue;
+                        };
+                        Index::remove(&mut table, key_hash, search);
+                        h.clear(state::LINKED);
+                        cs.stats.evicted += 1;
+                        cs.stats.evicted_time_s =
+                            now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed));
+                        if h.exptime_rel_s.load(Ordering::Relaxed) != 0 {
+                            cs.stats.evicted_nonzero += 1;
+                        }
+                        if !h.has(state::FETCHED) {
+                            cs.stats.evicted_unfetched += 1;
+                        }
+                        if h.has(state::ACTIVE) {
+                            cs.stats.evicted_active += 1;
+                        }
+                        cs.lru.unlink(mem, search);
+                        self.free_chunk(tier, cs, search);
+                        removed += 1;
+                    } else if h.has(state::ACTIVE) {
+                        h.clear(state::ACTIVE);
+                        cs.stats.moves_to_warm += 1;
+                        cs.lru.move_to(mem, search, WARM);
+                        removed += 1;
+                    }
+                    break;
+                }
+            }
+        }
+        removed
+    }
+
+    /// memcached's `lru_maintainer_juggle` for one class: rounds of HOT, WARM and COLD
+    /// tail pulls until nothing moves. Returns the rounds that moved something.
+    fn juggle_class(&self, tier: &Tier, class_id: usize) -> usize {
+        let now = self.clock.now_s();
+        let (hot_age, warm_age, total_bytes) = {
+            let cs = tier.classes[class_id].0.lock();
+            if cs.lru.items() == 0 {
+                return 0;
+            }
+            let cold_age = cs.lru.tail_age_s(&tier.mem, COLD, now);
+            (
+                (f64::from(cold_age) * self.config.hot_max_factor) as u32,
+                (f64::from(cold_age) * self.config.warm_max_factor) as u32,
+                cs.lru.total_bytes(),
+            )
+        };
+        let mut rounds = 0;
+        for _ in 0..JUGGLE_ROUNDS_MAX {
+            let mut cs = tier.classes[class_id].0.lock();
+            let mut moved =
+                self.pull_tail(tier, &mut cs, HOT, total_bytes, hot_age, Pull::Juggle, now);
+            moved += self.pull_tail(
+                tier,
+                &mut cs,
+                WARM,
+                total_bytes,
+                warm_age,
+                Pull::Juggle,
+                now,
+            );
+            moved += self.pull_tail(tier, &mut cs, COLD, 0, 0, Pull::Juggle, now);
+            if moved == 0 {
+                break;
+            }
+            rounds += 1;
+        }
+        rounds
+    }
+
+    /// One pass of the LRU maintainer over every class. Returns the rounds that moved
+    /// items (0 when the LRUs are settled).
+    pub fn lru_maintainer_step(&self) -> usize {
+        let mut rounds = 0;
+        for tier in &self.tiers {
+            for class_id in 1..=self.geometry.large {
+                rounds += self.juggle_class(tier, class_id);
+            }
+        }
+        self.rare
+            .lru_maintainer_juggles
+            .fetch_add(1, Ordering::Relaxed);
+        rounds
+    }
+
+    /// One pass of the LRU crawler: checks every item once (bounded by the item counts
+    /// at the start) and reclaims expired and flushed ones. Returns items reclaimed.
+    pub fn lru_crawler_step(&self) -> u64 {
+        self.rare.lru_crawler_starts.fetch_add(1, Ordering::Relaxed);
+        self.rare.lru_crawler_running.store(true, Ordering::Relaxed);
+        let mut reclaimed = 0;
+        for tier in &self.tiers {
+            for class_id in 1..=self.geometry.large {
+                for segment in 0..SEGMENTS {
+                    reclaimed += self.crawl_segment(tier, class_id, segment);
+                }
+            }
+        }
+        self.rare
+            .lru_crawler_running
+            .store(false, Ordering::Relaxed);
+        reclaimed
+    }
+
+    fn crawl_segment(&self, tier: &Tier, class_id: usize, segment: usize) -> u64 {
+        let mem = &tier.mem;
+        let mut budget = tier.classes[class_id].0.lock().lru.count[segment];
+        let mut cursor: ItemAddr = NIL;
+        let mut started = false;
+        let mut reclaimed = 0;
+        while budget > 0 {
+            let now = self.clock.now_s();
+            let mut cs = tier.classes[class_id].0.lock();
+            if !started {
+                cursor = cs.lru.tail[segment];
+                started = true;
+            } else if cursor != NIL {
+                // The cursor may have moved or been freed while the lock was released:
+                // continue only if it is still in this class and segment.
+                let h = mem.header(cursor);
+                if !h.has(state::LINKED) || h.class() != class_id || h.segment() != segment {
+                    cursor = cs.lru.tail[segment];
+                }
+            }
+            let mut batch = CRAWL_BATCH;
+            while batch > 0 && budget > 0 && cursor != NIL {
+                batch -= 1;
+                budget -= 1;
+                let h = mem.header(cursor);
+                let prev = h.prev.load(Ordering::Relaxed);
+                cs.stats.crawler_items_checked += 1;
+                if self.dead_reason(h, now).is_some() {
+                    let key_hash = h.key_hash.load(Ordering::Relaxed);
+                    if let Some(mut table) = self.index.shard(key_hash).table.try_lock() {
+                        Index::remove(&mut table, key_hash, cursor);
+                        h.clear(state::LINKED);
+                        cs.stats.crawler_reclaimed += 1;
+                        if !h.has(state::FETCHED) {
+                            cs.stats.expired_unfetched += 1;
+                        }
+                        cs.lru.unlink(mem, cursor);
+                        self.free_chunk(tier, &mut cs, cursor);
+                        reclaimed += 1;
+                    }
+                }
+                cursor = prev;
+            }
+            if cursor == NIL {
+                break;
+            }
+        }
+        reclaimed
+    }
+
+    /// One step of the slab automover (call once per second). Returns whether a page
+    /// was moved. Rules (memcached's `slab_automove=1`, simplified):
+    /// - a class with more than 2.5 pages of free chunks gives its emptiest page back
+    ///   to the pool;
+    /// - over a window of steps, if some class evicted and its COLD tail is younger
+    ///   than `0.8 x` the oldest COLD tail of a class with at least two pages, the
+    ///   oldest class gives a page to the evicting one. Mode 2 acts on a window of one.
+    pub fn slab_automove_step(&self) -> bool {
+        let mode = self.slab_automove.load(Ordering::Relaxed);
+        if mode == 0 || !self.config.slab_reassign {
+            return false;
+        }
+        let tier = self.dram();
+        let now = self.clock.now_s();
+        let large = self.geometry.large;
+        let mut info = Vec::with_capacity(large + 1);
+        info.push((0u64, 0u32, 0usize, false));
+        for class_id in 1..=large {
+            let cs = tier.classes[class_id].0.lock();
+            let spare = class_id != large
+                && cs.pages.len() > 1
+                && cs.free_chunks as f64 > cs.per_page as f64 * 2.5;
+            info.push((
+                cs.stats.evicted,
+                cs.lru.tail_age_s(&tier.mem, COLD, now),
+                cs.pages.len(),
+                spare,
+            ));
+        }
+        if let Some(class_id) = (1..=large).find(|&c| info[c].3) {
+            return self.move_page(tier, class_id, 0);
+        }
+        let window = if mode == 2 { 1 } else { AUTOMOVE_WINDOW };
+        let (youngest, oldest) = {
+            let mut am = self.automove.lock();
+            am.steps += 1;
+            am.cursor = (am.cursor + 1) % AUTOMOVE_WINDOW;
+            let cursor = am.cursor;
+            for (class_id, &(evicted, ..)) in info.iter().enumerate().skip(1) {
+                let delta = evicted.saturating_sub(am.last_evicted[class_id]);
+                am.last_evicted[class_id] = evicted;
+                am.window[class_id][cursor] = delta;
+            }
+            if am.steps < window {
+                return false;
+            }
+            let evictions_in_window = |class_id: usize| -> u64 {
+                (0..window)
+                    .map(|back| {
+                        am.window[class_id][(cursor + AUTOMOVE_WINDOW - back) % AUTOMOVE_WINDOW]
+                    })
+                    .sum()
+            };
+            let youngest = (1..=large)
+                .filter(|&c| evictions_in_window(c) > 0)
+                .min_by_key(|&c| info[c].1);
+            let oldest = (1..=large)
+                .filter(|&c| info[c].2 >= 2 && evictions_in_window(c) == 0)
+                .max_by_key(|&c| info[c].1);
+            (youngest, oldest)
+        };
+        let (Some(dst), Some(src)) = (youngest, oldest) else {
+            return false;
+        };
+        let ratio = if mode == 2 { 1.0 } else { AUTOMOVE_AGE_RATIO };
+        if src == dst || f64::from(info[dst].1) >= f64::from(info[src].1) * ratio {
+            return false;
+        }
+        let moved = self.move_page(tier, src, dst);
+        if moved {
+            // Start a new window so one burst of evictions moves one page per window.
+            let mut am = self.automove.lock();
+            am.window[dst] = [0; AUTOMOVE_WINDOW];
+        }
+        moved
+    }
+
+    /// Starts the background threads (LRU maintainer, crawler, slab automover).
+    pub fn start_background(self: &Arc<Self>) {
+        let mut bg = self.background.lock();
+        if bg.is_some() {
+            return;
+        }
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut handles = Vec::new();
+        let spawn = |name: &str, body: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.to_string())
+                .spawn(body)
+                .ok()
+        };
+        if self.config.lru_maintainer {
+            let engine = Arc::clone(self);
+            let stop = Arc::clone(&stop);
+            handles.extend(spawn(
+                "fc-lru-maint",
+                Box::new(move || {
+                    let mut sleep = MAINTAINER_SLEEP_MIN;
+                    while !stop.load(Ordering::Relaxed) {
+                        let did = engine.lru_maintainer_step();
+                        sleep = if did > 0 {
+                            (sleep / 2).max(MAINTAINER_SLEEP_MIN)
+                        } else {
+                            (sleep * 2).min(MAINTAINER_SLEEP_MAX)
+                        };
+                        std::thread::park_timeout(sleep);
+                    }
+                }),
+            ));
+        }
+        if self.config.lru_crawler {
+            let engine = Arc::clone(self);
+            let stop = Arc::clone(&stop);
+            handles.extend(spawn(
+                "fc-lru-crawler",
+                Box::new(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::park_timeout(CRAWLER_INTERVAL);
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        engine.lru_crawler_step();
+                    }
+                }),
+            ));
+        }
+        if self.config.slab_reassign {
+            let engine = Arc::clone(self);
+            let stop = Arc::clone(&stop);
+            handles.extend(spawn(
+                "fc-slab-rebal",
+                Box::new(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::thread::park_timeout(AUTOMOVE_INTERVAL);
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        engine.slab_automove_step();
+                    }
+                }),
+            ));
+        }
+        *bg = Some(Background { stop, handles });
+    }
+
+    /// Stops the background threads and waits for them.
+    pub fn stop_background(&self) {
+        let Some(bg) = self.background.lock().take() else {
+            return;
+        };
+        bg.stop.store(true, Ordering::Relaxed);
+        for handle in &bg.handles {
+            handle.thread().unpark();
+        }
+        for handle in bg.handles {
+            let _ = handle.join();
+        }
+    }
+}

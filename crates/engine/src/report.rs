@@ -1,0 +1,287 @@
+//! Statistics output under memcached's names: `stats`, `stats items`, `stats slabs`,
+//! `stats sizes`, the engine's lines of `stats settings`, and `stats reset`.
+
+use std::sync::atomic::Ordering;
+
+use crate::api::StatValue;
+use crate::config::SLAB_PAGE_SIZE_BYTES;
+use crate::engine::Engine;
+use crate::lru::{COLD, HOT, WARM};
+use crate::stats::{ClassStats, C, G};
+
+type Emit<'a> = &'a mut dyn FnMut(&str, StatValue);
+
+fn yes_no(v: bool) -> StatValue {
+    StatValue::Bool(v)
+}
+
+impl Engine {
+    /// General statistics (`stats`), named as memcached names them.
+    pub fn stats(&self, emit: Emit<'_>) {
+        let c = &self.counters;
+        let u = StatValue::U64;
+        let get_hits = c.sum_classes(C::HitsToHot)
+            + c.sum_classes(C::HitsToWarm)
+            + c.sum_classes(C::HitsToCold);
+        emit("cmd_get", u(c.get(G::CmdGet)));
+        emit("cmd_set", u(c.sum_classes(C::CmdSet)));
+        emit("cmd_flush", u(c.get(G::CmdFlush)));
+        emit("cmd_touch", u(c.get(G::CmdTouch)));
+        emit("get_hits", u(get_hits));
+        emit("get_misses", u(c.get(G::GetMisses)));
+        emit("get_expired", u(c.get(G::GetExpired)));
+        emit("get_flushed", u(c.get(G::GetFlushed)));
+        emit("delete_misses", u(c.get(G::DeleteMisses)));
+        emit("delete_hits", u(c.sum_classes(C::DeleteHits)));
+        emit("incr_misses", u(c.get(G::IncrMisses)));
+        emit("incr_hits", u(c.sum_classes(C::IncrHits)));
+        emit("decr_misses", u(c.get(G::DecrMisses)));
+        emit("decr_hits", u(c.sum_classes(C::DecrHits)));
+        emit("cas_misses", u(c.get(G::CasMisses)));
+        emit("cas_hits", u(c.sum_classes(C::CasHits)));
+        emit("cas_badval", u(c.sum_classes(C::CasBadval)));
+        emit("touch_hits", u(c.sum_classes(C::TouchHits)));
+        emit("touch_misses", u(c.get(G::TouchMisses)));
+        emit("store_too_large", u(c.get(G::StoreTooLarge)));
+        emit("store_no_memory", u(c.get(G::StoreNoMemory)));
+        emit("limit_maxbytes", u(self.config.memory_limit_bytes));
+        let buckets = self.index.bucket_count().max(1);
+        emit(
+            "hash_power_level",
+            u(u64::from(usize::BITS - 1 - buckets.leading_zeros())),
+        );
+        emit(
+            "hash_bytes",
+            u((buckets * std::mem::size_of::<u64>()) as u64),
+        );
+        emit("hash_is_expanding", u(0));
+        let r = &self.rare;
+        emit("slab_reassign_rescues", u(0));
+        emit("slab_reassign_chunk_rescues", u(0));
+        emit(
+            "slab_reassign_evictions_nomem",
+            u(r.slab_reassign_evictions_nomem.load(Ordering::Relaxed)),
+        );
+        emit("slab_reassign_inline_reclaim", u(0));
+        emit(
+            "slab_reassign_busy_items",
+            u(r.slab_reassign_busy_items.load(Ordering::Relaxed)),
+        );
+        emit("slab_reassign_busy_deletes", u(0));
+        emit(
+            "slab_reassign_running",
+            u(u64::from(r.slab_reassign_running.load(Ordering::Relaxed))),
+        );
+        emit("slabs_moved", u(r.slabs_moved.load(Ordering::Relaxed)));
+        emit(
+            "lru_crawler_running",
+            u(u64::from(r.lru_crawler_running.load(Ordering::Relaxed))),
+        );
+        emit(
+            "lru_crawler_starts",
+            u(r.lru_crawler_starts.load(Ordering::Relaxed)),
+        );
+        emit(
+            "lru_maintainer_juggles",
+            u(r.lru_maintainer_juggles.load(Ordering::Relaxed)),
+        );
+        emit("malloc_fails", u(0));
+        let mut totals = ClassStats::default();
+        let (mut bytes, mut items) = (0u64, 0u64);
+        for tier in &self.tiers {
+            for class in tier.classes.iter().skip(1) {
+                let cs = class.0.lock();
+                totals.accumulate(&cs.stats);
+                bytes += cs.lru.total_bytes();
+                items += cs.lru.items();
+            }
+        }
+        let free_pages = self.dram().pool.lock().free_pages();
+        emit("bytes", u(bytes));
+        emit("curr_items", u(items));
+        emit("total_items", u(c.get(G::TotalItems)));
+        emit("slab_global_page_pool", u(free_pages as u64));
+        emit("expired_unfetched", u(totals.expired_unfetched));
+        emit("evicted_unfetched", u(totals.evicted_unfetched));
+        emit("evicted_active", u(totals.evicted_active));
+        emit("evictions", u(totals.evicted));
+        emit("reclaimed", u(totals.reclaimed));
+        emit("crawler_reclaimed", u(totals.crawler_reclaimed));
+        emit("crawler_items_checked", u(totals.crawler_items_checked));
+        emit("lrutail_reflocked", u(totals.lrutail_reflocked));
+        emit("moves_to_cold", u(totals.moves_to_cold));
+        emit("moves_to_warm", u(totals.moves_to_warm));
+        emit("moves_within_lru", u(totals.moves_within_lru));
+        emit("direct_reclaims", u(totals.direct_reclaims));
+        emit("lru_bumps_dropped", u(0));
+    }
+
+    /// `stats items`: one block per class holding items.
+    pub fn stats_items(&self, emit: Emit<'_>) {
+        let now = self.clock.now_s();
+        let tier = self.dram();
+        for class_id in 1..=self.geometry.large {
+            let cs = tier.classes[class_id].0.lock();
+            if cs.lru.items() == 0 {
+                continue;
+            }
+            let s = cs.stats;
+            let c = &self.counters;
+            let mut e =
+                |name: &str, v: u64| emit(&format!("items:{class_id}:{name}"), StatValue::U64(v));
+            e("number", cs.lru.items());
+            e("number_hot", cs.lru.count[HOT]);
+            e("number_warm", cs.lru.count[WARM]);
+            e("number_cold", cs.lru.count[COLD]);
+            e("age_hot", u64::from(cs.lru.tail_age_s(&tier.mem, HOT, now)));
+            e(
+                "age_warm",
+                u64::from(cs.lru.tail_age_s(&tier.mem, WARM, now)),
+            );
+            e("age", u64::from(cs.lru.tail_age_s(&tier.mem, COLD, now)));
+            e("mem_requested", cs.lru.total_bytes());
+            e("evicted", s.evicted);
+            e("evicted_nonzero", s.evicted_nonzero);
+            e("evicted_time", u64::from(s.evicted_time_s));
+            e("outofmemory", s.outofmemory);
+            e("tailrepairs", 0);
+            e("reclaimed", s.reclaimed);
+            e("expired_unfetched", s.expired_unfetched);
+            e("evicted_unfetched", s.evicted_unfetched);
+            e("evicted_active", s.evicted_active);
+            e("crawler_reclaimed", s.crawler_reclaimed);
+            e("crawler_items_checked", s.crawler_items_checked);
+            e("lrutail_reflocked", s.lrutail_reflocked);
+            e("moves_to_cold", s.moves_to_cold);
+            e("moves_to_warm", s.moves_to_warm);
+            e("moves_within_lru", s.moves_within_lru);
+            e("direct_reclaims", s.direct_reclaims);
+            e("hits_to_hot", c.get_class(class_id, C::HitsToHot));
+            e("hits_to_warm", c.get_class(class_id, C::HitsToWarm));
+            e("hits_to_cold", c.get_class(class_id, C::HitsToCold));
+            e("hits_to_temp", 0);
+        }
+    }
+
+    /// `stats slabs`: one block per class owning pages, then the totals.
+    pub fn stats_slabs(&self, emit: Emit<'_>) {
+        let tier = self.dram();
+        let mut active = 0u64;
+        for class_id in 1..=self.geometry.large {
+            let cs = tier.classes[class_id].0.lock();
+            if cs.pages.is_empty() {
+                continue;
+            }
+            active += 1;
+            let c = &self.counters;
+            let large = class_id == self.geometry.large;
+            let total_pages: u64 = if large {
+                cs.pages
+                    .iter()
+                    .map(|&p| u64::from(tier.page_used[p as usize].load(Ordering::Relaxed)))
+                    .sum()
+            } else {
+                cs.pages.len() as u64
+            };
+            let total_chunks = (cs.pages.len() * cs.per_page) as u64;
+            let used = if large {
+                cs.lru.items()
+            } else {
+                cs.used_chunks()
+            };
+            let mut e = |name: &str, v: u64| emit(&format!("{class_id}:{name}"), StatValue::U64(v));
+            e("chunk_size", cs.chunk_bytes as u64);
+            e("chunks_per_page", cs.per_page as u64);
+            e("total_pages", total_pages);
+            e("total_chunks", total_chunks);
+            e("used_chunks", used);
+            e("free_chunks", cs.free_chunks);
+            e("free_chunks_end", 0);
+            e(
+                "get_hits",
+                c.get_class(class_id, C::HitsToHot)
+                    + c.get_class(class_id, C::HitsToWarm)
+                    + c.get_class(class_id, C::HitsToCold),
+            );
+            e("cmd_set", c.get_class(class_id, C::CmdSet));
+            e("delete_hits", c.get_class(class_id, C::DeleteHits));
+            e("incr_hits", c.get_class(class_id, C::IncrHits));
+            e("decr_hits", c.get_class(class_id, C::DecrHits));
+            e("cas_hits", c.get_class(class_id, C::CasHits));
+            e("cas_badval", c.get_class(class_id, C::CasBadval));
+            e("touch_hits", c.get_class(class_id, C::TouchHits));
+        }
+        let pages = tier.pool.lock().pages_in_use() as u64;
+        emit("active_slabs", StatValue::U64(active));
+        emit(
+            "total_malloced",
+            StatValue::U64(pages * SLAB_PAGE_SIZE_BYTES as u64),
+        );
+    }
+
+    /// `stats sizes`: memcached 1.6 reports the histogram disabled unless asked.
+    pub fn stats_sizes(&self, emit: Emit<'_>) {
+        emit("sizes_status", StatValue::Text("disabled".to_string()));
+    }
+
+    /// The engine's lines of `stats settings`.
+    pub fn stats_settings(&self, emit: Emit<'_>) {
+        let cfg = &self.config;
+        let u = StatValue::U64;
+        let f2 = |v: f64| StatValue::Text(format!("{v:.2}"));
+        emit("maxbytes", u(cfg.memory_limit_bytes));
+        emit("oldest", u(0));
+        emit(
+            "evictions",
+            StatValue::Text(if cfg.evictions_enabled { "on" } else { "off" }.to_string()),
+        );
+        emit("growth_factor", f2(cfg.growth_factor));
+        emit("chunk_size", u(cfg.chunk_size_min_bytes as u64));
+        emit("cas_enabled", yes_no(cfg.cas_enabled));
+        emit("item_size_max", u(cfg.item_size_max_bytes as u64));
+        emit("hashpower_init", u(u64::from(cfg.hashpower_initial)));
+        emit("slab_reassign", yes_no(cfg.slab_reassign));
+        emit(
+            "slab_automove",
+            u(u64::from(self.slab_automove.load(Ordering::Relaxed))),
+        );
+        emit("slab_automove_ratio", f2(0.8));
+        emit("slab_automove_window", u(30));
+        emit("slab_chunk_max", u(cfg.slab_chunk_max_bytes as u64));
+        emit("lru_crawler", yes_no(cfg.lru_crawler));
+        emit("lru_crawler_sleep", u(100));
+        emit("lru_crawler_tocrawl", u(0));
+        emit("tail_repair_time", u(0));
+        emit("lru_maintainer_thread", yes_no(cfg.lru_maintainer));
+        emit("lru_segmented", yes_no(true));
+        emit("hot_lru_pct", u(u64::from(cfg.hot_lru_pct)));
+        emit("warm_lru_pct", u(u64::from(cfg.warm_lru_pct)));
+        emit("hot_max_factor", f2(cfg.hot_max_factor));
+        emit("warm_max_factor", f2(cfg.warm_max_factor));
+        emit("temp_lru", yes_no(false));
+        emit("temporary_ttl", u(61));
+        emit("track_sizes", yes_no(false));
+        emit("hash_algorithm", StatValue::Text("foldhash".to_string()));
+        emit("slab_page_size", u(SLAB_PAGE_SIZE_BYTES as u64));
+    }
+
+    /// `stats reset`: clears the request counters and the per-class LRU counters.
+    pub fn reset_stats(&self) {
+        self.counters.reset();
+        for tier in &self.tiers {
+            for class in tier.classes.iter() {
+                class.0.lock().stats = ClassStats::default();
+            }
+        }
+        let r = &self.rare;
+        for c in [
+            &r.lru_maintainer_juggles,
+            &r.lru_crawler_starts,
+            &r.slabs_moved,
+            &r.slab_reassign_evictions_nomem,
+            &r.slab_reassign_busy_items,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! Slab memory of one tier: the class geometry, the page pool, and the per-class state
+//! (free chunks, pages, LRU) kept under the class lock.
+//!
+//! Pages are 1 MiB. A tier's region holds exactly floor(memory_limit / 1 MiB) pages, so
+//! the pages handed out can never exceed the limit. Classes carve pages into chunks;
+//! items larger than the largest chunk go to the *large class*, whose items each take a
+//! run of whole contiguous pages (returned to the pool as soon as the item is freed).
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use crate::config::{EngineConfig, SLAB_CLASSES_MAX, SLAB_PAGE_SIZE_BYTES};
+use crate::item::{state, ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
+use crate::lru::Lru;
+use crate::stats::ClassStats;
+
+/// Chunk sizes of the classes, memcached's `slabs_init`.
+#[derive(Debug, Clone)]
+pub(crate) struct Geometry {
+    /// `chunk_bytes[id]`, index 0 unused (memcached's class 0 is the page pool).
+    pub chunk_bytes: Vec<usize>,
+    /// The last chunked class (memcached's `power_largest`).
+    pub largest: usize,
+    /// The class of items larger than the largest chunk.
+    pub large: usize,
+}
+
+impl Geometry {
+    pub fn new(config: &EngineConfig) -> Geometry {
+        let mut chunk_bytes = vec![0usize];
+        let mut size = ITEM_HEADER_BYTES + config.chunk_size_min_bytes;
+        let chunk_max = config.slab_chunk_max_bytes;
+        // memcached leaves room for the largest class below its 63-class ceiling; we
+        // need one more slot for the large class.
+        while chunk_bytes.len() < SLAB_CLASSES_MAX - 1 {
+            if size as f64 >= chunk_max as f64 / config.growth_factor {
+                break;
+            }
+            if size & 7 != 0 {
+                size += 8 - (size & 7);
+            }
+            chunk_bytes.push(size);
+            size = (size as f64 * config.growth_factor) as usize;
+        }
+        chunk_bytes.push(chunk_max);
+        let largest = chunk_bytes.len() - 1;
+        // The large class's nominal chunk: the biggest item allowed.
+        chunk_bytes.push(config.item_size_max_bytes.max(chunk_max));
+        Geometry {
+            chunk_bytes,
+            largest,
+            large: largest + 1,
+        }
+    }
+
+    /// The class for an item of `total_bytes`, memcached's `slabs_clsid`.
+    pub fn class_for(&self, total_bytes: usize) -> usize {
+        let classes = &self.chunk_bytes[1..=self.largest];
+        match classes.binary_search(&total_bytes) {
+            Ok(i) => i + 1,
+            Err(i) if i < classes.len() => i + 1,
+            Err(_) => self.large,
+        }
+    }
+
+    pub fn chunks_per_page(&self, class_id: usize) -> usize {
+        if class_id == self.large {
+            1
+        } else {
+            SLAB_PAGE_SIZE_BYTES / self.chunk_bytes[class_id]
+        }
+    }
+
+    /// Pages an item of `total_bytes` takes in the large class.
+    pub fn large_run_pages(total_bytes: usize) -> usize {
+        total_bytes.div_ceil(SLAB_PAGE_SIZE_BYTES).max(1)
+    }
+}
+
+/// The tier's free pages. Leaf lock: taken under a class lock, never the reverse.
+pub(crate) struct PagePool {
+    /// Owner class of each page; 0 = free.
+    owner: Vec<u8>,
+    free_pages: usize,
+    cursor: usize,
+}
+
+impl PagePool {
+    pub fn new(page_count: usize) -> PagePool {
+        PagePool {
+            owner: vec![0; page_count],
+            free_pages: page_count,
+            cursor: 0,
+        }
+    }
+
+    pub fn pages_in_use(&self) -> usize {
+        self.owner.len() - self.free_pages
+    }
+
+    pub fn free_pages(&self) -> usize {
+        self.free_pages
+    }
+
+    /// Takes a run of `run` contiguous free pages for `class_id`.
+    pub fn alloc_run(&mut self, class_id: usize, run: usize) -> Option<usize> {
+        let n = self.owner.len();
+        if run == 0 || self.free_pages < run || run > n {
+            return None;
+        }
+        // First fit, starting after the last allocation; bounded by two sweeps.
+        let mut start = self.cursor % n;
+        let mut scanned = 0;
+        while scanned < 2 * n {
+            if start + run > n {
+                scanned += n - start;
+                start = 0;
+                continue;
+            }
+            match (start..start + run).find(|&p| self.owner[p] != 0) {
+                None => {
+                    for p in start..start + run {
+                        self.owner[p] = class_id as u8;
+                    }
+                    self.free_pages -= run;
+                    self.cursor = start + run;
+                    return Some(start);
+                }
+                Some(busy) => {
+                    scanned += busy + 1 - start;
+                    start = busy + 1;
+                }
+            }
+        }
+        None
+    }
+
+    /// Re-labels a page that stays in use (moved between classes).
+    pub fn set_owner(&mut self, page: usize, class_id: usize) {
+        if let Some(o) = self.owner.get_mut(page) {
+            *o = class_id as u8;
+        }
+    }
+
+    pub fn free_run(&mut self, first_page: usize, run: usize) {
+        for p in first_page..(first_page + run).min(self.owner.len()) {
+            if self.owner[p] != 0 {
+                self.owner[p] = 0;
+                self.free_pages += 1;
+            }
+        }
+    }
+}
+
+/// One slab class of one tier: free chunks, pages and the LRU. Guarded by the class lock.
+pub(crate) struct ClassState {
+    pub id: usize,
+    pub chunk_bytes: usize,
+    pub per_page: usize,
+    /// Head of the free list (threaded through `next`/`prev` of free chunks).
+    pub free_head: ItemAddr,
+    pub free_chunks: u64,
+    /// Pages owned by the class (for the large class: first pages of runs).
+    pub pages: Vec<u32>,
+    /// The page being emptied by the slab mover: its chunks never re-enter the free list.
+    pub moving_page: Option<u32>,
+    pub lru: Lru,
+    pub stats: ClassStats,
+}
+
+impl ClassState {
+    pub fn new(id: usize, geometry: &Geometry) -> ClassState {
+        ClassState {
+            id,
+            chunk_bytes: geometry.chunk_bytes[id],
+            per_page: geometry.chunks_per_page(id),
+            free_head: NIL,
+            free_chunks: 0,
+            pages: Vec::new(),
+            moving_page: None,
+            lru: Lru::new(),
+            stats: ClassStats::default(),
+        }
+    }
+
+    pub fn used_chunks(&self) -> u64 {
+        (self.pages.len() * self.per_page) as u64 - self.free_chunks
+    }
+
+    pub fn push_free(&mut self, mem: &ItemMemory, addr: ItemAddr) {
+        let h = mem.header(addr);
+        h.state.store(state::FREE, Ordering::Relaxed);
+        h.prev.store(NIL, Ordering::Relaxed);
+        h.next.store(self.free_head, Ordering::Relaxed);
+        if self.free_head != NIL {
+            mem.header(self.free_head)
+                .prev
+                .store(addr, Ordering::Relaxed);
+        }
+        self.free_head = addr;
+        self.free_chunks += 1;
+    }
+
+    /// Removes a specific free chunk from the free list.
+    pub fn unlink_free(&mut self, mem: &ItemMemory, addr: ItemAddr) {
+        let h = mem.header(addr);
+        let prev = h.prev.load(Ordering::Relaxed);
+        let next = h.next.load(Ordering::Relaxed);
+        if prev != NIL {
+            mem.header(prev).next.store(next, Ordering::Relaxed);
+        } else {
+            self.free_head = next;
+        }
+        if next != NIL {
+            mem.header(next).prev.store(prev, Ordering::Relaxed);
+        }
+        h.state.store(0, Ordering::Relaxed);
+        self.free_chunks -= 1;
+    }
+
+    /// Takes a chunk from the free list, marked ALLOCATED.
+    pub fn pop_free(&mut self, mem: &ItemMemory) -> Option<ItemAddr> {
+        let addr = self.free_head;
+        if addr == NIL {
+            return None;
+        }
+        self.unlink_free(mem, addr);
+        let h = mem.header(addr);
+        h.state.store(state::ALLOCATED, Ordering::Relaxed);
+        h.class_id.store(self.id as u8, Ordering::Relaxed);
+        Some(addr)
+    }
+
+    /// Adds a fresh page and splits it into free chunks (memcached 1.6 splits whole
+    /// pages at once, so `free_chunks_end` is always 0).
+    pub fn add_page(&mut self, mem: &ItemMemory, page: usize, used: &[AtomicU32]) {
+        self.pages.push(page as u32);
+        if let Some(u) = used.get(page) {
+            u.store(0, Ordering::Relaxed);
+        }
+        let base = page * SLAB_PAGE_SIZE_BYTES;
+        // Push in reverse so allocation walks the page upwards.
+        for i in (0..self.per_page).rev() {
+            let addr = mem.addr_at(base + i * self.chunk_bytes);
+            mem.header(addr)
+                .class_id
+                .store(self.id as u8, Ordering::Relaxed);
+            self.push_free(mem, addr);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_geometry_matches_memcached() {
+        let g = Geometry::new(&EngineConfig::default());
+        // memcached 1.6 -f 1.25 -n 48: 96, 120, 152, 192, 240, ... 524288.
+        assert_eq!(&g.chunk_bytes[1..6], &[96, 120, 152, 192, 240]);
+        assert_eq!(g.chunk_bytes[g.largest], 512 * 1024);
+        assert_eq!(g.largest, 39);
+        assert_eq!(g.class_for(96), 1);
+        assert_eq!(g.class_for(97), 2);
+        assert_eq!(g.class_for(512 * 1024), g.largest);
+        assert_eq!(g.class_for(512 * 1024 + 1), g.large);
+        assert_eq!(g.chunks_per_page(1), 10922);
+    }
+
+    #[test]
+    fn pool_hands_out_runs_and_never_more_than_it_has() {
+        let mut pool = PagePool::new(4);
+        assert_eq!(pool.alloc_run(1, 1), Some(0));
+        assert_eq!(pool.alloc_run(2, 2), Some(1));
+        assert_eq!(pool.alloc_run(2, 2), None);
+        assert_eq!(pool.alloc_run(3, 1), Some(3));
+        assert_eq!(pool.alloc_run(3, 1), None);
+        assert_eq!(pool.pages_in_use(), 4);
+        pool.free_run(1, 2);
+        assert_eq!(pool.free_pages(), 2);
+        assert_eq!(pool.alloc_run(5, 2), Some(1));
+    }
+}

@@ -1,0 +1,427 @@
+//! One client connection: its socket, its input and output buffers, and the loop that
+//! feeds input to a protocol dispatcher and writes the replies.
+//!
+//! The per-batch cycle is: run every complete request in the input (bounded by
+//! `reqs_per_event` and by the output high-water mark), write all replies with one
+//! `write`, then read until the socket is drained or the buffer is full, and repeat.
+//! Sockets are registered edge-triggered, so `read_ready`/`write_ready` remember whether
+//! the socket may still have data or room without a new event.
+
+use std::io::{ErrorKind, Read, Write};
+use std::sync::Arc;
+
+use mio::net::TcpStream;
+
+use crate::dispatch;
+use crate::registry::{ConnEntry, ConnState, WorkerCounters};
+use crate::session::{ServerSettings, ServerStats, Session, Step};
+
+/// Input buffer size of a fresh connection.
+pub const INPUT_INITIAL_BYTES: usize = 16 * 1024;
+/// Room beyond the largest item for the command line or binary header around it, and
+/// for multi-key `get` lines.
+pub const INPUT_HEADROOM_BYTES: usize = 64 * 1024;
+/// An idle connection keeps at most this much input buffer; a larger one (grown for a
+/// big value) is given back once it is empty.
+pub const INPUT_RETAIN_BYTES: usize = 256 * 1024;
+/// Output buffer capacity a connection keeps between batches.
+pub const OUTPUT_RETAIN_BYTES: usize = 256 * 1024;
+/// While this much output waits for a slow reader, no further requests are parsed:
+/// a client that pipelines without reading cannot make the server buffer without bound.
+pub const OUTPUT_HIGH_WATER_BYTES: usize = 4 * 1024 * 1024;
+/// Reads per service call before the connection yields, so that one fast sender cannot
+/// hold a worker (requests are bounded separately by `reqs_per_event`).
+const READS_PER_SERVICE_MAX: u32 = 64;
+/// Retries of a syscall interrupted by a signal.
+const EINTR_RETRIES_MAX: u32 = 8;
+
+/// Which protocol a connection speaks; decided by its first byte, as memcached does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Protocol {
+    Unknown,
+    Text,
+    Binary,
+}
+
+/// memcached's binary protocol request magic.
+const BINARY_REQUEST_MAGIC: u8 = 0x80;
+
+/// What a worker does with a connection after servicing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Wait for the next socket event.
+    Wait,
+    /// It still has work but gave up its turn; service it again after the others.
+    Yielded,
+    /// Close it now.
+    Close,
+    /// Stop the server (its output was written as far as the socket allowed).
+    Shutdown,
+}
+
+/// A protocol dispatcher: handles the request at the front of the input.
+pub type DispatchFn = fn(&mut Session<'_>, &[u8]) -> Step;
+
+/// The dispatchers a connection uses, chosen by its first byte. A plain pair of function
+/// pointers so that runtime tests can drive the connection machinery with a toy protocol.
+#[derive(Clone, Copy, Debug)]
+pub struct Dispatchers {
+    pub text: DispatchFn,
+    pub binary: DispatchFn,
+}
+
+impl Default for Dispatchers {
+    /// memcached's text (with meta) and binary protocols.
+    fn default() -> Self {
+        Dispatchers {
+            text: dispatch::text::handle,
+            binary: dispatch::binary::handle,
+        }
+    }
+}
+
+/// Read-only context a worker passes to its connections.
+pub struct ServiceContext<'a> {
+    pub engine: &'a engine::Engine,
+    pub settings: &'a ServerSettings,
+    pub stats: &'a ServerStats,
+    pub counters: &'a WorkerCounters,
+    pub dispatchers: Dispatchers,
+    pub reqs_per_event: u32,
+    /// Largest input buffer: one whole request (a maximal item plus its framing).
+    pub input_limit_bytes: usize,
+    /// Engine-clock seconds, refreshed once per poll wake-up.
+    pub now_s: u32,
+}
+
+enum Dispatched {
+    /// The input holds no complete request.
+    NeedMore,
+    /// `reqs_per_event` requests ran; others get a turn.
+    Yield,
+    /// Too much output is waiting; stop parsing until it drains.
+    OutputFull,
+    Close,
+    Shutdown,
+}
+
+enum Fill {
+    /// New bytes arrived.
+    Data,
+    /// The socket is drained.
+    Drained,
+    /// The peer closed its side.
+    Eof,
+    /// One request does not fit the largest allowed buffer.
+    TooLarge,
+    Failed,
+}
+
+pub struct Connection {
+    stream: TcpStream,
+    fd: i32,
+    entry: Arc<ConnEntry>,
+    protocol: Protocol,
+    /// Input bytes live in `input[input_start..input_end]`; the Vec is fully initialised
+    /// (its length is its capacity) so reads need no unsafe code.
+    input: Vec<u8>,
+    input_start: usize,
+    input_end: usize,
+    /// Bytes still to discard after a `Step::Swallow`.
+    swallow_bytes: usize,
+    /// Replies; `output[output_written..]` is still to be written.
+    output: Vec<u8>,
+    output_written: usize,
+    /// The socket may have unread bytes (no `WouldBlock` since the last readable event).
+    read_ready: bool,
+    /// The socket may have room (no short write since the last writable event).
+    write_ready: bool,
+    /// The peer has shut down its sending side.
+    peer_closed: bool,
+    /// Close once the output is written (`quit`, protocol error, end of input).
+    closing: bool,
+    /// In the worker's yield queue.
+    pub queued: bool,
+    /// Engine-clock second of the last request or input, for `-o idle_timeout`.
+    pub last_active_s: u32,
+}
+
+impl Connection {
+    pub fn new(stream: TcpStream, fd: i32, entry: Arc<ConnEntry>, now_s: u32) -> Connection {
+        Connection {
+            stream,
+            fd,
+            entry,
+            protocol: Protocol::Unknown,
+            input: vec![0; INPUT_INITIAL_BYTES],
+            input_start: 0,
+            input_end: 0,
+            swallow_bytes: 0,
+            output: Vec::with_capacity(INPUT_INITIAL_BYTES),
+            output_written: 0,
+            // Data may have arrived before the socket was registered.
+            read_ready: true,
+            write_ready: true,
+            peer_closed: false,
+            closing: false,
+            queued: false,
+            last_active_s: now_s,
+        }
+    }
+
+    pub fn fd(&self) -> i32 {
+        self.fd
+    }
+
+    pub fn stream_mut(&mut self) -> &mut TcpStream {
+        &mut self.stream
+    }
+
+    pub fn entry(&self) -> &ConnEntry {
+        &self.entry
+    }
+
+    /// Records a socket event; the caller then calls [`Connection::service`].
+    pub fn on_event(&mut self, readable: bool, writable: bool) {
+        self.read_ready |= readable;
+        self.write_ready |= writable;
+    }
+
+    fn output_pending(&self) -> usize {
+        self.output.len() - self.output_written
+    }
+
+    /// Runs requests, writes replies and reads input until the connection must wait for
+    /// the socket, has used its turn, or must close.
+    pub fn service(&mut self, ctx: &ServiceContext<'_>) -> Outcome {
+        if self.closing {
+            return self.finish_closing(ctx);
+        }
+        let mut requests = 0u32;
+        let mut reads = 0u32;
+        loop {
+            let dispatched = self.dispatch(ctx, &mut requests);
+            if requests > 0 {
+                self.last_active_s = ctx.now_s;
+            }
+            // One write per batch of pipelined replies.
+            if self.output_pending() > 0 && self.write_ready && self.flush(ctx).is_err() {
+                return Outcome::Close;
+            }
+            match dispatched {
+                Dispatched::NeedMore => {}
+                Dispatched::Yield => return Outcome::Yielded,
+                Dispatched::OutputFull => {
+                    if self.write_ready && self.output_pending() < OUTPUT_HIGH_WATER_BYTES {
+                        // The write drained enough: keep going within this turn.
+                        continue;
+                    }
+                    self.entry.set_state(ConnState::Mwrite);
+                    return Outcome::Wait;
+                }
+                Dispatched::Close => {
+                    self.closing = true;
+                    return self.finish_closing(ctx);
+                }
+                Dispatched::Shutdown => return Outcome::Shutdown,
+            }
+            if self.peer_closed {
+                // No further request can complete; send what is left, then close.
+                self.closing = true;
+                return self.finish_closing(ctx);
+            }
+            if !self.read_ready {
+                return Outcome::Wait;
+            }
+            if reads >= READS_PER_SERVICE_MAX {
+                return Outcome::Yielded;
+            }
+            reads += 1;
+            match self.fill(ctx) {
+                Fill::Data => self.last_active_s = ctx.now_s,
+                Fill::Drained => return Outcome::Wait,
+                Fill::Eof => self.peer_closed = true,
+                Fill::TooLarge | Fill::Failed => return Outcome::Close,
+            }
+        }
+    }
+
+    fn finish_closing(&mut self, ctx: &ServiceContext<'_>) -> Outcome {
+        self.entry.set_state(ConnState::Closing);
+        if self.output_pending() > 0 && self.write_ready && self.flush(ctx).is_err() {
+            return Outcome::Close;
+        }
+        if self.output_pending() == 0 {
+            Outcome::Close
+        } else {
+            Outcome::Wait
+        }
+    }
+
+    /// Feeds buffered input to the dispatcher, one request per call, until it needs more
+    /// input or a bound stops it.
+    fn dispatch(&mut self, ctx: &ServiceContext<'_>, requests: &mut u32) -> Dispatched {
+        // The state is published once per batch, not once per request.
+        let mut state_published = false;
+        loop {
+            if self.swallow_bytes > 0 {
+                let available = self.input_end - self.input_start;
+                let discard = available.min(self.swallow_bytes);
+                self.input_start += discard;
+                self.swallow_bytes -= discard;
+                if self.swallow_bytes > 0 {
+                    self.entry.set_state(ConnState::Swallow);
+                    self.input_start = 0;
+                    self.input_end = 0;
+                    return Dispatched::NeedMore;
+                }
+            }
+            if self.input_start == self.input_end {
+                self.input_start = 0;
+                self.input_end = 0;
+                if self.input.len() > INPUT_RETAIN_BYTES {
+                    self.input = vec![0; INPUT_INITIAL_BYTES];
+                }
+                self.entry.set_state(ConnState::Waiting);
+                return Dispatched::NeedMore;
+            }
+            if *requests >= ctx.reqs_per_event {
+                return Dispatched::Yield;
+            }
+            if self.output_pending() >= OUTPUT_HIGH_WATER_BYTES {
+                return Dispatched::OutputFull;
+            }
+            let input = &self.input[self.input_start..self.input_end];
+            if self.protocol == Protocol::Unknown {
+                self.protocol = if input[0] == BINARY_REQUEST_MAGIC {
+                    Protocol::Binary
+                } else {
+                    Protocol::Text
+                };
+            }
+            if !state_published {
+                self.entry.set_state(ConnState::ParseCmd);
+                state_published = true;
+            }
+            let mut session = Session {
+                engine: ctx.engine,
+                settings: ctx.settings,
+                stats: ctx.stats,
+                out: &mut self.output,
+            };
+            let step = match self.protocol {
+                Protocol::Binary => (ctx.dispatchers.binary)(&mut session, input),
+                Protocol::Text | Protocol::Unknown => (ctx.dispatchers.text)(&mut session, input),
+            };
+            let available = input.len();
+            match step {
+                Step::Consumed(consumed) => {
+                    // Consuming nothing would loop forever; more than we have is a bug.
+                    if consumed == 0 || consumed > available {
+                        debug_assert!(false, "dispatcher consumed {consumed} of {available}");
+                        return Dispatched::Close;
+                    }
+                    self.input_start += consumed;
+                    *requests += 1;
+                }
+                Step::NeedMore => {
+                    self.entry.set_state(ConnState::Nread);
+                    return Dispatched::NeedMore;
+                }
+                Step::Swallow { consumed, bytes } => {
+                    if consumed > available {
+                        debug_assert!(false, "dispatcher consumed {consumed} of {available}");
+                        return Dispatched::Close;
+                    }
+                    self.input_start += consumed;
+                    self.swallow_bytes = bytes;
+                    *requests += 1;
+                }
+                Step::Close => return Dispatched::Close,
+                Step::Shutdown => return Dispatched::Shutdown,
+            }
+        }
+    }
+
+    /// One `write` of the pending output.
+    fn flush(&mut self, ctx: &ServiceContext<'_>) -> std::io::Result<()> {
+        for _ in 0..EINTR_RETRIES_MAX {
+            match (&self.stream).write(&self.output[self.output_written..]) {
+                Ok(written) => {
+                    WorkerCounters::add(&ctx.counters.bytes_written, written as u64);
+                    self.output_written += written;
+                    if self.output_written == self.output.len() {
+                        self.output.clear();
+                        self.output_written = 0;
+                        if self.output.capacity() > OUTPUT_RETAIN_BYTES {
+                            self.output.shrink_to(OUTPUT_RETAIN_BYTES);
+                        }
+                    } else {
+                        // The socket is full; move the rest to the front so that the
+                        // buffer holds only unwritten bytes and stays bounded.
+                        self.write_ready = false;
+                        self.output.drain(..self.output_written);
+                        self.output_written = 0;
+                    }
+                    return Ok(());
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.write_ready = false;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads until the socket is drained or the buffer is full.
+    fn fill(&mut self, ctx: &ServiceContext<'_>) -> Fill {
+        if self.input_end == self.input.len() {
+            if self.input_start > 0 {
+                self.input.copy_within(self.input_start..self.input_end, 0);
+                self.input_end -= self.input_start;
+                self.input_start = 0;
+            } else if self.input.len() < ctx.input_limit_bytes {
+                let grown = (self.input.len() * 2).min(ctx.input_limit_bytes);
+                self.input.resize(grown, 0);
+            } else {
+                // One request larger than any valid one (e.g. a line with no newline).
+                return Fill::TooLarge;
+            }
+        }
+        let mut interrupts = 0;
+        loop {
+            let space = self.input.len() - self.input_end;
+            match (&self.stream).read(&mut self.input[self.input_end..]) {
+                Ok(0) => return Fill::Eof,
+                Ok(read) => {
+                    WorkerCounters::add(&ctx.counters.bytes_read, read as u64);
+                    self.input_end += read;
+                    if read < space {
+                        // A short read means the socket was drained; edge-triggered
+                        // polling reports any later data as a new event.
+                        self.read_ready = false;
+                    }
+                    return Fill::Data;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    self.read_ready = false;
+                    return Fill::Drained;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted && interrupts < EINTR_RETRIES_MAX => {
+                    interrupts += 1;
+                }
+                Err(_) => return Fill::Failed,
+            }
+        }
+    }
+
+    /// Best-effort final write when the server stops.
+    pub fn flush_on_shutdown(&mut self, ctx: &ServiceContext<'_>) {
+        if self.output_pending() > 0 {
+            let _ = self.flush(ctx);
+        }
+    }
+}

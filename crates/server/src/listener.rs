@@ -1,0 +1,308 @@
+//! The listener thread: accepts connections on every `-l` address, enforces `-c`, and
+//! hands each connection to a worker, round-robin.
+
+use std::io::{ErrorKind, Write};
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use mio::net::TcpListener;
+use mio::{Events, Interest, Poll, Token, Waker};
+
+use crate::registry::{ConnEntry, ConnState};
+use crate::runtime::Shared;
+use crate::worker::{conn_addr, Incoming, WorkerHandle};
+
+/// memcached's reply to a connection over the `-c` limit (its `maxconns_fast` mode).
+pub const TOO_MANY_CONNECTIONS: &[u8] = b"ERROR Too many open connections\r\n";
+/// The token of the listener's waker; listening socket `i` uses token `i`.
+const WAKER_TOKEN: Token = Token(usize::MAX);
+/// Connections accepted per socket before the listener polls again, so that one busy
+/// address cannot starve the others or the shutdown check.
+const ACCEPT_BATCH_MAX: usize = 64;
+/// How long accepting pauses when the process runs out of file descriptors.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(10);
+const EVENTS_CAPACITY: usize = 64;
+
+/// A bound listening socket.
+pub struct ListenSocket {
+    listener: TcpListener,
+    /// `tcp:<ip>:<port>`, for `stats conns`.
+    label: Arc<str>,
+}
+
+impl ListenSocket {
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+}
+
+/// Resolves one `-l` entry (`host`, `ip`, `host:port`, `[v6]:port`) with `-p` as the
+/// default port.
+pub fn resolve(entry: &str, default_port: u16) -> anyhow::Result<Vec<SocketAddr>> {
+    if let Ok(addr) = entry.parse::<SocketAddr>() {
+        return Ok(vec![addr]);
+    }
+    if let Ok(ip) = entry.trim_matches(['[', ']']).parse::<IpAddr>() {
+        return Ok(vec![SocketAddr::new(ip, default_port)]);
+    }
+    let addrs: Vec<SocketAddr> = if entry.contains(':') {
+        entry.to_socket_addrs()
+    } else {
+        (entry, default_port).to_socket_addrs()
+    }
+    .with_context(|| format!("cannot resolve listen address {entry:?}"))?
+    .collect();
+    if addrs.is_empty() {
+        bail!("listen address {entry:?} resolves to nothing");
+    }
+    Ok(addrs)
+}
+
+/// Binds every `-l` address; fails if any cannot be bound, as memcached does.
+pub fn bind_all(entries: &[String], default_port: u16) -> anyhow::Result<Vec<ListenSocket>> {
+    let mut sockets = Vec::new();
+    for entry in entries {
+        for addr in resolve(entry, default_port)? {
+            // mio binds with SO_REUSEADDR and a backlog of 1024, memcached's default.
+            let listener = TcpListener::bind(addr)
+                .with_context(|| format!("failed to listen on TCP {addr}"))?;
+            let bound = listener.local_addr()?;
+            sockets.push(ListenSocket {
+                listener,
+                label: conn_addr(&bound).into(),
+            });
+        }
+    }
+    if sockets.is_empty() {
+        bail!("no listen address");
+    }
+    Ok(sockets)
+}
+
+/// Starts the listener thread. Returns its waker (to notice shutdown) and its handle.
+pub fn spawn(
+    mut sockets: Vec<ListenSocket>,
+    workers: Vec<WorkerHandle>,
+    shared: Arc<Shared>,
+) -> std::io::Result<(Arc<Waker>, JoinHandle<()>)> {
+    let poll = Poll::new()?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKER_TOKEN)?);
+    let now_s = shared.engine.clock().now_s();
+    for (index, socket) in sockets.iter_mut().enumerate() {
+        poll.registry()
+            .register(&mut socket.listener, Token(index), Interest::READABLE)?;
+        shared.stats.runtime.connections.insert(
+            socket.listener.as_raw_fd(),
+            Arc::new(ConnEntry::new(
+                socket.label.to_string(),
+                None,
+                ConnState::Listening,
+                now_s,
+            )),
+        );
+    }
+    shared.stats.accepting_conns.store(true, Ordering::Relaxed);
+    let thread = std::thread::Builder::new()
+        .name("fogcached-listener".to_owned())
+        .spawn(move || {
+            let mut listener = Listener {
+                pending: vec![true; sockets.len()],
+                sockets,
+                workers,
+                shared,
+                next_worker: 0,
+            };
+            listener.run(poll);
+        })?;
+    Ok((waker, thread))
+}
+
+struct Listener {
+    sockets: Vec<ListenSocket>,
+    /// Socket `i` may have connections waiting (edge-triggered: cleared on WouldBlock).
+    pending: Vec<bool>,
+    workers: Vec<WorkerHandle>,
+    shared: Arc<Shared>,
+    next_worker: usize,
+}
+
+enum Accepted {
+    /// The backlog is empty.
+    Drained,
+    /// The batch limit stopped accepting; more may be waiting.
+    More,
+    /// Out of file descriptors: pause.
+    Pause,
+}
+
+impl Listener {
+    fn run(&mut self, mut poll: Poll) {
+        let mut events = Events::with_capacity(EVENTS_CAPACITY);
+        let mut paused_until: Option<Instant> = None;
+        loop {
+            let timeout = if paused_until.is_some() {
+                Some(ACCEPT_PAUSE)
+            } else if self.pending.iter().any(|p| *p) {
+                Some(Duration::ZERO)
+            } else {
+                None
+            };
+            if let Err(e) = poll.poll(&mut events, timeout) {
+                if e.kind() == ErrorKind::Interrupted {
+                    continue;
+                }
+                if self.shared.verbosity() > 0 {
+                    eprintln!("listener poll failed: {e}");
+                }
+                break;
+            }
+            if self
+                .shared
+                .settings
+                .shutdown_requested
+                .load(Ordering::Acquire)
+            {
+                break;
+            }
+            for event in events.iter() {
+                if let Some(pending) = self.pending.get_mut(event.token().0) {
+                    *pending = true;
+                }
+            }
+            if let Some(until) = paused_until {
+                if Instant::now() < until {
+                    continue;
+                }
+                paused_until = None;
+                self.shared
+                    .stats
+                    .accepting_conns
+                    .store(true, Ordering::Relaxed);
+            }
+            for index in 0..self.sockets.len() {
+                if !self.pending[index] {
+                    continue;
+                }
+                match self.accept_batch(index) {
+                    Accepted::Drained => self.pending[index] = false,
+                    Accepted::More => {}
+                    Accepted::Pause => {
+                        self.shared
+                            .stats
+                            .accepting_conns
+                            .store(false, Ordering::Relaxed);
+                        self.shared
+                            .stats
+                            .listen_disabled_num
+                            .fetch_add(1, Ordering::Relaxed);
+                        paused_until = Some(Instant::now() + ACCEPT_PAUSE);
+                        break;
+                    }
+                }
+            }
+        }
+        self.shared
+            .stats
+            .accepting_conns
+            .store(false, Ordering::Relaxed);
+        for socket in &self.sockets {
+            self.shared
+                .stats
+                .runtime
+                .connections
+                .remove(socket.listener.as_raw_fd());
+        }
+    }
+
+    fn accept_batch(&mut self, index: usize) -> Accepted {
+        for _ in 0..ACCEPT_BATCH_MAX {
+            match self.sockets[index].listener.accept() {
+                Ok((stream, peer)) => self.admit(index, stream, peer),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Accepted::Drained,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::Interrupted | ErrorKind::ConnectionAborted
+                    ) => {}
+                Err(e) => {
+                    let out_of_fds = matches!(
+                        e.raw_os_error(),
+                        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+                    );
+                    if self.shared.verbosity() > 0 {
+                        eprintln!("accept failed: {e}");
+                    }
+                    if out_of_fds {
+                        return Accepted::Pause;
+                    }
+                    return Accepted::Drained;
+                }
+            }
+        }
+        Accepted::More
+    }
+
+    fn admit(&mut self, index: usize, stream: mio::net::TcpStream, peer: SocketAddr) {
+        let stats = &self.shared.stats;
+        let max_connections = u64::from(self.shared.settings.max_connections);
+        if stats.curr_connections.load(Ordering::Relaxed) >= max_connections {
+            reject(&stream);
+            stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        stats.curr_connections.fetch_add(1, Ordering::Relaxed);
+        stats.total_connections.fetch_add(1, Ordering::Relaxed);
+        // Replies are written whole, once per batch; Nagle would only delay them.
+        let _ = stream.set_nodelay(true);
+        let mut incoming = Incoming {
+            stream,
+            peer,
+            listen_addr: Arc::clone(&self.sockets[index].label),
+        };
+        let worker_count = self.workers.len();
+        for attempt in 0..worker_count {
+            let worker = &self.workers[(self.next_worker + attempt) % worker_count];
+            match worker.hand_off(incoming) {
+                Ok(()) => {
+                    self.next_worker = (self.next_worker + attempt + 1) % worker_count;
+                    return;
+                }
+                Err(returned) => incoming = returned,
+            }
+        }
+        // Every worker's queue is full: the server is overloaded, refuse like -c.
+        reject(&incoming.stream);
+        stats.curr_connections.fetch_sub(1, Ordering::Relaxed);
+        stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Tells a refused client why, then closes (by dropping the stream).
+fn reject(stream: &mio::net::TcpStream) {
+    // A fresh socket has room for 33 bytes; if not, the client just sees the close.
+    let mut stream = stream;
+    let _ = stream.write(TOO_MANY_CONNECTIONS);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_listen_entries() -> anyhow::Result<()> {
+        assert_eq!(
+            resolve("127.0.0.1", 11211)?,
+            vec!["127.0.0.1:11211".parse()?]
+        );
+        assert_eq!(resolve("127.0.0.1:9", 11211)?, vec!["127.0.0.1:9".parse()?]);
+        assert_eq!(resolve("::1", 5)?, vec!["[::1]:5".parse()?]);
+        assert_eq!(resolve("[::1]:7", 5)?, vec!["[::1]:7".parse()?]);
+        assert!(resolve("localhost", 5)?.iter().all(|a| a.port() == 5));
+        Ok(())
+    }
+}

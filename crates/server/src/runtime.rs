@@ -1,0 +1,232 @@
+//! Start-up and shutdown: builds the engine, binds the listening sockets, starts the
+//! listener and worker threads, and stops them all when a shutdown is requested (the
+//! `shutdown` command, SIGTERM or SIGINT).
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use anyhow::Context;
+use crossbeam_channel::{Receiver, Sender};
+use engine::{Engine, SystemClock};
+use mio::Waker;
+
+use crate::config::Config;
+use crate::connection::Dispatchers;
+use crate::listener;
+use crate::session::{ServerSettings, ServerStats};
+use crate::worker::{self, WorkerHandle};
+
+/// File descriptors kept beyond `-c` for listeners, the engine and the process itself.
+const RESERVED_FDS: u64 = 64;
+
+/// What every runtime thread shares.
+pub struct Shared {
+    pub engine: Arc<Engine>,
+    pub settings: ServerSettings,
+    pub stats: ServerStats,
+    pub config: Config,
+    pub dispatchers: Dispatchers,
+    shutdown_sender: Sender<()>,
+}
+
+impl Shared {
+    pub fn verbosity(&self) -> u32 {
+        self.settings.verbosity.load(Ordering::Relaxed)
+    }
+
+    /// Asks the server to stop; [`Server::wait`] does the stopping.
+    pub fn request_shutdown(&self) {
+        self.settings
+            .shutdown_requested
+            .store(true, Ordering::Release);
+        // A full channel means a request is already queued.
+        let _ = self.shutdown_sender.try_send(());
+    }
+}
+
+/// Lets another thread (e.g. the signal handler) stop the server.
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    shared: Arc<Shared>,
+}
+
+impl ShutdownHandle {
+    pub fn request(&self) {
+        self.shared.request_shutdown();
+    }
+}
+
+/// A running server.
+pub struct Server {
+    shared: Arc<Shared>,
+    local_addrs: Vec<SocketAddr>,
+    listener: (Arc<Waker>, JoinHandle<()>),
+    workers: Vec<(WorkerHandle, JoinHandle<()>)>,
+    shutdown_receiver: Receiver<()>,
+}
+
+impl Server {
+    /// Builds the engine, binds every `-l` address and starts all threads.
+    pub fn start(config: Config) -> anyhow::Result<Server> {
+        Server::start_with(config, Dispatchers::default())
+    }
+
+    /// [`Server::start`] with other protocol dispatchers (for runtime tests).
+    pub fn start_with(config: Config, dispatchers: Dispatchers) -> anyhow::Result<Server> {
+        raise_fd_limit(
+            u64::from(config.max_connections) + RESERVED_FDS,
+            config.verbosity,
+        );
+        let engine = Engine::new(config.engine.clone(), SystemClock::new())
+            .context("invalid engine settings")?;
+        let sockets = listener::bind_all(&config.listen, config.tcp_port)?;
+        let local_addrs = sockets
+            .iter()
+            .map(listener::ListenSocket::local_addr)
+            .collect::<std::io::Result<Vec<_>>>()?;
+        let settings = ServerSettings {
+            shutdown_enabled: config.shutdown_enabled,
+            verbosity: AtomicU32::new(config.verbosity),
+            max_connections: config.max_connections,
+            worker_threads: config.worker_threads,
+            tcp_port: local_addrs
+                .first()
+                .map_or(config.tcp_port, SocketAddr::port),
+            listen_address: config.listen_spec.clone(),
+            shutdown_requested: AtomicBool::new(false),
+        };
+        let stats = ServerStats::default();
+        stats
+            .runtime
+            .idle_timeout_s
+            .store(config.idle_timeout_s, Ordering::Relaxed);
+        stats
+            .runtime
+            .reqs_per_event
+            .store(config.reqs_per_event, Ordering::Relaxed);
+        let (shutdown_sender, shutdown_receiver) = crossbeam_channel::bounded(1);
+        let shared = Arc::new(Shared {
+            engine,
+            settings,
+            stats,
+            config,
+            dispatchers,
+            shutdown_sender,
+        });
+
+        shared.engine.start_background();
+        let mut workers = Vec::new();
+        for index in 0..shared.config.worker_threads as usize {
+            match worker::spawn(index, Arc::clone(&shared)) {
+                Ok(worker) => workers.push(worker),
+                Err(e) => {
+                    stop_threads(&shared, None, workers);
+                    return Err(e).context("starting worker threads");
+                }
+            }
+        }
+        let handles = workers.iter().map(|(handle, _)| handle.clone()).collect();
+        let listener = match listener::spawn(sockets, handles, Arc::clone(&shared)) {
+            Ok(listener) => listener,
+            Err(e) => {
+                stop_threads(&shared, None, workers);
+                return Err(e).context("starting the listener thread");
+            }
+        };
+        if shared.verbosity() > 0 {
+            for addr in &local_addrs {
+                eprintln!("fogcached listening on tcp {addr}");
+            }
+        }
+        Ok(Server {
+            shared,
+            local_addrs,
+            listener,
+            workers,
+            shutdown_receiver,
+        })
+    }
+
+    /// The bound listening addresses (with the real port when `-p 0` was given).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    /// The runtime's counters (for tests and embedding).
+    pub fn stats(&self) -> &ServerStats {
+        &self.shared.stats
+    }
+
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.shared.engine
+    }
+
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Blocks until a shutdown is requested, then stops every thread and the engine's
+    /// background work.
+    pub fn wait(self) {
+        // recv fails only if every sender is gone, and `shared` holds one.
+        let _ = self.shutdown_receiver.recv();
+        self.stop();
+    }
+
+    /// Stops accepting, closes every connection, joins all threads.
+    pub fn stop(self) {
+        stop_threads(&self.shared, Some(self.listener), self.workers);
+    }
+}
+
+fn stop_threads(
+    shared: &Shared,
+    listener: Option<(Arc<Waker>, JoinHandle<()>)>,
+    workers: Vec<(WorkerHandle, JoinHandle<()>)>,
+) {
+    shared
+        .settings
+        .shutdown_requested
+        .store(true, Ordering::Release);
+    // The listener goes first so that no connection arrives at a stopped worker.
+    if let Some((waker, thread)) = listener {
+        let _ = waker.wake();
+        let _ = thread.join();
+    }
+    for (handle, _) in &workers {
+        handle.wake();
+    }
+    for (_, thread) in workers {
+        let _ = thread.join();
+    }
+    shared.engine.stop_background();
+}
+
+/// Raises the open-file limit to hold `-c` connections, as memcached does.
+fn raise_fd_limit(wanted: u64, verbosity: u32) {
+    // SAFETY: an all-zero rlimit is a valid value of this plain C struct.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: `limit` is a valid, writable rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    if limit.rlim_cur >= wanted {
+        return;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: wanted.min(limit.rlim_max),
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: `raised` is a valid rlimit that stays within the hard limit.
+    let ok = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0;
+    if (!ok || raised.rlim_cur < wanted) && verbosity > 0 {
+        eprintln!(
+            "warning: open-file limit {} is below the {wanted} that -c needs; extra connections will be refused",
+            raised.rlim_cur
+        );
+    }
+}

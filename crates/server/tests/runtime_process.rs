@@ -1,0 +1,236 @@
+//! The `fogcached` binary end to end: start-up, command line refusals, pipelining,
+//! the connection limit, hostile input, memory bounds, and clean shutdown on signals.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use server::session::SERVER_VERSION;
+use testkit::{fogcached_binary, stat, RawClient, ServerProcess};
+
+fn version_reply() -> Vec<u8> {
+    format!("VERSION {SERVER_VERSION}\r\n").into_bytes()
+}
+
+/// The resident memory of a process, from /proc (Linux).
+fn vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/{pid}/status"))
+}
+
+#[test]
+fn starts_on_a_free_port_and_answers_version() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&[])?;
+    let mut client = RawClient::connect(server.addr())?;
+    assert_eq!(client.request(b"version\r\n", b"\r\n")?, version_reply());
+    Ok(())
+}
+
+#[test]
+fn pipelined_requests_in_one_write_are_answered_in_order() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&["-t", "2"])?;
+    let mut client = RawClient::connect(server.addr())?;
+    let mut requests = Vec::new();
+    let mut expected = Vec::new();
+    for i in 0..500 {
+        requests.extend_from_slice(
+            format!("set key{i} 0 0 {}\r\nvalue{i}\r\n", 5 + i.to_string().len()).as_bytes(),
+        );
+        expected.extend_from_slice(b"STORED\r\n");
+    }
+    for i in 0..500 {
+        requests.extend_from_slice(format!("get key{i}\r\n").as_bytes());
+        expected.extend_from_slice(
+            format!(
+                "VALUE key{i} 0 {}\r\nvalue{i}\r\nEND\r\n",
+                5 + i.to_string().len()
+            )
+            .as_bytes(),
+        );
+    }
+    requests.extend_from_slice(b"version\r\n");
+    expected.extend_from_slice(&version_reply());
+    client.send(&requests)?;
+    let reply = client.read_exact(expected.len())?;
+    assert_eq!(testkit::escape(&reply), testkit::escape(&expected));
+    // More requests arrived at once than one turn allows, so the connection yielded.
+    assert_ne!(stat(&client.stats("")?, "conn_yields"), Some("0"));
+    Ok(())
+}
+
+#[test]
+fn connection_over_the_limit_gets_memcacheds_error() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&["-c", "3"])?;
+    // testkit's readiness probe connected and left; wait (bounded) until the server
+    // has counted it out, so that exactly three slots are free.
+    let mut first = RawClient::connect(server.addr())?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while stat(&first.stats("")?, "curr_connections") != Some("1") {
+        assert!(
+            Instant::now() < deadline,
+            "probe connection never counted out"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut clients = vec![first];
+    for _ in 0..2 {
+        let mut client = RawClient::connect(server.addr())?;
+        assert_eq!(client.request(b"version\r\n", b"\r\n")?, version_reply());
+        clients.push(client);
+    }
+    let mut extra = RawClient::connect(server.addr())?;
+    assert_eq!(
+        extra.read_until(b"\r\n")?,
+        b"ERROR Too many open connections\r\n"
+    );
+    assert!(extra.is_closed_by_peer());
+    let stats = clients[0].stats("")?;
+    assert_eq!(stat(&stats, "rejected_connections"), Some("1"));
+    assert_eq!(stat(&stats, "curr_connections"), Some("3"));
+    assert_eq!(stat(&stats, "max_connections"), Some("3"));
+    Ok(())
+}
+
+#[test]
+fn sigterm_stops_the_server_with_status_zero() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&[])?;
+    let addr = server.addr();
+    // An open, idle connection must not hold the shutdown up.
+    let mut client = RawClient::connect(addr)?;
+    assert_eq!(client.request(b"version\r\n", b"\r\n")?, version_reply());
+    let status = server.stop()?;
+    assert_eq!(status.code(), Some(0), "{status}");
+    assert!(client.is_closed_by_peer());
+    assert!(TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err());
+    Ok(())
+}
+
+#[test]
+fn sigint_stops_the_server_with_status_zero() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&[])?;
+    server.signal(libc::SIGINT)?;
+    let status = server.wait(Duration::from_secs(10))?;
+    assert_eq!(status.code(), Some(0), "{status}");
+    Ok(())
+}
+
+#[test]
+fn shutdown_command_stops_the_server_when_enabled() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&["-A"])?;
+    let mut client = RawClient::connect(server.addr())?;
+    client.send(b"shutdown\r\n")?;
+    let status = server.wait(Duration::from_secs(10))?;
+    assert_eq!(status.code(), Some(0), "{status}");
+    Ok(())
+}
+
+fn run_expecting_refusal(args: &[&str]) -> anyhow::Result<(i32, String)> {
+    let output = Command::new(fogcached_binary()?)
+        .args(["-p", "0"])
+        .args(args)
+        .output()?;
+    let code = output.status.code().unwrap_or(-1);
+    Ok((code, String::from_utf8_lossy(&output.stderr).into_owned()))
+}
+
+#[test]
+fn unknown_extended_option_is_refused_by_name() -> anyhow::Result<()> {
+    let (code, stderr) = run_expecting_refusal(&["-o", "modern,no_such_knob=1"])?;
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("no_such_knob"), "{stderr}");
+    Ok(())
+}
+
+#[test]
+fn udp_port_is_refused() -> anyhow::Result<()> {
+    let (code, stderr) = run_expecting_refusal(&["-U", "11211"])?;
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("UDP is not supported"), "{stderr}");
+    Ok(())
+}
+
+#[test]
+fn invalid_engine_setting_is_refused() -> anyhow::Result<()> {
+    let (code, stderr) = run_expecting_refusal(&["-o", "hot_lru_pct=70,warm_lru_pct=20"])?;
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("hot_lru_pct"), "{stderr}");
+    Ok(())
+}
+
+#[test]
+fn huge_line_without_newline_closes_the_connection() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&[])?;
+    let mut client = RawClient::connect(server.addr())?;
+    // Slowloris: a "command" that never ends. memcached closes at 2048 bytes (8 KiB for
+    // get/gets); the runtime's buffer limit is the backstop for anything else.
+    let _ = client.send(&vec![b'x'; 3 * 1024 * 1024]);
+    assert!(client.is_closed_by_peer());
+    // A `get` line may be longer than 2048 bytes, but not without bound.
+    let mut get_like = RawClient::connect(server.addr())?;
+    let mut line = b"get ".to_vec();
+    line.resize(3 * 1024 * 1024, b'k');
+    let _ = get_like.send(&line);
+    assert!(get_like.is_closed_by_peer());
+    let mut fresh = RawClient::connect(server.addr())?;
+    assert_eq!(fresh.request(b"version\r\n", b"\r\n")?, version_reply());
+    Ok(())
+}
+
+#[test]
+fn client_pipelining_without_reading_does_not_grow_server_memory() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&["-m", "64"])?;
+    let pid = server.pid().ok_or_else(|| anyhow::anyhow!("no pid"))?;
+    let mut setup = RawClient::connect(server.addr())?;
+    // One 512 KiB value, then requests for it that are never read: each request line
+    // is 10 bytes and each reply over 512 KiB.
+    let mut set = b"set big 0 0 524288\r\n".to_vec();
+    set.resize(set.len() + 524_288, b'v');
+    set.extend_from_slice(b"\r\n");
+    assert_eq!(setup.request(&set, b"\r\n")?, b"STORED\r\n");
+    let rss_before_kib = vm_rss_kib(pid)?;
+
+    let mut stream = TcpStream::connect(server.addr())?;
+    stream.set_nonblocking(true)?;
+    let request = b"get big\r\n";
+    let mut sent = 0usize;
+    let mut stalled_rounds = 0;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // 20 000 gets would be 10 GiB of replies if the server buffered them.
+    let mut pipeline = Vec::new();
+    for _ in 0..20_000 {
+        pipeline.extend_from_slice(request);
+    }
+    while sent < pipeline.len() && stalled_rounds < 50 && Instant::now() < deadline {
+        match stream.write(&pipeline[sent..]) {
+            Ok(n) => {
+                sent += n;
+                stalled_rounds = 0;
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                stalled_rounds += 1;
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let rss_after_kib = vm_rss_kib(pid)?;
+    // The bound is generous: output high water (4 MiB) + one reply + buffers.
+    assert!(
+        rss_after_kib < rss_before_kib + 64 * 1024,
+        "RSS grew from {rss_before_kib} KiB to {rss_after_kib} KiB"
+    );
+    // The server is still serving others meanwhile.
+    assert_eq!(setup.request(b"version\r\n", b"\r\n")?, version_reply());
+    // And the slow client gets correct replies when it finally reads.
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut head = vec![0u8; 24];
+    stream.read_exact(&mut head)?;
+    assert_eq!(&head, b"VALUE big 0 524288\r\nvvvv");
+    Ok(())
+}

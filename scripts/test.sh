@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# The whole test suite of fogcached, the one command that CI (`.ci/run`) and people run.
+#
+#   scripts/test.sh
+#
+# On a fresh Debian machine it first installs what is missing (as root, or through sudo):
+# the Rust toolchain (rustup, with rustfmt and clippy), Debian's memcached and
+# libmemcached-tools (memccapable, memcaslap), and a Python virtualenv under target/ with
+# pymemcache and pytest. Then it runs, in order:
+#
+#   1. cargo fmt --all -- --check
+#   2. cargo clippy --workspace --all-targets -- -D warnings
+#   3. cargo build --release -p server         (the binary the client and tool tests use)
+#   4. the Rust tests of the workspace          (cargo nextest if installed, else cargo test)
+#   5. the Python client tests                  (pytest tests/python)
+#   6. memccapable and memcaslap --verify       (crates/server/tests/compat_*.rs)
+#
+# Every step runs even if an earlier one failed (except when the build itself fails), so
+# one run shows every problem; the exit status is non-zero if any step failed.
+set -uo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root" || exit 1
+
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-auto}"
+# Python writes no bytecode into the source tree.
+export PYTHONDONTWRITEBYTECODE=1
+
+log() { printf '\n==> %s\n' "$*"; }
+die() { printf 'test.sh: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------------------------------
+# Prerequisites
+# ---------------------------------------------------------------------------------------
+
+# Runs a command as root: directly when we are root, through sudo otherwise.
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        die "need root (or sudo) to run: $*"
+    fi
+}
+
+apt_updated=0
+apt_install() {
+    command -v apt-get >/dev/null 2>&1 ||
+        die "missing Debian packages ($*) and no apt-get here; install them by hand"
+    # The package lists are refreshed only when something has to be installed, and once.
+    if [ "$apt_updated" -eq 0 ]; then
+        log "apt-get update"
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q || die "apt-get update failed"
+        apt_updated=1
+    fi
+    log "apt-get install $*"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" ||
+        die "apt-get install $* failed"
+}
+
+ensure_debian_packages() {
+    local missing=()
+    # command -> Debian package that provides it
+    command -v memcached >/dev/null 2>&1 || [ -x /usr/bin/memcached ] || missing+=(memcached)
+    if ! command -v memccapable >/dev/null 2>&1 || ! command -v memcaslap >/dev/null 2>&1; then
+        missing+=(libmemcached-tools)
+    fi
+    command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-venv)
+    if ! command -v cargo >/dev/null 2>&1 && ! [ -x "$HOME/.cargo/bin/cargo" ]; then
+        # rustup needs curl to download itself, and rustc needs a C linker.
+        command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
+        command -v cc >/dev/null 2>&1 || missing+=(build-essential)
+    fi
+    if [ "${#missing[@]}" -gt 0 ]; then
+        apt_install "${missing[@]}"
+    fi
+}
+
+ensure_rust() {
+    if ! command -v cargo >/dev/null 2>&1; then
+        if [ -x "$HOME/.cargo/bin/cargo" ]; then
+            export PATH="$HOME/.cargo/bin:$PATH"
+        else
+            log "installing the Rust toolchain with rustup"
+            curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs |
+                sh -s -- -y --profile minimal --component rustfmt,clippy ||
+                die "rustup installation failed"
+            export PATH="$HOME/.cargo/bin:$PATH"
+        fi
+    fi
+    if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+        command -v rustup >/dev/null 2>&1 || die "cargo fmt/clippy missing and no rustup to add them"
+        log "rustup component add rustfmt clippy"
+        rustup component add rustfmt clippy || die "could not add rustfmt and clippy"
+    fi
+}
+
+# Sets $python to an interpreter that can import pymemcache and pytest. A virtualenv under
+# target/ keeps the system Python untouched (Debian marks it "externally managed", PEP 668).
+python=""
+ensure_python_env() {
+    local venv="$repo_root/target/pyvenv"
+    if [ ! -x "$venv/bin/python" ]; then
+        log "creating the Python virtualenv $venv"
+        if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+            # Debian splits ensurepip (needed by venv) into python3-venv.
+            rm -rf "$venv"
+            apt_install python3-venv
+            python3 -m venv "$venv" || die "python3 -m venv failed"
+        fi
+    fi
+    if ! "$venv/bin/python" -c 'import pymemcache, pytest' >/dev/null 2>&1; then
+        log "pip install pymemcache pytest (into $venv)"
+        if ! "$venv/bin/python" -m pip install --disable-pip-version-check -q pymemcache pytest; then
+            # Offline: fall back to an interpreter that already has both.
+            if python3 -c 'import pymemcache, pytest' >/dev/null 2>&1; then
+                python="$(command -v python3)"
+                return
+            fi
+            die "could not install pymemcache and pytest"
+        fi
+    fi
+    python="$venv/bin/python"
+}
+
+ensure_debian_packages
+ensure_rust
+
+# ---------------------------------------------------------------------------------------
+# Steps
+# ---------------------------------------------------------------------------------------
+
+failed_steps=()
+step_summaries=()
+
+# Runs one step, records its outcome and duration, never aborts the script.
+run_step() {
+    local name="$1"
+    shift
+    log "$name: $*"
+    local started_s=$SECONDS
+    "$@"
+    local status=$?
+    local took_s=$((SECONDS - started_s))
+    if [ "$status" -eq 0 ]; then
+        step_summaries+=("ok      ${took_s}s  $name")
+    else
+        step_summaries+=("FAILED  ${took_s}s  $name (exit $status)")
+        failed_steps+=("$name")
+    fi
+    return "$status"
+}
+
+print_summary() {
+    printf '\n==> summary\n'
+    printf '  %s\n' "${step_summaries[@]}"
+    if [ "${#failed_steps[@]}" -gt 0 ]; then
+        printf '\ntest.sh: FAILED: %s\n' "${failed_steps[*]}"
+        exit 1
+    fi
+    printf '\ntest.sh: all steps passed in %ss\n' "$SECONDS"
+}
+
+run_step "format" cargo fmt --all -- --check
+run_step "clippy" cargo clippy --workspace --all-targets -- -D warnings
+
+if ! run_step "release build" cargo build --release -p server; then
+    print_summary
+fi
+
+# Integration tests, the Python tests and the tool checks all drive this binary.
+export FOGCACHED_BIN="$repo_root/target/release/fogcached"
+
+# The memccapable/memcaslap tests are named external_tool_* and run in their own step
+# below, with their tools' output shown.
+# Upper bounds for the test steps, so that a hung test fails the run instead of stalling
+# it (CI gives 90 minutes; the whole suite takes a few).
+tests_timeout_s=1800
+tools_timeout_s=600
+bounded() {
+    local limit_s="$1"
+    shift
+    timeout --kill-after=30 "$limit_s" "$@"
+    local status=$?
+    [ "$status" -ne 124 ] || printf 'test.sh: timed out after %ss: %s\n' "$limit_s" "$*" >&2
+    return "$status"
+}
+
+if cargo nextest --version >/dev/null 2>&1; then
+    # scripts/nextest.toml ends any single test that hangs.
+    run_step "rust tests (nextest)" bounded "$tests_timeout_s" cargo nextest run --workspace \
+        --no-fail-fast --tool-config-file "fogcached-test:$repo_root/scripts/nextest.toml" \
+        -E 'not test(/^external_tool_/)'
+    # nextest does not run doctests.
+    run_step "doctests" bounded "$tests_timeout_s" cargo test --workspace --doc
+else
+    run_step "rust tests" bounded "$tests_timeout_s" cargo test --workspace --no-fail-fast \
+        -- --skip external_tool_
+fi
+
+# A subshell, so that a failed installation fails this step rather than ending the script.
+python_tests() (
+    ensure_python_env
+    bounded "$tools_timeout_s" "$python" -m pytest -q -p no:cacheprovider tests/python
+)
+run_step "python client tests (pymemcache)" python_tests
+
+run_step "memccapable and memcaslap" bounded "$tools_timeout_s" cargo test -p server \
+    --test compat_memccapable --test compat_memcaslap -- --nocapture --test-threads=1
+
+print_summary
