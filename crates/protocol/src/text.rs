@@ -303,8 +303,14 @@ pub fn parse<'a>(buf: &'a [u8], limits: &TextLimits<'_>) -> Parsed<TextRequest<'
                 return invalid(ERROR, line_consumed);
             }
             let noreply = tokens.noreply();
-            let Some(level) = parse_u32(tokens.get(1).unwrap_or(b"")) else {
-                return invalid(BAD_FORMAT, line_consumed);
+            // `verbosity noreply` is level 0 without a reply: memcached reads the
+            // level with strtoul, and libmemcached's memccapable relies on it.
+            let level = match tokens.get(1) {
+                Some(b"noreply") if ntokens == 3 => 0,
+                token => match parse_u32(token.unwrap_or(b"")) {
+                    Some(level) => level,
+                    None => return invalid(BAD_FORMAT, line_consumed),
+                },
             };
             complete(
                 TextRequest::Verbosity {
@@ -1075,6 +1081,13 @@ mod tests {
             ok(b"verbosity 9 noreply\r\n").0,
             TextRequest::Verbosity {
                 level: 2,
+                noreply: true
+            }
+        );
+        assert_eq!(
+            ok(b"verbosity noreply\r\n").0,
+            TextRequest::Verbosity {
+                level: 0,
                 noreply: true
             }
         );

@@ -8,8 +8,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
 use engine::Engine;
 
-/// The version fogcached reports in `version`, `stats` and the binary `version` reply.
-pub const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The version reported by `version` and `stats`. It leads with the memcached release
+/// whose protocol fogcached speaks, because clients and test tools (libmemcached's
+/// `memccapable`, exporters) parse the leading `major.minor.patch` to decide which
+/// behaviours to expect; fogcached's own version follows it.
+pub const SERVER_VERSION: &str = concat!("1.6.21-fogcached-", env!("CARGO_PKG_VERSION"));
 
 /// Server-wide settings the dispatchers need (the rest of the CLI lives in `config`).
 #[derive(Debug)]
