@@ -237,3 +237,41 @@ impl std::fmt::Display for StatValue {
         }
     }
 }
+
+/// Occupancy, hits and access accounting of one memory tier ([`crate::Engine::tier_usage`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TierUsage {
+    /// Items linked in the tier and the bytes they take (header + key + value).
+    pub items: u64,
+    pub item_bytes: u64,
+    /// The tier's size (whole slab pages) and the pages its classes hold.
+    pub limit_bytes: u64,
+    pub pages_in_use: u64,
+    /// Reads served from the tier.
+    pub get_hits: u64,
+    /// Bytes and 64-byte lines of the tier read and written (accounting of the region).
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub lines_read: u64,
+    pub lines_written: u64,
+}
+
+/// Dual-LRU migration counters ([`crate::Engine::migration_counts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MigrationCounts {
+    /// Items copied from the slow tier to DRAM.
+    pub promotions: u64,
+    /// Items copied from DRAM to the slow tier.
+    pub demotions: u64,
+    /// Promotions given up: no DRAM chunk even after demoting or evicting the COLD tail.
+    pub promotions_failed: u64,
+    /// Demotions given up: no slow-tier chunk, or the item's shard was busy.
+    pub demotions_failed: u64,
+    /// Migrations abandoned because a request changed or removed the item first.
+    pub migrations_raced: u64,
+    /// Requests refused by a full Move queue (work shed, not memory).
+    pub move_queue_dropped: u64,
+    /// Entries waiting in each Move queue now.
+    pub move_to_dram_queue_len: u64,
+    pub move_to_slow_queue_len: u64,
+}

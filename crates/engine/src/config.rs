@@ -46,7 +46,57 @@ pub struct EngineConfig {
     pub slab_automove: u32,
     /// `-o hashpower`: log2 of the initial number of index buckets.
     pub hashpower_initial: u32,
+    /// `--slow-size`, `--slow-path`, `--slow-numa-node`, `--slow-cost`: the slow tier's
+    /// region; `None` (or a size under one slab page) is DRAM only. `memory_limit_bytes`
+    /// is the DRAM tier (`--dram`, `-m`); 0 with a slow tier is slow-tier only.
+    pub slow_tier: Option<tier::RegionSpec>,
+    /// `--policy`: how items are placed across the tiers.
+    pub policy: PlacementPolicy,
+    /// `--no-migration` sets this to false: every item stays in the tier it was first
+    /// written to (the papers' "without dynamic relocation").
+    pub migration_enabled: bool,
+    /// `--dram-residency-max-s`: a DRAM COLD tail item not accessed for longer than this
+    /// is demoted even when DRAM has room (Fogcached's DRAM age limit); 0 = off.
+    pub dram_residency_max_s: u32,
+    /// Age-based demotion only runs while DRAM holds more than this share (percent) of
+    /// its pages, so it can never drain DRAM (the defect of seed 001).
+    pub dram_low_water_pct: u32,
+    /// `--move-queue-max`: capacity of each Move queue (Move-to-slow, Move-to-DRAM);
+    /// requests beyond it are dropped and counted (shed work, not memory).
+    pub move_queue_max: usize,
+    /// `--migration-threads`: threads draining the Move queues.
+    pub migration_threads: usize,
 }
+
+/// `--policy`: the placement policies the engine implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PlacementPolicy {
+    /// Fogcached's Dual-LRU: a segmented LRU per tier joined by two Move queues.
+    #[default]
+    DualLru,
+}
+
+impl PlacementPolicy {
+    /// Names accepted by [`PlacementPolicy::parse`].
+    pub const NAMES: [&'static str; 1] = ["dual-lru"];
+
+    pub fn parse(name: &str) -> Option<PlacementPolicy> {
+        match name {
+            "dual-lru" => Some(PlacementPolicy::DualLru),
+            _ => None,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            PlacementPolicy::DualLru => "dual-lru",
+        }
+    }
+}
+
+/// Bounds of the migration knobs (a queue or thread count outside them is a typo).
+pub const MOVE_QUEUE_MAX_LIMIT: usize = 1 << 20;
+pub const MIGRATION_THREADS_MAX: usize = 64;
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -67,6 +117,13 @@ impl Default for EngineConfig {
             slab_reassign: true,
             slab_automove: 1,
             hashpower_initial: 16,
+            slow_tier: None,
+            policy: PlacementPolicy::DualLru,
+            migration_enabled: true,
+            dram_residency_max_s: 0,
+            dram_low_water_pct: 50,
+            move_queue_max: 1024,
+            migration_threads: 1,
         }
     }
 }
@@ -91,6 +148,14 @@ pub enum ConfigError {
     Hashpower(u32),
     #[error("cannot reserve the cache memory: {0}")]
     Memory(String),
+    #[error("cannot open the slow tier: {0}")]
+    SlowTier(String),
+    #[error("move queue max must be between 1 and {MOVE_QUEUE_MAX_LIMIT}, got {0}")]
+    MoveQueueMax(usize),
+    #[error("migration threads must be between 1 and {MIGRATION_THREADS_MAX}, got {0}")]
+    MigrationThreads(usize),
+    #[error("dram low-water percentage must be at most 100, got {0}")]
+    DramLowWater(u32),
 }
 
 impl EngineConfig {
@@ -122,6 +187,15 @@ impl EngineConfig {
         }
         if !(12..=32).contains(&self.hashpower_initial) {
             return Err(ConfigError::Hashpower(self.hashpower_initial));
+        }
+        if self.move_queue_max == 0 || self.move_queue_max > MOVE_QUEUE_MAX_LIMIT {
+            return Err(ConfigError::MoveQueueMax(self.move_queue_max));
+        }
+        if self.migration_threads == 0 || self.migration_threads > MIGRATION_THREADS_MAX {
+            return Err(ConfigError::MigrationThreads(self.migration_threads));
+        }
+        if self.dram_low_water_pct > 100 {
+            return Err(ConfigError::DramLowWater(self.dram_low_water_pct));
         }
         Ok(())
     }

@@ -20,6 +20,7 @@ use crate::index::{Index, ShardGuard};
 use crate::item::{state, ItemAddr, ItemHeader, ItemMemory, ITEM_HEADER_BYTES, NIL};
 use crate::lru::{COLD, HOT, WARM};
 use crate::maintainer::{AutomoveState, Background};
+use crate::migrate::{Direction, Migration, ShardLocking};
 use crate::slab::{ClassState, Geometry, PagePool};
 use crate::stats::{Counters, C, G};
 
@@ -44,12 +45,38 @@ pub(crate) struct ClassLock(pub Mutex<ClassState>);
 /// One memory tier: its slab memory, page pool and classes.
 pub(crate) struct Tier {
     pub id: TierId,
+    /// Pages of the tier's region (0: the tier is absent, e.g. `--dram 0`).
+    pub page_count: usize,
+    /// Bytes of items linked in the tier at the maintainer's last pass over it (for the
+    /// DRAM low-water check of age-based demotion; a snapshot, not a live count).
+    pub item_bytes_seen: AtomicU64,
     pub mem: ItemMemory,
     pub pool: Mutex<PagePool>,
     /// `classes[id]`, id 0 unused.
     pub classes: Box<[ClassLock]>,
     /// Chunks in use per page (large class: run length of the run starting here).
     pub page_used: Box<[AtomicU32]>,
+}
+
+impl Tier {
+    fn new(id: TierId, region: tier::Region, geometry: &Geometry) -> Tier {
+        let page_count = region.page_count();
+        let tier_number = match id {
+            TierId::Dram => 0,
+            TierId::Slow => 1,
+        };
+        Tier {
+            id,
+            page_count,
+            item_bytes_seen: AtomicU64::new(0),
+            mem: ItemMemory::new(region, tier_number),
+            pool: Mutex::new(PagePool::new(page_count)),
+            classes: (0..=geometry.large)
+                .map(|id| ClassLock(Mutex::new(ClassState::new(id.max(1), geometry))))
+                .collect(),
+            page_used: (0..page_count).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
 }
 
 /// Counters of rare events, outside the striped request counters.
@@ -112,6 +139,8 @@ pub struct Engine {
     pub(crate) slab_automove: AtomicU32,
     pub(crate) automove: Mutex<AutomoveState>,
     pub(crate) background: Mutex<Option<Background>>,
+    /// The Move queues and migration counters (Dual-LRU).
+    pub(crate) moves: Migration,
 }
 
 /// What a store does after its checks, decided under the shard lock.
@@ -128,25 +157,24 @@ impl Engine {
         let pages = limit_bytes / SLAB_PAGE_SIZE_BYTES;
         let region = tier::Region::anonymous(pages * SLAB_PAGE_SIZE_BYTES)
             .map_err(|e| ConfigError::Memory(e.to_string()))?;
-        let page_count = region.page_count();
-        let classes = (0..=geometry.large)
-            .map(|id| ClassLock(Mutex::new(ClassState::new(id.max(1), &geometry))))
-            .collect();
-        let dram = Tier {
-            id: TierId::Dram,
-            mem: ItemMemory::new(region, 0),
-            pool: Mutex::new(PagePool::new(page_count)),
-            classes,
-            page_used: (0..page_count).map(|_| AtomicU32::new(0)).collect(),
-        };
+        let mut tiers = vec![Tier::new(TierId::Dram, region, &geometry)];
+        if let Some(spec) = &config.slow_tier {
+            if spec.size_bytes >= SLAB_PAGE_SIZE_BYTES {
+                let region =
+                    tier::Region::open(spec).map_err(|e| ConfigError::SlowTier(e.to_string()))?;
+                tiers.push(Tier::new(TierId::Slow, region, &geometry));
+            }
+        }
         let class_slots = geometry.large + 1;
         let automove = config.slab_automove;
+        let moves = Migration::new(config.move_queue_max);
         Ok(Arc::new(Engine {
             index: Index::new(config.hashpower_initial),
             config,
             clock,
             geometry,
-            tiers: vec![dram],
+            tiers,
+            moves,
             counters: Counters::new(),
             rare: RareStats::default(),
             cas_counter: AtomicU64::new(0),
@@ -175,6 +203,19 @@ impl Engine {
 
     pub(crate) fn dram(&self) -> &Tier {
         &self.tiers[0]
+    }
+
+    /// The slow tier, when one is configured.
+    pub(crate) fn slow(&self) -> Option<&Tier> {
+        self.tiers.get(1)
+    }
+
+    /// Whether items move between the tiers: both tiers hold pages and `--no-migration`
+    /// is off.
+    pub(crate) fn migrating(&self) -> bool {
+        self.config.migration_enabled
+            && self.dram().page_count > 0
+            && self.slow().is_some_and(|t| t.page_count > 0)
     }
 
     pub(crate) fn tier_of(&self, addr: ItemAddr) -> &Tier {
@@ -244,7 +285,12 @@ impl Engine {
     // ----- memory: allocation, freeing, unlinking -------------------------------------
 
     /// Takes a chunk (or a page run) for an item of `total_bytes` without evicting.
-    fn take_chunk(&self, tier: &Tier, cs: &mut ClassState, total_bytes: usize) -> Option<ItemAddr> {
+    pub(crate) fn take_chunk(
+        &self,
+        tier: &Tier,
+        cs: &mut ClassState,
+        total_bytes: usize,
+    ) -> Option<ItemAddr> {
         if cs.id == self.geometry.large {
             let run = Geometry::large_run_pages(total_bytes);
             let first = tier.pool.lock().alloc_run(cs.id, run)?;
@@ -293,7 +339,15 @@ impl Engine {
     /// Allocates a chunk for an item of `total_bytes` in `class_id`, evicting from the
     /// class's COLD tail (memcached's `do_item_alloc_pull`) or, if the class holds
     /// nothing at all, taking a page from another class.
-    fn alloc(&self, tier: &Tier, class_id: usize, total_bytes: usize) -> Option<ItemAddr> {
+    pub(crate) fn alloc(
+        &self,
+        tier: &Tier,
+        class_id: usize,
+        total_bytes: usize,
+    ) -> Option<ItemAddr> {
+        if tier.page_count == 0 {
+            return None;
+        }
         let now = self.clock.now_s();
         for attempt in 0..ALLOC_TRIES {
             let mut cs = tier.classes[class_id].0.lock();
@@ -326,8 +380,51 @@ impl Engine {
         None
     }
 
+    /// Takes a free chunk (or a free page) of `class_id` in `tier`, evicting nothing.
+    pub(crate) fn take_free(
+        &self,
+        tier: &Tier,
+        class_id: usize,
+        total_bytes: usize,
+    ) -> Option<ItemAddr> {
+        if tier.page_count == 0 {
+            return None;
+        }
+        let mut cs = tier.classes[class_id].0.lock();
+        self.take_chunk(tier, &mut cs, total_bytes)
+    }
+
+    /// Where a new item is written (Dual-LRU placement):
+    /// 1. a free DRAM chunk;
+    /// 2. with migration on, ONE synchronous demotion of the class's DRAM COLD tail to
+    ///    the slow tier (one item copy), then the chunk it freed;
+    /// 3. the slow tier, evicting from its own COLD tail (with `--no-migration` this is
+    ///    "DRAM until full, then the slow tier");
+    /// 4. DRAM with eviction of its COLD tail (also the DRAM-only path, unchanged).
+    ///
+    /// The caller may hold a shard lock: the demotion only `try_lock`s shards.
+    fn alloc_new_item(&self, class_id: usize, total_bytes: usize) -> Option<ItemAddr> {
+        let dram = self.dram();
+        let Some(slow) = self.slow() else {
+            return self.alloc(dram, class_id, total_bytes);
+        };
+        if dram.page_count == 0 {
+            return self.alloc(slow, class_id, total_bytes);
+        }
+        if let Some(addr) = self.take_free(dram, class_id, total_bytes) {
+            return Some(addr);
+        }
+        if self.migrating() && self.demote_cold_tail_now(class_id, ShardLocking::Try) {
+            if let Some(addr) = self.take_free(dram, class_id, total_bytes) {
+                return Some(addr);
+            }
+        }
+        self.alloc(slow, class_id, total_bytes)
+            .or_else(|| self.alloc(dram, class_id, total_bytes))
+    }
+
     /// Frees a chunk that was allocated but never linked (a refused store).
-    fn free_unlinked(&self, addr: ItemAddr) {
+    pub(crate) fn free_unlinked(&self, addr: ItemAddr) {
         let tier = self.tier_of(addr);
         let class_id = tier.mem.header(addr).class();
         let mut cs = tier.classes[class_id].0.lock();
@@ -336,7 +433,7 @@ impl Engine {
 
     /// Removes a linked item from the LRU and frees it. The caller holds the item's
     /// shard lock and has already removed it from the index.
-    fn unlink_from_class(&self, addr: ItemAddr) {
+    pub(crate) fn unlink_from_class(&self, addr: ItemAddr) {
         let tier = self.tier_of(addr);
         let h = tier.mem.header(addr);
         h.clear(state::LINKED);
@@ -368,7 +465,9 @@ impl Engine {
             Some(old_addr) => {
                 crate::index::Index::replace(table, key_hash, old_addr, addr);
             }
-            None => crate::index::Index::insert_new(table, &tier.mem, key_hash, addr),
+            None => {
+                crate::index::Index::insert_new(table, |a| &self.tier_of(a).mem, key_hash, addr)
+            }
         }
         {
             let mut cs = tier.classes[h.class()].0.lock();
@@ -389,8 +488,7 @@ impl Engine {
         now_s: u32,
         count_reads: bool,
     ) -> Option<ItemAddr> {
-        let tier = self.dram();
-        let addr = crate::index::Index::find(table, &tier.mem, key_hash, key)?;
+        let addr = crate::index::Index::find(table, |a| &self.tier_of(a).mem, key_hash, key)?;
         let h = self.tier_of(addr).mem.header(addr);
         match self.dead_reason(h, now_s) {
             None => Some(addr),
@@ -421,11 +519,11 @@ impl Engine {
         if !self.item_fits(key.len(), value_len) {
             return Err(StoreOutcome::TooLarge);
         }
-        let tier = self.dram();
         let class_id = self.geometry.class_for(total);
-        let Some(addr) = self.alloc(tier, class_id, total) else {
+        let Some(addr) = self.alloc_new_item(class_id, total) else {
             return Err(StoreOutcome::OutOfMemory);
         };
+        let tier = self.tier_of(addr);
         let capacity = if class_id == self.geometry.large {
             Geometry::large_run_pages(total) * SLAB_PAGE_SIZE_BYTES
         } else {
@@ -453,6 +551,14 @@ impl Engine {
             h.last_access_s.store(now_s, Ordering::Relaxed);
         }
         if h.has(state::ACTIVE) {
+            // Fogcached's Promote state: a slow-tier item referenced again while
+            // ACTIVE. It is offered to the Move-to-DRAM queue at once (never waiting
+            // for the queue's lock), and the slow tier's maintainer offers it again at
+            // its HOT/WARM tails if the queue was busy or full.
+            if tier.id == TierId::Slow && !h.has(state::QUEUED) && self.migrating() {
+                h.set(state::PROMOTE);
+                self.moves.offer(Direction::ToDram, &tier.mem, addr, false);
+            }
             return;
         }
         if !h.has(state::FETCHED) {
@@ -526,6 +632,8 @@ impl Engine {
         let segment = h.segment();
         // SAFETY: we hold the item's shard lock (item.rs invariant 3).
         let (item_key, value) = unsafe { (tier.mem.key(addr), tier.mem.value(addr)) };
+        tier.mem
+            .charge_read(addr, ITEM_HEADER_BYTES + item_key.len(), value.len());
         let view = ItemView {
             key: item_key,
             value,
@@ -551,6 +659,14 @@ impl Engine {
                 self.counters.add_class(class_id, C::TouchHits, 1);
             } else {
                 self.counters.add(G::CmdGet, 1);
+                self.counters.add(
+                    if tier.id == TierId::Dram {
+                        G::DramGetHits
+                    } else {
+                        G::SlowGetHits
+                    },
+                    1,
+                );
                 let c = match segment {
                     HOT => C::HitsToHot,
                     WARM => C::HitsToWarm,
@@ -930,11 +1046,8 @@ impl Engine {
         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
         let target = if digits.len() <= old_value.len() {
             // memcached rewrites in place, padding with spaces, when the number fits.
-            let mut padded = [b' '; 64];
-            let n = old_value.len().min(padded.len());
-            padded[..digits.len()].copy_from_slice(digits.as_bytes());
-            // SAFETY: shard lock held (item.rs invariant 3 (b)); same length.
-            unsafe { tier.mem.overwrite_value(addr, &padded[..n]) };
+            // SAFETY: shard lock held (item.rs invariant 3 (b)); the digits fit.
+            unsafe { tier.mem.overwrite_value_padded(addr, digits.as_bytes()) };
             h.cas.store(cas, Ordering::Relaxed);
             addr
         } else {
@@ -1225,9 +1338,37 @@ impl Engine {
         Ok(())
     }
 
-    /// Pages of slab memory in use (for tests and `total_malloced`).
+    /// Pages of DRAM slab memory in use (for tests and `total_malloced`).
     pub fn pages_in_use(&self) -> usize {
         self.dram().pool.lock().pages_in_use()
+    }
+
+    /// Occupancy and hits of one tier (zeros for an absent tier).
+    pub fn tier_usage(&self, which: TierId) -> TierUsage {
+        let Some(tier) = self.tiers.iter().find(|t| t.id == which) else {
+            return TierUsage::default();
+        };
+        let mut usage = TierUsage {
+            limit_bytes: (tier.page_count * SLAB_PAGE_SIZE_BYTES) as u64,
+            pages_in_use: tier.pool.lock().pages_in_use() as u64,
+            get_hits: self.counters.get(if which == TierId::Dram {
+                G::DramGetHits
+            } else {
+                G::SlowGetHits
+            }),
+            ..TierUsage::default()
+        };
+        for class in tier.classes.iter().skip(1) {
+            let cs = class.0.lock();
+            usage.items += cs.lru.items();
+            usage.item_bytes += cs.lru.total_bytes();
+        }
+        let access = tier.mem.region().access_counts();
+        usage.bytes_read = access.bytes_read;
+        usage.bytes_written = access.bytes_written;
+        usage.lines_read = access.lines_read;
+        usage.lines_written = access.lines_written;
+        usage
     }
 
     /// The slab class an item of this key and value length goes to.

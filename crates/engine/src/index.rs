@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::item::{ItemAddr, ItemMemory};
+use crate::item::{ItemAddr, ItemMemory, ITEM_HEADER_BYTES};
 
 /// A shard: its table, padded to its own cache lines.
 #[repr(align(128))]
@@ -66,27 +66,46 @@ impl Index {
         self.shards.iter().map(|s| s.table.lock().capacity()).sum()
     }
 
-    /// Finds the item with `key`.
-    pub fn find(
+    /// Finds the item with `key`. Entries may live in any tier: `mem_of` names the
+    /// memory of an address. Each key compared is charged as a read of its tier (a
+    /// slow-tier key compare is a slow-tier access).
+    pub fn find<'m>(
         table: &ShardGuard<'_>,
-        mem: &ItemMemory,
+        mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
         key_hash: u32,
         key: &[u8],
     ) -> Option<ItemAddr> {
         table
             .find(table_hash(key_hash), |&addr| {
+                let mem = mem_of(addr);
                 let h = mem.header(addr);
+                if h.key_hash.load(Ordering::Relaxed) != key_hash {
+                    mem.charge_read(addr, 0, ITEM_HEADER_BYTES);
+                    return false;
+                }
+                mem.charge_read(addr, 0, ITEM_HEADER_BYTES + key.len());
                 // SAFETY: the caller holds this shard's lock and every entry of the
                 // shard is a published item of the shard (item.rs invariant 3).
-                h.key_hash.load(Ordering::Relaxed) == key_hash && unsafe { mem.key(addr) } == key
+                unsafe { mem.key(addr) == key }
             })
             .copied()
     }
 
-    /// Inserts `addr` for a key known to be absent.
-    pub fn insert_new(table: &mut ShardGuard<'_>, mem: &ItemMemory, key_hash: u32, addr: ItemAddr) {
+    /// Whether the shard holds an entry for the item at `addr`.
+    pub fn contains(table: &ShardGuard<'_>, key_hash: u32, addr: ItemAddr) -> bool {
+        table.find(table_hash(key_hash), |&a| a == addr).is_some()
+    }
+
+    /// Inserts `addr` for a key known to be absent. Growing the table rehashes from the
+    /// hash in each item's header, wherever the item lives.
+    pub fn insert_new<'m>(
+        table: &mut ShardGuard<'_>,
+        mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
+        key_hash: u32,
+        addr: ItemAddr,
+    ) {
         table.insert_unique(table_hash(key_hash), addr, |&a| {
-            table_hash(mem.header(a).key_hash.load(Ordering::Relaxed))
+            table_hash(mem_of(a).header(a).key_hash.load(Ordering::Relaxed))
         });
     }
 

@@ -54,6 +54,14 @@ pub(crate) mod state {
     pub const ALLOCATED: u16 = 1 << 7;
     /// Chunk on its class's free list.
     pub const FREE: u16 = 1 << 8;
+    /// Fogcached's Promote state: a slow-tier item referenced again while ACTIVE.
+    /// Cleared when the item is copied to DRAM (the copy starts without it).
+    pub const PROMOTE: u16 = 1 << 9;
+    /// The item has an entry in a Move queue; keeps it from being queued twice.
+    /// Cleared by the migration thread when it handles the entry.
+    pub const QUEUED: u16 = 1 << 10;
+    /// Bits a migrated copy keeps: what the client or the protocol can observe.
+    pub const CARRIED_BY_MIGRATION: u16 = FETCHED | STALE | TOKEN_SENT;
 }
 
 /// The header at the start of every chunk. `repr(C)`, 48 bytes.
@@ -125,6 +133,23 @@ impl ItemMemory {
         }
     }
 
+    pub fn region(&self) -> &Region {
+        &self.region
+    }
+
+    /// Accounts (and, for an emulated slow tier, waits for) a read of `len` bytes at
+    /// byte `from` of the item at `addr`. Address arithmetic only: nothing is read.
+    pub fn charge_read(&self, addr: ItemAddr, from: usize, len: usize) {
+        let ptr = self.header_ptr(addr).wrapping_add(from);
+        self.region.charge_read(ptr, len);
+    }
+
+    /// As [`ItemMemory::charge_read`], for a write.
+    pub fn charge_write(&self, addr: ItemAddr, from: usize, len: usize) {
+        let ptr = self.header_ptr(addr).wrapping_add(from);
+        self.region.charge_write(ptr, len);
+    }
+
     /// Address of byte `offset` of the region.
     pub fn addr_at(&self, offset: usize) -> ItemAddr {
         self.tier_bits | offset as u64
@@ -185,24 +210,30 @@ impl ItemMemory {
         unsafe { std::slice::from_raw_parts(ptr, value_len) }
     }
 
-    /// Overwrites the value bytes in place (same length).
+    /// Rewrites the value in place as `digits` followed by spaces up to its current
+    /// length (memcached's in-place `incr`/`decr`), whatever that length is.
     ///
     /// # Safety
-    /// The caller holds the item's shard lock (invariant 3 (b)), and `bytes` has the
-    /// item's value length.
-    pub unsafe fn overwrite_value(&self, addr: ItemAddr, bytes: &[u8]) {
+    /// The caller holds the item's shard lock (invariant 3 (b)), and `digits` is no
+    /// longer than the item's value.
+    pub unsafe fn overwrite_value_padded(&self, addr: ItemAddr, digits: &[u8]) {
         let header = self.header(addr);
         let key_len = header.key_len.load(Ordering::Relaxed) as usize;
         let value_len = header.value_len.load(Ordering::Relaxed) as usize;
         assert!(
-            bytes.len() == value_len,
-            "in-place value write changes the length"
+            digits.len() <= value_len,
+            "in-place value write grows the value"
         );
+        self.charge_write(addr, ITEM_HEADER_BYTES + key_len, value_len);
         let ptr = self
             .header_ptr(addr)
             .wrapping_add(ITEM_HEADER_BYTES + key_len);
-        // SAFETY: in the chunk (invariant 1); exclusive under the shard lock.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, value_len) };
+        // SAFETY: `value_len` bytes from `ptr` lie in the chunk (invariant 1); exclusive
+        // under the shard lock; `digits` is a caller buffer, never this chunk.
+        unsafe {
+            std::ptr::copy_nonoverlapping(digits.as_ptr(), ptr, digits.len());
+            std::ptr::write_bytes(ptr.add(digits.len()), b' ', value_len - digits.len());
+        }
     }
 
     /// Writes key and value (the concatenation of `value_parts`) into a chunk that the
@@ -220,6 +251,7 @@ impl ItemMemory {
         value_parts: &[&[u8]],
     ) {
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
+        self.charge_write(addr, 0, ITEM_HEADER_BYTES + key.len() + value_len);
         assert!(
             key.len() <= u8::MAX as usize
                 && ITEM_HEADER_BYTES + key.len() + value_len <= capacity_bytes
@@ -276,8 +308,8 @@ mod tests {
             mem.write_item(addr, 120, b"key", &[b"hello ", b"world"]);
             assert_eq!(mem.key(addr), b"key");
             assert_eq!(mem.value(addr), b"hello world");
-            mem.overwrite_value(addr, b"HELLO WORLD");
-            assert_eq!(mem.value(addr), b"HELLO WORLD");
+            mem.overwrite_value_padded(addr, b"42");
+            assert_eq!(mem.value(addr), b"42         ");
         }
         assert_eq!(mem.header(addr).total_bytes(), 48 + 3 + 11);
     }

@@ -15,12 +15,16 @@ mod index;
 mod item;
 mod lru;
 mod maintainer;
+mod migrate;
 mod report;
 mod slab;
 mod stats;
 
 pub use api::*;
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use config::{ConfigError, EngineConfig, KEY_LENGTH_MAX_BYTES, SLAB_PAGE_SIZE_BYTES};
+pub use config::{
+    ConfigError, EngineConfig, PlacementPolicy, KEY_LENGTH_MAX_BYTES, MIGRATION_THREADS_MAX,
+    MOVE_QUEUE_MAX_LIMIT, SLAB_PAGE_SIZE_BYTES,
+};
 pub use engine::Engine;
 pub use engine::ReassignError;

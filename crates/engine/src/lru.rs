@@ -6,7 +6,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::item::{ItemAddr, ItemMemory, NIL};
+use crate::item::{ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
 
 pub(crate) const HOT: usize = 0;
 pub(crate) const WARM: usize = 1;
@@ -41,6 +41,8 @@ impl Lru {
 
     /// Links `addr` at the head of `segment` and records the segment in its state.
     pub fn link_head(&mut self, mem: &ItemMemory, segment: usize, addr: ItemAddr) {
+        // The item's header is rewritten (links, segment): a write of its tier.
+        mem.charge_write(addr, 0, ITEM_HEADER_BYTES);
         let h = mem.header(addr);
         h.set_segment(segment);
         h.prev.store(NIL, Ordering::Relaxed);
@@ -60,6 +62,7 @@ impl Lru {
 
     /// Unlinks `addr` from the segment recorded in its state.
     pub fn unlink(&mut self, mem: &ItemMemory, addr: ItemAddr) {
+        mem.charge_write(addr, 0, ITEM_HEADER_BYTES);
         let h = mem.header(addr);
         let segment = h.segment();
         let prev = h.prev.load(Ordering::Relaxed);

@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use crate::api::TierId;
 use crate::engine::{Engine, Pull, Tier};
 use crate::index::Index;
 use crate::item::{state, ItemAddr, NIL};
 use crate::lru::{COLD, HOT, SEGMENTS, WARM};
+use crate::migrate::Direction;
 use crate::slab::ClassState;
 
 /// Items looked at from a tail per pull (memcached's `tries = 5`).
@@ -27,6 +29,10 @@ const AUTOMOVE_AGE_RATIO: f64 = 0.8;
 
 const MAINTAINER_SLEEP_MIN: Duration = Duration::from_millis(1);
 const MAINTAINER_SLEEP_MAX: Duration = Duration::from_millis(1000);
+/// A migration thread with empty queues backs off up to this; with work it only yields
+/// briefly between batches.
+const MIGRATION_SLEEP_MIN: Duration = Duration::from_micros(100);
+const MIGRATION_SLEEP_MAX: Duration = Duration::from_millis(20);
 const CRAWLER_INTERVAL: Duration = Duration::from_secs(5);
 const AUTOMOVE_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -101,6 +107,22 @@ impl Engine {
             }
             match segment {
                 HOT | WARM => {
+                    if mode == Pull::Juggle
+                        && tier.id == TierId::Slow
+                        && h.has(state::PROMOTE)
+                        && !h.has(state::QUEUED)
+                        && self.migrating()
+                    {
+                        // Fogcached: a Promote item at the slow tier's HOT or WARM tail
+                        // enters the Move-to-DRAM queue. It stays readable in WARM
+                        // until the migration thread copies it.
+                        self.moves.offer(Direction::ToDram, mem, search, true);
+                        h.clear(state::ACTIVE);
+                        cs.stats.moves_to_warm += 1;
+                        cs.lru.move_to(mem, search, WARM);
+                        removed += 1;
+                        break;
+                    }
                     let pct = if segment == HOT {
                         self.config.hot_lru_pct
                     } else {
@@ -153,10 +175,22 @@ impl Engine {
                         cs.lru.unlink(mem, search);
                         self.free_chunk(tier, cs, search);
                         removed += 1;
+                    } else if h.has(state::QUEUED) {
+                        // Already on its way to the slow tier: look past it.
+                        search = prev;
+                        continue;
                     } else if h.has(state::ACTIVE) {
                         h.clear(state::ACTIVE);
                         cs.stats.moves_to_warm += 1;
                         cs.lru.move_to(mem, search, WARM);
+                        removed += 1;
+                    } else if tier.id == TierId::Dram
+                        && self.migrating()
+                        && self.wants_demotion(tier, cs, h, now_s)
+                        && self.moves.offer(Direction::ToSlow, mem, search, true)
+                    {
+                        // Fogcached: the DRAM COLD tail leaves for the slow tier
+                        // (Move-to-slow) instead of being evicted.
                         removed += 1;
                     }
                     break;
@@ -164,6 +198,25 @@ impl Engine {
             }
         }
         removed
+    }
+
+    /// Whether the DRAM COLD tail item `h` should be demoted: DRAM is nearly out of
+    /// room for its class, or it was not accessed for `dram_residency_max_s` while DRAM
+    /// is above its low-water mark (so the age limit never drains DRAM, seed 001).
+    fn wants_demotion(
+        &self,
+        tier: &Tier,
+        cs: &ClassState,
+        h: &crate::item::ItemHeader,
+        now_s: u32,
+    ) -> bool {
+        if self.dram_needs_room(tier, cs) {
+            return true;
+        }
+        let limit_s = self.config.dram_residency_max_s;
+        limit_s > 0
+            && now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed)) > limit_s
+            && self.dram_above_low_water()
     }
 
     /// memcached's `lru_maintainer_juggle` for one class: rounds of HOT, WARM and COLD
@@ -205,14 +258,32 @@ impl Engine {
         rounds
     }
 
-    /// One pass of the LRU maintainer over every class. Returns the rounds that moved
-    /// items (0 when the LRUs are settled).
+    /// One pass of the LRU maintainer over every class of every tier. Returns the
+    /// rounds that moved items (0 when the LRUs are settled).
     pub fn lru_maintainer_step(&self) -> usize {
+        (0..self.tiers.len())
+            .map(|t| self.lru_maintainer_tier_step(t))
+            .sum()
+    }
+
+    /// One pass of tier `tier_index`'s own maintainer (0: DRAM, 1: slow tier) over its
+    /// classes: the segmented-LRU rules, plus feeding the Move queues (DRAM COLD tails
+    /// to Move-to-slow; slow HOT/WARM Promote tails to Move-to-DRAM).
+    pub fn lru_maintainer_tier_step(&self, tier_index: usize) -> usize {
+        let Some(tier) = self.tiers.get(tier_index) else {
+            return 0;
+        };
+        // The occupancy the low-water check of age-based demotion uses.
+        let item_bytes: u64 = tier
+            .classes
+            .iter()
+            .skip(1)
+            .map(|c| c.0.lock().lru.total_bytes())
+            .sum();
+        tier.item_bytes_seen.store(item_bytes, Ordering::Relaxed);
         let mut rounds = 0;
-        for tier in &self.tiers {
-            for class_id in 1..=self.geometry.large {
-                rounds += self.juggle_class(tier, class_id);
-            }
+        for class_id in 1..=self.geometry.large {
+            rounds += self.juggle_class(tier, class_id);
         }
         self.rare
             .lru_maintainer_juggles
@@ -381,23 +452,52 @@ impl Engine {
                 .ok()
         };
         if self.config.lru_maintainer {
-            let engine = Arc::clone(self);
-            let stop = Arc::clone(&stop);
-            handles.extend(spawn(
-                "fc-lru-maint",
-                Box::new(move || {
-                    let mut sleep = MAINTAINER_SLEEP_MIN;
-                    while !stop.load(Ordering::Relaxed) {
-                        let did = engine.lru_maintainer_step();
-                        sleep = if did > 0 {
-                            (sleep / 2).max(MAINTAINER_SLEEP_MIN)
-                        } else {
-                            (sleep * 2).min(MAINTAINER_SLEEP_MAX)
-                        };
-                        std::thread::park_timeout(sleep);
-                    }
-                }),
-            ));
+            // One maintainer per tier (Fogcached): a large slow tier never slows the
+            // scanning of DRAM's LRUs.
+            for tier_index in 0..self.tiers.len() {
+                let engine = Arc::clone(self);
+                let stop = Arc::clone(&stop);
+                let name = if tier_index == 0 {
+                    "fc-lru-maint"
+                } else {
+                    "fc-lru-maint-slow"
+                };
+                handles.extend(spawn(
+                    name,
+                    Box::new(move || {
+                        let mut sleep = MAINTAINER_SLEEP_MIN;
+                        while !stop.load(Ordering::Relaxed) {
+                            let did = engine.lru_maintainer_tier_step(tier_index);
+                            sleep = if did > 0 {
+                                (sleep / 2).max(MAINTAINER_SLEEP_MIN)
+                            } else {
+                                (sleep * 2).min(MAINTAINER_SLEEP_MAX)
+                            };
+                            std::thread::park_timeout(sleep);
+                        }
+                    }),
+                ));
+            }
+        }
+        if self.migrating() {
+            for _ in 0..self.config.migration_threads {
+                let engine = Arc::clone(self);
+                let stop = Arc::clone(&stop);
+                handles.extend(spawn(
+                    "fc-migrate",
+                    Box::new(move || {
+                        let mut sleep = MIGRATION_SLEEP_MIN;
+                        while !stop.load(Ordering::Relaxed) {
+                            sleep = if engine.migration_step() > 0 {
+                                MIGRATION_SLEEP_MIN
+                            } else {
+                                (sleep * 2).min(MIGRATION_SLEEP_MAX)
+                            };
+                            std::thread::park_timeout(sleep);
+                        }
+                    }),
+                ));
+            }
         }
         if self.config.lru_crawler {
             let engine = Arc::clone(self);

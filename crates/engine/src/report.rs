@@ -4,8 +4,9 @@
 use std::sync::atomic::Ordering;
 
 use crate::api::StatValue;
+use crate::api::TierId;
 use crate::config::SLAB_PAGE_SIZE_BYTES;
-use crate::engine::Engine;
+use crate::engine::{Engine, Tier};
 use crate::lru::{COLD, HOT, WARM};
 use crate::stats::{ClassStats, C, G};
 
@@ -114,12 +115,63 @@ impl Engine {
         emit("moves_within_lru", u(totals.moves_within_lru));
         emit("direct_reclaims", u(totals.direct_reclaims));
         emit("lru_bumps_dropped", u(0));
+        self.tier_stats(emit);
     }
 
-    /// `stats items`: one block per class holding items.
+    /// The per-tier and Dual-LRU lines of `stats` (fogcached's own names).
+    fn tier_stats(&self, emit: Emit<'_>) {
+        let u = StatValue::U64;
+        for (which, name) in [(TierId::Dram, "dram"), (TierId::Slow, "slow")] {
+            let t = self.tier_usage(which);
+            emit(&format!("tier_{name}_items"), u(t.items));
+            emit(&format!("tier_{name}_bytes"), u(t.item_bytes));
+            emit(&format!("tier_{name}_limit_bytes"), u(t.limit_bytes));
+            emit(&format!("tier_{name}_pages_in_use"), u(t.pages_in_use));
+            emit(&format!("tier_{name}_get_hits"), u(t.get_hits));
+            emit(&format!("{name}_bytes_read"), u(t.bytes_read));
+            emit(&format!("{name}_bytes_written"), u(t.bytes_written));
+            emit(&format!("{name}_lines_read"), u(t.lines_read));
+            emit(&format!("{name}_lines_written"), u(t.lines_written));
+        }
+        let m = self.migration_counts();
+        emit("promotions", u(m.promotions));
+        emit("demotions", u(m.demotions));
+        emit("promotions_failed", u(m.promotions_failed));
+        emit("demotions_failed", u(m.demotions_failed));
+        emit("migrations_raced", u(m.migrations_raced));
+        emit("move_to_dram_queue_len", u(m.move_to_dram_queue_len));
+        emit("move_to_slow_queue_len", u(m.move_to_slow_queue_len));
+        emit("move_queue_dropped", u(m.move_queue_dropped));
+        emit(
+            "slow_cost_model",
+            StatValue::Text(self.slow_cost_model_name()),
+        );
+    }
+
+    fn slow_cost_model_name(&self) -> String {
+        match self.slow() {
+            Some(t) => t.mem.region().cost_model().name(),
+            None => "none".to_string(),
+        }
+    }
+
+    /// `stats items`: one block per class holding items: DRAM classes as memcached
+    /// names them (`items:N:...`), then the slow tier's under `slow:items:N:...`.
+    /// Request-path hit counters (`hits_to_*`) are per class over both tiers and are
+    /// reported in the DRAM block only.
     pub fn stats_items(&self, emit: Emit<'_>) {
+        for tier in &self.tiers {
+            self.stats_items_tier(tier, emit);
+        }
+    }
+
+    fn stats_items_tier(&self, tier: &Tier, emit: Emit<'_>) {
         let now = self.clock.now_s();
-        let tier = self.dram();
+        let prefix = match tier.id {
+            TierId::Dram => "items",
+            TierId::Slow => "slow:items",
+        };
+        let dram = tier.id == TierId::Dram;
         for class_id in 1..=self.geometry.large {
             let cs = tier.classes[class_id].0.lock();
             if cs.lru.items() == 0 {
@@ -127,8 +179,16 @@ impl Engine {
             }
             let s = cs.stats;
             let c = &self.counters;
-            let mut e =
-                |name: &str, v: u64| emit(&format!("items:{class_id}:{name}"), StatValue::U64(v));
+            let hits = |counter: C| {
+                if dram {
+                    c.get_class(class_id, counter)
+                } else {
+                    0
+                }
+            };
+            let mut e = |name: &str, v: u64| {
+                emit(&format!("{prefix}:{class_id}:{name}"), StatValue::U64(v))
+            };
             e("number", cs.lru.items());
             e("number_hot", cs.lru.count[HOT]);
             e("number_warm", cs.lru.count[WARM]);
@@ -156,16 +216,29 @@ impl Engine {
             e("moves_to_warm", s.moves_to_warm);
             e("moves_within_lru", s.moves_within_lru);
             e("direct_reclaims", s.direct_reclaims);
-            e("hits_to_hot", c.get_class(class_id, C::HitsToHot));
-            e("hits_to_warm", c.get_class(class_id, C::HitsToWarm));
-            e("hits_to_cold", c.get_class(class_id, C::HitsToCold));
+            e("hits_to_hot", hits(C::HitsToHot));
+            e("hits_to_warm", hits(C::HitsToWarm));
+            e("hits_to_cold", hits(C::HitsToCold));
             e("hits_to_temp", 0);
         }
     }
 
-    /// `stats slabs`: one block per class owning pages, then the totals.
+    /// `stats slabs`: one block per class owning pages, then the totals; DRAM as
+    /// memcached names it, then the slow tier under `slow:N:...`, `slow_active_slabs`,
+    /// `slow_total_malloced`. Request counters are per class over both tiers and are
+    /// reported in the DRAM block only.
     pub fn stats_slabs(&self, emit: Emit<'_>) {
-        let tier = self.dram();
+        for tier in &self.tiers {
+            self.stats_slabs_tier(tier, emit);
+        }
+    }
+
+    fn stats_slabs_tier(&self, tier: &Tier, emit: Emit<'_>) {
+        let (prefix, totals_prefix) = match tier.id {
+            TierId::Dram => ("", ""),
+            TierId::Slow => ("slow:", "slow_"),
+        };
+        let dram = tier.id == TierId::Dram;
         let mut active = 0u64;
         for class_id in 1..=self.geometry.large {
             let cs = tier.classes[class_id].0.lock();
@@ -174,6 +247,13 @@ impl Engine {
             }
             active += 1;
             let c = &self.counters;
+            let class_counter = |counter: C| {
+                if dram {
+                    c.get_class(class_id, counter)
+                } else {
+                    0
+                }
+            };
             let large = class_id == self.geometry.large;
             let total_pages: u64 = if large {
                 cs.pages
@@ -189,7 +269,8 @@ impl Engine {
             } else {
                 cs.used_chunks()
             };
-            let mut e = |name: &str, v: u64| emit(&format!("{class_id}:{name}"), StatValue::U64(v));
+            let mut e =
+                |name: &str, v: u64| emit(&format!("{prefix}{class_id}:{name}"), StatValue::U64(v));
             e("chunk_size", cs.chunk_bytes as u64);
             e("chunks_per_page", cs.per_page as u64);
             e("total_pages", total_pages);
@@ -199,22 +280,25 @@ impl Engine {
             e("free_chunks_end", 0);
             e(
                 "get_hits",
-                c.get_class(class_id, C::HitsToHot)
-                    + c.get_class(class_id, C::HitsToWarm)
-                    + c.get_class(class_id, C::HitsToCold),
+                class_counter(C::HitsToHot)
+                    + class_counter(C::HitsToWarm)
+                    + class_counter(C::HitsToCold),
             );
-            e("cmd_set", c.get_class(class_id, C::CmdSet));
-            e("delete_hits", c.get_class(class_id, C::DeleteHits));
-            e("incr_hits", c.get_class(class_id, C::IncrHits));
-            e("decr_hits", c.get_class(class_id, C::DecrHits));
-            e("cas_hits", c.get_class(class_id, C::CasHits));
-            e("cas_badval", c.get_class(class_id, C::CasBadval));
-            e("touch_hits", c.get_class(class_id, C::TouchHits));
+            e("cmd_set", class_counter(C::CmdSet));
+            e("delete_hits", class_counter(C::DeleteHits));
+            e("incr_hits", class_counter(C::IncrHits));
+            e("decr_hits", class_counter(C::DecrHits));
+            e("cas_hits", class_counter(C::CasHits));
+            e("cas_badval", class_counter(C::CasBadval));
+            e("touch_hits", class_counter(C::TouchHits));
         }
         let pages = tier.pool.lock().pages_in_use() as u64;
-        emit("active_slabs", StatValue::U64(active));
         emit(
-            "total_malloced",
+            &format!("{totals_prefix}active_slabs"),
+            StatValue::U64(active),
+        );
+        emit(
+            &format!("{totals_prefix}total_malloced"),
             StatValue::U64(pages * SLAB_PAGE_SIZE_BYTES as u64),
         );
     }
@@ -263,6 +347,27 @@ impl Engine {
         emit("track_sizes", yes_no(false));
         emit("hash_algorithm", StatValue::Text("foldhash".to_string()));
         emit("slab_page_size", u(SLAB_PAGE_SIZE_BYTES as u64));
+        let text = |v: String| StatValue::Text(v);
+        emit("policy", text(cfg.policy.name().to_string()));
+        emit("dram_size", u(cfg.memory_limit_bytes));
+        let (slow_size, slow_backing) = match self.slow() {
+            Some(t) => (
+                (t.page_count * SLAB_PAGE_SIZE_BYTES) as u64,
+                t.mem.region().describe(),
+            ),
+            None => (0, "none".to_string()),
+        };
+        emit("slow_size", u(slow_size));
+        emit("slow_backing", text(slow_backing));
+        emit("slow_cost", text(self.slow_cost_model_name()));
+        emit("migration", yes_no(cfg.migration_enabled));
+        emit(
+            "dram_residency_max_s",
+            u(u64::from(cfg.dram_residency_max_s)),
+        );
+        emit("dram_low_water_pct", u(u64::from(cfg.dram_low_water_pct)));
+        emit("move_queue_max", u(cfg.move_queue_max as u64));
+        emit("migration_threads", u(cfg.migration_threads as u64));
     }
 
     /// `stats reset`: clears the request counters and the per-class LRU counters.
@@ -273,6 +378,7 @@ impl Engine {
                 class.0.lock().stats = ClassStats::default();
             }
         }
+        self.moves.reset_counters();
         let r = &self.rare;
         for c in [
             &r.lru_maintainer_juggles,

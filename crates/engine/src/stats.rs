@@ -27,8 +27,11 @@ pub(crate) enum G {
     StoreTooLarge,
     StoreNoMemory,
     TotalItems,
+    /// Get hits served from each tier.
+    DramGetHits,
+    SlowGetHits,
 }
-const G_COUNT: usize = 14;
+const G_COUNT: usize = 16;
 
 /// Per-slab-class counters updated on the request path.
 #[derive(Clone, Copy)]

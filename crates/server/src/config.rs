@@ -4,12 +4,20 @@
 //! Two deliberate differences from memcached: fogcached listens on 127.0.0.1 unless `-l`
 //! says otherwise (memcached listens on every interface), and UDP is not supported
 //! (`-U 0` is accepted so that memcached command lines keep working).
+//!
+//! The memory tiers: `-m`/`--dram` sizes DRAM; `--slow-size` sizes the slow tier, which
+//! by default is a sparse pool file `slow-tier.pool` in `--data-dir`
+//! (`./fogcached-data`, created at start-up by [`prepare_storage`]), or `--slow-path`
+//! (a file or DAX device), or memory bound to `--slow-numa-node`.
 
 use std::ffi::OsString;
 use std::fmt;
+use std::path::{Path, PathBuf};
 
 use clap::{ArgAction, Parser};
+use engine::config::{PlacementPolicy, MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT};
 use engine::{EngineConfig, SLAB_PAGE_SIZE_BYTES};
+use tier::{CostModel, RegionBacking, RegionSpec};
 
 /// sysexits.h `EX_USAGE`: the command line was wrong.
 pub const EXIT_USAGE: u8 = 64;
@@ -19,6 +27,20 @@ pub const REQS_PER_EVENT_DEFAULT: u32 = 20;
 
 /// The listen address when `-l` is not given (memcached's is every interface).
 pub const LISTEN_DEFAULT: &str = "127.0.0.1";
+
+/// `--data-dir` default, relative to the working directory.
+pub const DATA_DIR_DEFAULT: &str = "fogcached-data";
+
+/// The pool file's name inside the data directory.
+pub const POOL_FILE_NAME: &str = "slow-tier.pool";
+
+/// `--slow-size` default: large enough to show both tiers at work, and free until
+/// written, since the pool file is sparse.
+const SLOW_SIZE_DEFAULT: &str = "1g";
+
+/// Policies of the design (BRIEF.md) that are not built yet: named so that asking for
+/// one says "not yet" rather than "unknown".
+const POLICIES_PLANNED: &[&str] = &["hotspot", "uniform", "two-level", "hyperbolic"];
 
 /// The `-o` suboptions fogcached accepts but that change nothing here, because
 /// fogcached has no such mechanism or always behaves one way. They are accepted so that
@@ -52,9 +74,55 @@ struct Cli {
     /// Interfaces to listen on, comma separated; each may carry its own `:port`.
     #[arg(short = 'l', long = "listen", action = ArgAction::Append)]
     listen: Vec<String>,
-    /// Item memory in megabytes (suffixes k, m, g accepted).
-    #[arg(short = 'm', long = "memory-limit", default_value = "64")]
+    /// DRAM tier size in megabytes (suffixes k, m, g accepted); 0 = slow tier only.
+    #[arg(
+        short = 'm',
+        long = "memory-limit",
+        visible_alias = "dram",
+        value_name = "SIZE",
+        default_value = "64"
+    )]
     memory_limit: String,
+    /// Slow tier size in megabytes (suffixes k, m, g accepted); 0 = DRAM only.
+    #[arg(long = "slow-size", value_name = "SIZE", default_value = SLOW_SIZE_DEFAULT)]
+    slow_size: String,
+    /// Slow tier backing: a file (tmpfs, disk, DAX mount: MAP_SYNC when supported) or a
+    /// DAX device such as /dev/dax0.0, mapped shared. Default: DIR/slow-tier.pool.
+    #[arg(
+        long = "slow-path",
+        value_name = "PATH",
+        conflicts_with = "slow_numa_node"
+    )]
+    slow_path: Option<PathBuf>,
+    /// Slow tier backing: memory bound to this NUMA node (e.g. a CPU-less CXL node).
+    #[arg(long = "slow-numa-node", value_name = "N")]
+    slow_numa_node: Option<u32>,
+    /// Emulated slow-tier cost: none (the default: the pool file is real memory), optane,
+    /// cxl, hmcached, or read_ns=..,write_ns=..,read_gbps=..,write_gbps=..
+    #[arg(long = "slow-cost", value_name = "SPEC", default_value = "none")]
+    slow_cost: String,
+    /// Directory for the slow tier's pool file, created if missing.
+    #[arg(long = "data-dir", value_name = "DIR", default_value = DATA_DIR_DEFAULT)]
+    data_dir: PathBuf,
+    /// Placement policy across the tiers: dual-lru.
+    #[arg(long = "policy", value_name = "NAME", default_value = "dual-lru")]
+    policy: String,
+    /// Keep every item in the tier it was first written to (no promotion or demotion).
+    #[arg(long = "no-migration")]
+    no_migration: bool,
+    /// Demote DRAM items not accessed for this many seconds; 0 = off.
+    #[arg(
+        long = "dram-residency-max-s",
+        value_name = "SECONDS",
+        default_value_t = 0
+    )]
+    dram_residency_max_s: u32,
+    /// Threads moving items between the tiers.
+    #[arg(long = "migration-threads", value_name = "N", default_value_t = 1)]
+    migration_threads: usize,
+    /// Capacity of each Move queue; requests beyond it are dropped and counted.
+    #[arg(long = "move-queue-max", value_name = "N", default_value_t = 1024)]
+    move_queue_max: usize,
     /// Maximum simultaneous connections.
     #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
     conn_limit: u32,
@@ -120,6 +188,9 @@ pub struct Config {
     pub idle_timeout_s: u32,
     /// `-u`: accepted for memcached command lines; fogcached never switches user.
     pub user: Option<String>,
+    /// `--data-dir`: where the default pool file lives; created by [`prepare_storage`]
+    /// when the slow tier uses it.
+    pub data_dir: PathBuf,
 }
 
 impl Default for Config {
@@ -136,6 +207,7 @@ impl Default for Config {
             reqs_per_event: REQS_PER_EVENT_DEFAULT,
             idle_timeout_s: 0,
             user: None,
+            data_dir: PathBuf::from(DATA_DIR_DEFAULT),
         }
     }
 }
@@ -210,7 +282,8 @@ where
         verbosity: u32::from(cli.verbose),
         shutdown_enabled: cli.enable_shutdown,
         reqs_per_event: cli.max_reqs_per_event,
-        user: cli.user,
+        user: cli.user.clone(),
+        data_dir: cli.data_dir.clone(),
         ..Config::default()
     };
     if cli.listen.is_empty() {
@@ -238,9 +311,7 @@ where
                 cli.memory_limit
             ))
         })?;
-    if engine.memory_limit_bytes == 0 {
-        return Err(usage("memory limit (-m) must be at least 1 megabyte"));
-    }
+    apply_tier_flags(engine, &cli)?;
     let item_size_max = parse_size(&cli.max_item_size, SizeUnit::Bytes).map_err(|e| {
         usage(format!(
             "invalid max item size (-I) {:?}: {e}",
@@ -262,6 +333,139 @@ where
     }
     check(&config, slab_chunk_max_set)?;
     Ok(config)
+}
+
+/// The tier and placement flags, onto the engine's slow tier spec and policy knobs.
+fn apply_tier_flags(engine: &mut EngineConfig, cli: &Cli) -> Result<(), CliExit> {
+    let page_mb = SLAB_PAGE_SIZE_BYTES >> 20;
+    if engine.memory_limit_bytes != 0 && engine.memory_limit_bytes < SLAB_PAGE_SIZE_BYTES as u64 {
+        return Err(usage(format!(
+            "memory limit (-m/--dram) must be 0 (slow tier only) or at least {page_mb} megabyte"
+        )));
+    }
+    let slow_size_bytes = parse_size(&cli.slow_size, SizeUnit::Megabytes).map_err(|e| {
+        usage(format!(
+            "invalid slow tier size (--slow-size) {:?}: {e}",
+            cli.slow_size
+        ))
+    })?;
+    if slow_size_bytes != 0 && slow_size_bytes < SLAB_PAGE_SIZE_BYTES as u64 {
+        return Err(usage(format!(
+            "slow tier size (--slow-size) must be 0 (DRAM only) or at least {page_mb} megabyte"
+        )));
+    }
+    let slow_size_bytes = usize::try_from(slow_size_bytes).map_err(|_| {
+        usage(format!(
+            "slow tier size (--slow-size) too large: {}",
+            cli.slow_size
+        ))
+    })?;
+    if engine.memory_limit_bytes == 0 && slow_size_bytes == 0 {
+        return Err(usage(
+            "-m/--dram and --slow-size are both 0: at least one tier needs memory",
+        ));
+    }
+    let cost = CostModel::parse(&cli.slow_cost)
+        .map_err(|e| usage(format!("invalid --slow-cost {:?}: {e}", cli.slow_cost)))?;
+    engine.slow_tier = if slow_size_bytes == 0 {
+        if cli.slow_path.is_some() || cli.slow_numa_node.is_some() {
+            return Err(usage(
+                "--slow-path and --slow-numa-node need a slow tier (--slow-size is 0)",
+            ));
+        }
+        None
+    } else {
+        let backing = match (&cli.slow_path, cli.slow_numa_node) {
+            // clap refuses an empty PATH/DIR ("a value is required").
+            (Some(path), _) => RegionBacking::File { path: path.clone() },
+            (None, Some(node)) => RegionBacking::Numa { node },
+            (None, None) => RegionBacking::File {
+                path: cli.data_dir.join(POOL_FILE_NAME),
+            },
+        };
+        Some(RegionSpec {
+            size_bytes: slow_size_bytes,
+            backing,
+            cost,
+        })
+    };
+
+    engine.policy = match PlacementPolicy::parse(&cli.policy) {
+        Some(policy) => policy,
+        None => {
+            let valid = PlacementPolicy::NAMES.join(", ");
+            return Err(usage(if POLICIES_PLANNED.contains(&cli.policy.as_str()) {
+                format!(
+                    "policy {:?} is not implemented yet (valid: {valid})",
+                    cli.policy
+                )
+            } else {
+                format!("unknown policy {:?} (valid: {valid})", cli.policy)
+            }));
+        }
+    };
+    engine.migration_enabled = !cli.no_migration;
+    engine.dram_residency_max_s = cli.dram_residency_max_s;
+    if cli.migration_threads == 0 || cli.migration_threads > MIGRATION_THREADS_MAX {
+        return Err(usage(format!(
+            "--migration-threads must be between 1 and {MIGRATION_THREADS_MAX}, got {}",
+            cli.migration_threads
+        )));
+    }
+    engine.migration_threads = cli.migration_threads;
+    if cli.move_queue_max == 0 || cli.move_queue_max > MOVE_QUEUE_MAX_LIMIT {
+        return Err(usage(format!(
+            "--move-queue-max must be between 1 and {MOVE_QUEUE_MAX_LIMIT}, got {}",
+            cli.move_queue_max
+        )));
+    }
+    engine.move_queue_max = cli.move_queue_max;
+    Ok(())
+}
+
+/// Why the storage the configuration names could not be made ready.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StorageError {
+    /// The configuration asks for something this machine lacks (a NUMA node): a usage
+    /// error.
+    Usage(String),
+    /// The operating system refused (e.g. the data directory cannot be created).
+    Os(String),
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StorageError::Usage(message) | StorageError::Os(message) => f.write_str(message),
+        }
+    }
+}
+
+/// Start-up checks and preparation before the engine opens its regions: creates the
+/// data directory when the slow tier's pool file lives in it, and checks a NUMA node
+/// exists. Separate from [`parse`] so that parsing has no side effects.
+pub fn prepare_storage(config: &Config) -> Result<(), StorageError> {
+    let Some(spec) = &config.engine.slow_tier else {
+        return Ok(());
+    };
+    match &spec.backing {
+        RegionBacking::File { path } if path.starts_with(&config.data_dir) => {
+            create_data_dir(&config.data_dir)
+        }
+        RegionBacking::Numa { node } => {
+            tier::check_node_exists(*node).map_err(|e| StorageError::Usage(e.to_string()))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn create_data_dir(dir: &Path) -> Result<(), StorageError> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        StorageError::Os(format!(
+            "cannot create the data directory {}: {e}",
+            dir.display()
+        ))
+    })
 }
 
 fn apply_suboption(
@@ -340,11 +544,23 @@ fn number<T: std::str::FromStr>(name: &str, value: Option<&str>) -> Result<T, Cl
 /// Cross-option checks memcached makes at start-up, then the engine's own.
 fn check(config: &Config, slab_chunk_max_set: bool) -> Result<(), CliExit> {
     let engine = &config.engine;
-    if engine.item_size_max_bytes as u64 > engine.memory_limit_bytes / 2 {
+    // An item must fit in every tier that can hold it (new items go to DRAM, demoted
+    // ones to the slow tier); a tier of size 0 holds nothing.
+    if engine.memory_limit_bytes != 0
+        && engine.item_size_max_bytes as u64 > engine.memory_limit_bytes / 2
+    {
         return Err(usage(format!(
             "Cannot set item size limit (-I {}) higher than 1/2 of memory max (-m {} bytes)",
             engine.item_size_max_bytes, engine.memory_limit_bytes
         )));
+    }
+    if let Some(slow) = &engine.slow_tier {
+        if engine.item_size_max_bytes > slow.size_bytes / 2 {
+            return Err(usage(format!(
+                "Cannot set item size limit (-I {}) higher than 1/2 of the slow tier (--slow-size {} bytes)",
+                engine.item_size_max_bytes, slow.size_bytes
+            )));
+        }
     }
     if slab_chunk_max_set {
         let chunk = engine.slab_chunk_max_bytes;
@@ -562,6 +778,352 @@ mod tests {
         assert!(
             matches!(parse(["fogcached", "-V"]), Err(CliExit::Info(text)) if text.contains("fogcached"))
         );
+    }
+
+    /// A unique scratch directory under the system temp dir, removed on drop.
+    struct ScratchDir(PathBuf);
+
+    impl ScratchDir {
+        fn new(tag: &str) -> ScratchDir {
+            static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = std::env::temp_dir()
+                .join(format!("fogcached-config-{tag}-{}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            ScratchDir(dir)
+        }
+    }
+
+    impl Drop for ScratchDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn slow_spec(config: &Config) -> &RegionSpec {
+        match &config.engine.slow_tier {
+            Some(spec) => spec,
+            None => panic!("expected a slow tier"),
+        }
+    }
+
+    #[test]
+    fn default_is_dram_plus_a_pool_file_in_the_data_dir() {
+        let config = parse_ok(&[]);
+        assert_eq!(config.data_dir, PathBuf::from("fogcached-data"));
+        assert_eq!(
+            config.engine.slow_tier,
+            Some(RegionSpec {
+                size_bytes: 1 << 30,
+                backing: RegionBacking::File {
+                    path: PathBuf::from("fogcached-data/slow-tier.pool")
+                },
+                cost: CostModel::NONE,
+            })
+        );
+        assert_eq!(config.engine.memory_limit_bytes, 64 << 20);
+        assert_eq!(config.engine.policy, PlacementPolicy::DualLru);
+        assert!(config.engine.migration_enabled);
+        assert_eq!(config.engine.dram_residency_max_s, 0);
+        assert_eq!(config.engine.migration_threads, 1);
+        assert_eq!(config.engine.move_queue_max, 1024);
+    }
+
+    #[test]
+    fn dram_is_the_memory_limit() {
+        assert_eq!(
+            parse_ok(&["--dram", "128"]).engine.memory_limit_bytes,
+            128 << 20
+        );
+        assert_eq!(
+            parse_ok(&["--dram", "2g"]).engine.memory_limit_bytes,
+            2 << 30
+        );
+        assert_eq!(
+            parse_ok(&["--memory-limit", "8"]).engine.memory_limit_bytes,
+            8 << 20
+        );
+        // 0 = slow tier only.
+        let config = parse_ok(&["--dram", "0"]);
+        assert_eq!(config.engine.memory_limit_bytes, 0);
+        assert_eq!(slow_spec(&config).size_bytes, 1 << 30);
+        assert_eq!(parse_ok(&["-m", "0"]).engine.memory_limit_bytes, 0);
+        assert_eq!(
+            parse_usage(&["--dram", "512k"]),
+            "memory limit (-m/--dram) must be 0 (slow tier only) or at least 1 megabyte"
+        );
+        assert!(parse_usage(&["--dram", "lots"]).starts_with("invalid memory limit (-m) \"lots\""));
+        assert!(parse_usage(&["--dram", "1", "-m", "2"]).contains("--memory-limit"));
+    }
+
+    #[test]
+    fn slow_size_sets_the_slow_tier() {
+        assert_eq!(
+            slow_spec(&parse_ok(&["--slow-size", "256"])).size_bytes,
+            256 << 20
+        );
+        assert_eq!(
+            slow_spec(&parse_ok(&["--slow-size", "4g"])).size_bytes,
+            4 << 30
+        );
+        // 0 = DRAM only.
+        assert_eq!(parse_ok(&["--slow-size", "0"]).engine.slow_tier, None);
+        assert_eq!(
+            parse_usage(&["--slow-size", "100k"]),
+            "slow tier size (--slow-size) must be 0 (DRAM only) or at least 1 megabyte"
+        );
+        assert_eq!(
+            parse_usage(&["--slow-size", "big"]),
+            "invalid slow tier size (--slow-size) \"big\": expected a number with an optional k/m/g suffix"
+        );
+        assert_eq!(
+            parse_usage(&["--slow-size", "0", "--dram", "0"]),
+            "-m/--dram and --slow-size are both 0: at least one tier needs memory"
+        );
+    }
+
+    #[test]
+    fn slow_path_maps_the_given_file_or_device() {
+        let config = parse_ok(&["--slow-path", "/dev/dax0.0", "--slow-size", "2g"]);
+        assert_eq!(
+            slow_spec(&config).backing,
+            RegionBacking::File {
+                path: PathBuf::from("/dev/dax0.0")
+            }
+        );
+        assert_eq!(slow_spec(&config).size_bytes, 2 << 30);
+        assert!(parse_usage(&["--slow-path", ""])
+            .contains("a value is required for '--slow-path <PATH>'"));
+        assert_eq!(
+            parse_usage(&["--slow-path", "/mnt/pmem/pool", "--slow-size", "0"]),
+            "--slow-path and --slow-numa-node need a slow tier (--slow-size is 0)"
+        );
+        let message = parse_usage(&["--slow-path", "/x", "--slow-numa-node", "1"]);
+        assert!(
+            message.contains("'--slow-path <PATH>' cannot be used with '--slow-numa-node <N>'"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn slow_numa_node_binds_the_slow_tier() {
+        let config = parse_ok(&["--slow-numa-node", "2"]);
+        assert_eq!(slow_spec(&config).backing, RegionBacking::Numa { node: 2 });
+        assert!(parse_usage(&["--slow-numa-node", "x"]).contains("--slow-numa-node <N>"));
+        assert!(parse_usage(&["--slow-numa-node", "-1"]).contains("-1"));
+        assert_eq!(
+            parse_usage(&["--slow-numa-node", "0", "--slow-size", "0"]),
+            "--slow-path and --slow-numa-node need a slow tier (--slow-size is 0)"
+        );
+    }
+
+    #[test]
+    fn slow_cost_takes_presets_and_explicit_figures() {
+        assert_eq!(
+            slow_spec(&parse_ok(&["--slow-cost", "optane"])).cost,
+            CostModel::OPTANE
+        );
+        assert_eq!(
+            slow_spec(&parse_ok(&["--slow-cost", "cxl"])).cost,
+            CostModel::CXL
+        );
+        let hm = slow_spec(&parse_ok(&["--slow-cost", "hmcached"])).cost;
+        assert_eq!((hm.read_latency_ns, hm.write_latency_ns), (300, 1000));
+        assert_eq!(
+            slow_spec(&parse_ok(&["--slow-cost", "none"])).cost,
+            CostModel::NONE
+        );
+        let explicit = slow_spec(&parse_ok(&[
+            "--slow-cost",
+            "read_ns=200,write_ns=500,read_gbps=8,write_gbps=2",
+        ]))
+        .cost;
+        assert_eq!(
+            explicit,
+            CostModel {
+                read_latency_ns: 200,
+                write_latency_ns: 500,
+                read_bandwidth_gbps: 8.0,
+                write_bandwidth_gbps: 2.0
+            }
+        );
+        assert_eq!(
+            parse_usage(&["--slow-cost", "fast"]),
+            "invalid --slow-cost \"fast\": bad slow-tier cost: unknown cost preset \"fast\" (presets: none, optane, cxl, hmcached; or read_ns=..,write_ns=..,read_gbps=..,write_gbps=..)"
+        );
+        assert!(
+            parse_usage(&["--slow-cost", "read_ns=x"]).contains("read_ns must be a whole number")
+        );
+        assert!(parse_usage(&["--slow-cost", "speed=1"]).contains("unknown cost key \"speed\""));
+    }
+
+    #[test]
+    fn data_dir_holds_the_pool_file() {
+        let config = parse_ok(&["--data-dir", "/var/lib/fogcached"]);
+        assert_eq!(config.data_dir, PathBuf::from("/var/lib/fogcached"));
+        assert_eq!(
+            slow_spec(&config).backing,
+            RegionBacking::File {
+                path: PathBuf::from("/var/lib/fogcached/slow-tier.pool")
+            }
+        );
+        assert!(
+            parse_usage(&["--data-dir", ""]).contains("a value is required for '--data-dir <DIR>'")
+        );
+    }
+
+    #[test]
+    fn policy_accepts_dual_lru_only_for_now() {
+        assert_eq!(
+            parse_ok(&["--policy", "dual-lru"]).engine.policy,
+            PlacementPolicy::DualLru
+        );
+        assert_eq!(
+            parse_usage(&["--policy", "hotspot"]),
+            "policy \"hotspot\" is not implemented yet (valid: dual-lru)"
+        );
+        assert_eq!(
+            parse_usage(&["--policy", "two-level"]),
+            "policy \"two-level\" is not implemented yet (valid: dual-lru)"
+        );
+        assert_eq!(
+            parse_usage(&["--policy", "lfu"]),
+            "unknown policy \"lfu\" (valid: dual-lru)"
+        );
+    }
+
+    #[test]
+    fn migration_knobs() {
+        let config = parse_ok(&[
+            "--no-migration",
+            "--dram-residency-max-s",
+            "30",
+            "--migration-threads",
+            "4",
+            "--move-queue-max",
+            "64",
+        ]);
+        assert!(!config.engine.migration_enabled);
+        assert_eq!(config.engine.dram_residency_max_s, 30);
+        assert_eq!(config.engine.migration_threads, 4);
+        assert_eq!(config.engine.move_queue_max, 64);
+        assert!(parse_usage(&["--dram-residency-max-s", "-1"]).contains("-1"));
+        assert!(parse_usage(&["--dram-residency-max-s", "soon"]).contains("--dram-residency-max-s"));
+        assert_eq!(
+            parse_usage(&["--migration-threads", "0"]),
+            "--migration-threads must be between 1 and 64, got 0"
+        );
+        assert_eq!(
+            parse_usage(&["--migration-threads", "65"]),
+            "--migration-threads must be between 1 and 64, got 65"
+        );
+        assert_eq!(
+            parse_usage(&["--move-queue-max", "0"]),
+            "--move-queue-max must be between 1 and 1048576, got 0"
+        );
+        assert_eq!(
+            parse_usage(&["--move-queue-max", "1048577"]),
+            "--move-queue-max must be between 1 and 1048576, got 1048577"
+        );
+        assert!(parse_usage(&["--no-migration=yes"]).contains("--no-migration"));
+    }
+
+    #[test]
+    fn item_size_must_fit_half_of_each_tier() {
+        // Slow tier only: -I is checked against the slow tier, not the empty DRAM.
+        assert_eq!(
+            parse_ok(&["--dram", "0", "--slow-size", "2", "-I", "1m"])
+                .engine
+                .memory_limit_bytes,
+            0
+        );
+        assert_eq!(
+            parse_usage(&["--dram", "0", "--slow-size", "1", "-I", "1m"]),
+            "Cannot set item size limit (-I 1048576) higher than 1/2 of the slow tier (--slow-size 1048576 bytes)"
+        );
+        assert!(parse_usage(&["--dram", "1", "-I", "1m"]).contains("1/2 of memory max"));
+    }
+
+    #[test]
+    fn prepare_storage_creates_the_data_dir_only_when_the_pool_is_in_it() {
+        let scratch = ScratchDir::new("prepare");
+        let data_dir = scratch.0.join("nested").join("data");
+        let dir_arg = data_dir.to_str().unwrap();
+        let config = parse_ok(&["--data-dir", dir_arg]);
+        assert!(!data_dir.exists(), "parsing must not touch the file system");
+        prepare_storage(&config).unwrap();
+        assert!(data_dir.is_dir());
+        // Idempotent.
+        prepare_storage(&config).unwrap();
+
+        let elsewhere = scratch.0.join("other");
+        let elsewhere_arg = elsewhere.to_str().unwrap();
+        let pool = scratch.0.join("pool");
+        let config = parse_ok(&[
+            "--data-dir",
+            elsewhere_arg,
+            "--slow-path",
+            pool.to_str().unwrap(),
+        ]);
+        prepare_storage(&config).unwrap();
+        let config = parse_ok(&["--data-dir", elsewhere_arg, "--slow-size", "0"]);
+        prepare_storage(&config).unwrap();
+        assert!(!elsewhere.exists());
+
+        // A data dir that cannot be created (a file is in the way).
+        std::fs::write(scratch.0.join("file"), b"x").unwrap();
+        let blocked = scratch.0.join("file").join("data");
+        let config = parse_ok(&["--data-dir", blocked.to_str().unwrap()]);
+        match prepare_storage(&config) {
+            Err(StorageError::Os(message)) => assert!(
+                message.starts_with(&format!(
+                    "cannot create the data directory {}: ",
+                    blocked.display()
+                )),
+                "{message}"
+            ),
+            other => panic!("expected an OS error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn prepare_storage_refuses_a_missing_numa_node() {
+        let nodes = tier::online_nodes();
+        let absent = nodes.iter().max().map_or(0, |n| n + 1);
+        let config = parse_ok(&["--slow-numa-node", &absent.to_string()]);
+        match prepare_storage(&config) {
+            Err(StorageError::Usage(message)) => assert!(
+                message.starts_with(&format!("NUMA node {absent} does not exist (nodes: ")),
+                "{message}"
+            ),
+            other => panic!("expected a usage error, got {other:?}"),
+        }
+        if nodes.contains(&0) {
+            prepare_storage(&parse_ok(&["--slow-numa-node", "0"])).unwrap();
+        }
+    }
+
+    #[test]
+    fn help_lists_the_tier_flags() {
+        let Err(CliExit::Info(text)) = parse(["fogcached", "--help"]) else {
+            panic!("--help is information");
+        };
+        for flag in [
+            "--dram",
+            "--slow-size",
+            "--slow-path",
+            "--slow-numa-node",
+            "--slow-cost",
+            "--data-dir",
+            "--policy",
+            "--no-migration",
+            "--dram-residency-max-s",
+            "--migration-threads",
+            "--move-queue-max",
+        ] {
+            assert!(text.contains(flag), "{flag} missing from --help");
+        }
+        assert!(text.contains("none (the default"), "{text}");
     }
 
     #[test]

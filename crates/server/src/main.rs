@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use server::config::{self, CliExit, EXIT_USAGE};
+use server::config::{self, CliExit, StorageError, EXIT_USAGE};
 use server::runtime::Server;
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
@@ -23,6 +23,19 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    // Before anything starts: the default pool file needs its data directory, and a
+    // NUMA node that does not exist is the operator's mistake, reported as such.
+    match config::prepare_storage(&config) {
+        Ok(()) => {}
+        Err(StorageError::Usage(message)) => {
+            eprintln!("fogcached: {message}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+        Err(StorageError::Os(message)) => {
+            eprintln!("fogcached: {message}");
+            return ExitCode::from(EXIT_OS_ERROR);
+        }
+    }
     if config.user.is_some() && config.verbosity > 0 {
         eprintln!("fogcached: -u is accepted for compatibility; fogcached does not switch user");
     }

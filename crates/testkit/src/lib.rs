@@ -26,6 +26,9 @@ const REPLY_MAX_BYTES: usize = 256 * 1024 * 1024;
 pub struct ServerProcess {
     child: Option<Child>,
     port: u16,
+    /// fogcached's `--data-dir`, unique per server (two servers cannot share a slow-tier
+    /// pool: the second is refused), removed on drop.
+    data_dir: Option<PathBuf>,
 }
 
 impl ServerProcess {
@@ -47,8 +50,16 @@ impl ServerProcess {
     fn start_on(binary: &str, port: u16, extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
         let port_arg = port.to_string();
         let mut command = Command::new(binary);
+        command.args(["-p", &port_arg, "-l", "127.0.0.1", "-U", "0"]);
+        let is_fogcached = Path::new(binary)
+            .file_name()
+            .is_some_and(|n| n == "fogcached");
+        let data_dir = (is_fogcached && !extra_args.iter().any(|a| *a == "--data-dir"))
+            .then(|| std::env::temp_dir().join(format!("fogcached-test-{}-{port}", std::process::id())));
+        if let Some(dir) = &data_dir {
+            command.arg("--data-dir").arg(dir);
+        }
         command
-            .args(["-p", &port_arg, "-l", "127.0.0.1", "-U", "0"])
             .args(extra_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -67,6 +78,7 @@ impl ServerProcess {
         let mut server = ServerProcess {
             child: Some(child),
             port,
+            data_dir,
         };
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
@@ -173,6 +185,9 @@ impl Drop for ServerProcess {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        if let Some(dir) = self.data_dir.take() {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }

@@ -1,10 +1,19 @@
 //! Memory regions for the cache tiers. This crate is where `unsafe` lives: each region
 //! hands out raw byte ranges, and the invariants it relies on are written above it.
 //!
-//! A [`Region`] is one contiguous byte range split into fixed-size pages. The engine
-//! carves slab chunks out of pages; this crate knows nothing about what is stored in
-//! them.
+//! A [`Region`] is one contiguous byte range split into fixed-size pages, made from a
+//! [`RegionSpec`]: anonymous memory (DRAM), heap (tests), a file or DAX device mapped
+//! shared, or memory bound to a NUMA node (CXL). The engine carves slab chunks out of
+//! pages; this crate knows nothing about what is stored in them. Every access the engine
+//! makes is reported with [`Region::charge_read`] / [`Region::charge_write`], which count
+//! bytes and 64-byte lines and busy-wait the region's emulated [`CostModel`].
 
+mod accounting;
+mod cost;
+mod numa;
 mod region;
 
-pub use region::{Region, TierError, PAGE_SIZE_BYTES};
+pub use accounting::{lines_touched, AccessCounts, LINE_SIZE_BYTES};
+pub use cost::{CostModel, PRESET_NAMES};
+pub use numa::{check_node_exists, online_nodes};
+pub use region::{MapMode, Region, RegionBacking, RegionSpec, TierError, PAGE_SIZE_BYTES};

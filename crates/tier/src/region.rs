@@ -1,9 +1,13 @@
-//! A contiguous region of memory split into pages.
+//! A contiguous region of memory split into pages, with its backing (anonymous memory,
+//! heap, a mapped file or device, NUMA-bound memory), its emulated access cost and its
+//! access accounting.
 //!
 //! Invariants every `unsafe` block below relies on:
 //! 1. `base` points at `page_count * PAGE_SIZE_BYTES` bytes that this `Region` owns
-//!    exclusively (an anonymous mapping made by `mmap`, or a heap allocation made by
+//!    exclusively (a mapping made by `mmap`, or a heap allocation made by
 //!    `alloc_zeroed` with `heap_layout`), readable and writable, aligned to 4096 bytes.
+//!    For a file mapping "owns" means: no other mapping is made by this process; other
+//!    processes sharing the file are the operator's business.
 //! 2. The range stays mapped until `Drop`, which releases it exactly once with the
 //!    routine matching how it was obtained (`munmap` or `dealloc`).
 //! 3. The region never reads or writes the bytes itself: what the engine stores in the
@@ -11,9 +15,17 @@
 //!    out pointers is therefore safe; dereferencing them is the caller's `unsafe`.
 
 use std::alloc::Layout;
+use std::fs::OpenOptions;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 
 use thiserror::Error;
+
+use crate::accounting::{lines_touched, AccessCounts, StripedCounters};
+use crate::cost::{busy_wait_ns, CostModel};
+use crate::numa;
 
 /// Size of one page of a region (memcached's slab page).
 pub const PAGE_SIZE_BYTES: usize = 1024 * 1024;
@@ -21,18 +33,67 @@ pub const PAGE_SIZE_BYTES: usize = 1024 * 1024;
 /// Alignment of the start of a region (and so of every page).
 const REGION_ALIGN_BYTES: usize = 4096;
 
+/// Device DAX maps in units of its alignment (2 MiB by default): a device mapping is
+/// rounded down to a multiple of this.
+const DEVICE_MAP_ALIGN_BYTES: usize = 2 * 1024 * 1024;
+
 #[derive(Debug, Error)]
 pub enum TierError {
     #[error("cannot reserve {size_bytes} bytes of memory: {reason}")]
     Reserve { size_bytes: usize, reason: String },
+    #[error("bad slow-tier cost: {0}")]
+    CostSpec(String),
+    #[error("cannot map {path}: {reason}")]
+    File { path: PathBuf, reason: String },
+    #[error("NUMA node {node} does not exist (nodes: {nodes})")]
+    NumaNodeMissing { node: u32, nodes: String },
+    #[error("cannot bind memory to NUMA node {node}: {reason}")]
+    Numa { node: u32, reason: String },
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Backing {
-    Mmap,
+/// Where a region's bytes come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RegionBacking {
+    /// Private anonymous memory (`MAP_NORESERVE`): DRAM, and slow tiers in tests.
+    Anonymous,
+    /// Zeroed heap memory: for tests under Miri, which cannot `mmap`.
     Heap,
+    /// A file or a DAX character device mapped `MAP_SHARED` (with `MAP_SYNC` where the
+    /// file system supports it). A regular file is created, and extended sparsely with
+    /// `ftruncate`, to the region's size.
+    File { path: PathBuf },
+    /// Anonymous memory bound with `mbind(MPOL_BIND)` to one NUMA node (a CXL expander
+    /// shows up as a CPU-less node).
+    Numa { node: u32 },
+}
+
+/// What [`Region::open`] makes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegionSpec {
+    /// Rounded down to whole pages; fewer than one page makes an empty region.
+    pub size_bytes: usize,
+    pub backing: RegionBacking,
+    pub cost: CostModel,
+}
+
+/// How the region's bytes were obtained, so `Drop` releases them the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Release {
+    Munmap,
+    Dealloc,
     /// Zero pages: nothing to release.
-    Empty,
+    Nothing,
+}
+
+/// How a file backing ended up mapped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MapMode {
+    /// Not a file mapping.
+    NotFile,
+    /// `MAP_SHARED_VALIDATE | MAP_SYNC`: stores reach persistence with a cache flush.
+    SharedSync,
+    /// Plain `MAP_SHARED`, because `MAP_SYNC` was refused for the given reason.
+    SharedFallback { reason: String },
 }
 
 /// A range of pages, reserved at construction and released on drop.
@@ -40,17 +101,38 @@ enum Backing {
 pub struct Region {
     base: NonNull<u8>,
     page_count: usize,
-    backing: Backing,
+    release: Release,
+    cost: CostModel,
+    counters: StripedCounters,
+    map_mode: MapMode,
+    description: String,
+    /// A file backing's descriptor, kept open to hold its `flock`: two processes
+    /// mapping one pool would overwrite each other's items.
+    _lock: Option<std::fs::File>,
 }
 
 // SAFETY: the region is a plain owned byte range (invariant 1); moving the owner to
 // another thread or sharing `&Region` between threads only shares the base pointer.
-// Synchronisation of the bytes is the caller's responsibility (invariant 3).
+// Synchronisation of the bytes is the caller's responsibility (invariant 3). The
+// counters are atomics.
 unsafe impl Send for Region {}
 // SAFETY: see `Send`: `&Region` only exposes the address range, never the bytes.
 unsafe impl Sync for Region {}
 
 impl Region {
+    /// Makes the region `spec` describes.
+    pub fn open(spec: &RegionSpec) -> Result<Region, TierError> {
+        let page_count = spec.size_bytes / PAGE_SIZE_BYTES;
+        let mut region = match &spec.backing {
+            RegionBacking::Anonymous => Region::anonymous(spec.size_bytes)?,
+            RegionBacking::Heap => Region::heap(spec.size_bytes)?,
+            RegionBacking::File { path } => Region::map_file(path, page_count)?,
+            RegionBacking::Numa { node } => Region::numa(*node, page_count)?,
+        };
+        region.cost = spec.cost;
+        Ok(region)
+    }
+
     /// Reserves `size_bytes` (rounded down to whole pages) of anonymous memory. The
     /// memory is mapped with `MAP_NORESERVE`, so untouched pages cost nothing.
     pub fn anonymous(size_bytes: usize) -> Result<Region, TierError> {
@@ -58,34 +140,13 @@ impl Region {
         if page_count == 0 {
             return Ok(Region::empty());
         }
-        let len = page_count * PAGE_SIZE_BYTES;
-        // SAFETY: an anonymous private mapping with no address hint has no
-        // preconditions; the result is checked against MAP_FAILED before use.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(TierError::Reserve {
-                size_bytes: len,
-                reason: std::io::Error::last_os_error().to_string(),
-            });
-        }
-        let base = NonNull::new(ptr.cast::<u8>()).ok_or(TierError::Reserve {
-            size_bytes: len,
-            reason: "mmap returned a null pointer".to_string(),
-        })?;
-        Ok(Region {
+        let base = map_anonymous(page_count)?;
+        Ok(Region::new(
             base,
             page_count,
-            backing: Backing::Mmap,
-        })
+            Release::Munmap,
+            "anonymous".to_string(),
+        ))
     }
 
     /// Reserves `size_bytes` (rounded down to whole pages) from the heap, zeroed. For
@@ -105,19 +166,130 @@ impl Region {
             size_bytes,
             reason: "allocation failed".to_string(),
         })?;
-        Ok(Region {
+        Ok(Region::new(
             base,
             page_count,
-            backing: Backing::Heap,
-        })
+            Release::Dealloc,
+            "heap".to_string(),
+        ))
+    }
+
+    fn numa(node: u32, page_count: usize) -> Result<Region, TierError> {
+        numa::check_node_exists(node)?;
+        if page_count == 0 {
+            return Ok(Region::empty());
+        }
+        let base = map_anonymous(page_count)?;
+        let len = page_count * PAGE_SIZE_BYTES;
+        if let Err(reason) = numa::bind(base, len, node) {
+            // SAFETY: invariant 2: the mapping was just made and is not handed out.
+            unsafe { libc::munmap(base.as_ptr().cast(), len) };
+            return Err(TierError::Numa { node, reason });
+        }
+        Ok(Region::new(
+            base,
+            page_count,
+            Release::Munmap,
+            format!("numa:{node} (anonymous, mbind MPOL_BIND)"),
+        ))
+    }
+
+    fn map_file(path: &Path, page_count: usize) -> Result<Region, TierError> {
+        if page_count == 0 {
+            return Ok(Region::empty());
+        }
+        let file_err = |reason: String| TierError::File {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let existing = std::fs::metadata(path).ok();
+        let is_device = existing
+            .as_ref()
+            .map(|m| m.file_type().is_char_device())
+            .unwrap_or(false);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(!is_device)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| file_err(e.to_string()))?;
+        // SAFETY: flock on an open descriptor has no memory preconditions.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let error = std::io::Error::last_os_error();
+            return Err(file_err(
+                if error.kind() == std::io::ErrorKind::WouldBlock {
+                    "in use by another process (another fogcached on the same pool?)".to_string()
+                } else {
+                    format!("flock: {error}")
+                },
+            ));
+        }
+        let mut page_count = page_count;
+        if is_device {
+            let rdev = existing.as_ref().map(|m| m.rdev()).unwrap_or(0);
+            let device_bytes = device_size_bytes(rdev).map_err(file_err)?;
+            let wanted = page_count * PAGE_SIZE_BYTES;
+            if wanted > device_bytes {
+                return Err(file_err(format!(
+                    "the device holds {device_bytes} bytes, fewer than the {wanted} asked for"
+                )));
+            }
+            // Device DAX refuses lengths that are not a multiple of its alignment.
+            let len = wanted / DEVICE_MAP_ALIGN_BYTES * DEVICE_MAP_ALIGN_BYTES;
+            page_count = len / PAGE_SIZE_BYTES;
+            if page_count == 0 {
+                return Err(file_err(format!(
+                    "a device mapping needs at least {DEVICE_MAP_ALIGN_BYTES} bytes"
+                )));
+            }
+        } else {
+            let len = (page_count * PAGE_SIZE_BYTES) as u64;
+            let current = file.metadata().map_err(|e| file_err(e.to_string()))?.len();
+            // Extend (sparsely: no blocks are allocated until written) but never shrink,
+            // so a larger pool made earlier keeps its bytes.
+            if current < len {
+                file.set_len(len).map_err(|e| file_err(e.to_string()))?;
+            }
+        }
+        let len = page_count * PAGE_SIZE_BYTES;
+        let fd = file.as_raw_fd();
+        let (base, map_mode) = map_shared(fd, len, path).map_err(file_err)?;
+        let mode = match &map_mode {
+            MapMode::SharedSync => "MAP_SHARED|MAP_SYNC".to_string(),
+            MapMode::SharedFallback { reason } => {
+                format!("MAP_SHARED, MAP_SYNC unavailable: {reason}")
+            }
+            MapMode::NotFile => String::new(),
+        };
+        let kind = if is_device { "device" } else { "file" };
+        let description = format!("{kind}:{} ({mode})", path.display());
+        let mut region = Region::new(base, page_count, Release::Munmap, description);
+        region.map_mode = map_mode;
+        region._lock = Some(file);
+        Ok(region)
+    }
+
+    fn new(base: NonNull<u8>, page_count: usize, release: Release, description: String) -> Region {
+        Region {
+            base,
+            page_count,
+            release,
+            cost: CostModel::NONE,
+            counters: StripedCounters::new(),
+            map_mode: MapMode::NotFile,
+            description,
+            _lock: None,
+        }
     }
 
     fn empty() -> Region {
-        Region {
-            base: NonNull::dangling(),
-            page_count: 0,
-            backing: Backing::Empty,
-        }
+        Region::new(
+            NonNull::dangling(),
+            0,
+            Release::Nothing,
+            "empty".to_string(),
+        )
     }
 
     pub fn page_count(&self) -> usize {
@@ -160,6 +332,73 @@ impl Region {
         }
         Some((ptr as usize - self.base.as_ptr() as usize) / PAGE_SIZE_BYTES)
     }
+
+    /// Counts the 64-byte lines of [ptr, ptr+len) as read, and busy-waits the cost.
+    #[inline]
+    pub fn charge_read(&self, ptr: *const u8, len: usize) {
+        self.counters
+            .add_read(len as u64, lines_touched(ptr as usize, len));
+        if !self.cost.is_none() {
+            let ns = self.cost.read_cost_ns(len);
+            self.counters.add_wait_ns(ns);
+            busy_wait_ns(ns);
+        }
+    }
+
+    /// Counts the 64-byte lines of [ptr, ptr+len) as written, and busy-waits the cost.
+    #[inline]
+    pub fn charge_write(&self, ptr: *const u8, len: usize) {
+        self.counters
+            .add_write(len as u64, lines_touched(ptr as usize, len));
+        if !self.cost.is_none() {
+            let ns = self.cost.write_cost_ns(len);
+            self.counters.add_wait_ns(ns);
+            busy_wait_ns(ns);
+        }
+    }
+
+    /// Sum of every thread's accounting so far.
+    pub fn access_counts(&self) -> AccessCounts {
+        self.counters.snapshot()
+    }
+
+    /// Total emulated wait the cost model has charged (nanoseconds of busy-wait asked
+    /// for, summed over threads); 0 while the cost is NONE.
+    pub fn emulated_wait_ns(&self) -> u64 {
+        self.counters.wait_ns()
+    }
+
+    pub fn cost_model(&self) -> CostModel {
+        self.cost
+    }
+
+    /// How a file backing was mapped ([`MapMode::NotFile`] for the others).
+    pub fn map_mode(&self) -> &MapMode {
+        &self.map_mode
+    }
+
+    /// The backing in words, e.g. `file:/path (MAP_SHARED|MAP_SYNC)`, for logs and stats.
+    pub fn describe(&self) -> String {
+        self.description.clone()
+    }
+
+    /// Writes a file mapping's dirty pages back to the file (`msync(MS_SYNC)`); nothing
+    /// to do for the other backings.
+    pub fn flush(&self) -> Result<(), TierError> {
+        if self.map_mode == MapMode::NotFile || self.page_count == 0 {
+            return Ok(());
+        }
+        // SAFETY: invariant 1: the range is a live mapping of exactly this length.
+        let rc =
+            unsafe { libc::msync(self.base.as_ptr().cast(), self.size_bytes(), libc::MS_SYNC) };
+        if rc != 0 {
+            return Err(TierError::File {
+                path: PathBuf::from(self.description.clone()),
+                reason: format!("msync: {}", std::io::Error::last_os_error()),
+            });
+        }
+        Ok(())
+    }
 }
 
 fn heap_layout(page_count: usize) -> Option<Layout> {
@@ -167,23 +406,104 @@ fn heap_layout(page_count: usize) -> Option<Layout> {
     Layout::from_size_align(size, REGION_ALIGN_BYTES).ok()
 }
 
+fn map_anonymous(page_count: usize) -> Result<NonNull<u8>, TierError> {
+    let len = page_count
+        .checked_mul(PAGE_SIZE_BYTES)
+        .ok_or(TierError::Reserve {
+            size_bytes: usize::MAX,
+            reason: "size overflows".to_string(),
+        })?;
+    // SAFETY: an anonymous private mapping with no address hint has no
+    // preconditions; the result is checked against MAP_FAILED before use.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return Err(TierError::Reserve {
+            size_bytes: len,
+            reason: std::io::Error::last_os_error().to_string(),
+        });
+    }
+    NonNull::new(ptr.cast::<u8>()).ok_or(TierError::Reserve {
+        size_bytes: len,
+        reason: "mmap returned a null pointer".to_string(),
+    })
+}
+
+/// Maps `len` bytes of `fd` shared, with `MAP_SYNC` when the file system allows it
+/// (a DAX mount or a device DAX), else plain `MAP_SHARED` with the reason logged.
+fn map_shared(fd: libc::c_int, len: usize, path: &Path) -> Result<(NonNull<u8>, MapMode), String> {
+    let prot = libc::PROT_READ | libc::PROT_WRITE;
+    // SAFETY: fd is an open descriptor of a file at least `len` bytes long (extended
+    // above) or a device checked to hold `len`; no address hint; result checked.
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            prot,
+            libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
+            fd,
+            0,
+        )
+    };
+    if ptr != libc::MAP_FAILED {
+        let base = NonNull::new(ptr.cast::<u8>()).ok_or("mmap returned a null pointer")?;
+        return Ok((base, MapMode::SharedSync));
+    }
+    let sync_error = std::io::Error::last_os_error().to_string();
+    // SAFETY: as above, without MAP_SYNC.
+    let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, 0) };
+    if ptr == libc::MAP_FAILED {
+        return Err(format!("mmap: {}", std::io::Error::last_os_error()));
+    }
+    let base = NonNull::new(ptr.cast::<u8>()).ok_or("mmap returned a null pointer")?;
+    // A start-up event, once per region: the operator must know that stores are not
+    // synchronously persistent (not a DAX mount, or an old kernel).
+    eprintln!(
+        "fogcached: {}: MAP_SYNC unavailable ({sync_error}), mapped MAP_SHARED \
+         (not a DAX mount: stores reach the file only through the page cache)",
+        path.display()
+    );
+    Ok((base, MapMode::SharedFallback { reason: sync_error }))
+}
+
+/// A character device's size, from sysfs (`/sys/dev/char/MAJ:MIN/size`, which device
+/// DAX provides in bytes).
+fn device_size_bytes(rdev: u64) -> Result<usize, String> {
+    let major = libc::major(rdev);
+    let minor = libc::minor(rdev);
+    let sys = format!("/sys/dev/char/{major}:{minor}/size");
+    let text = std::fs::read_to_string(&sys)
+        .map_err(|e| format!("cannot read the device size from {sys}: {e}"))?;
+    text.trim()
+        .parse::<usize>()
+        .map_err(|_| format!("{sys} does not hold a size: {:?}", text.trim()))
+}
+
 impl Drop for Region {
     fn drop(&mut self) {
-        match self.backing {
-            Backing::Mmap => {
-                // SAFETY: invariant 2: this exact range came from `mmap` in
-                // `anonymous` and is released once, here.
+        match self.release {
+            Release::Munmap => {
+                // SAFETY: invariant 2: this exact range came from `mmap` and is
+                // released once, here.
                 unsafe {
                     libc::munmap(self.base.as_ptr().cast(), self.size_bytes());
                 }
             }
-            Backing::Heap => {
+            Release::Dealloc => {
                 if let Some(layout) = heap_layout(self.page_count) {
                     // SAFETY: invariant 2: allocated in `heap` with this layout.
                     unsafe { std::alloc::dealloc(self.base.as_ptr(), layout) };
                 }
             }
-            Backing::Empty => {}
+            Release::Nothing => {}
         }
     }
 }
@@ -191,6 +511,52 @@ impl Drop for Region {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fresh, unique directory under the system temp dir, removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> TempDir {
+            static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = std::env::temp_dir().join(format!("tier-{tag}-{}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn file_spec(path: &Path, size_bytes: usize) -> RegionSpec {
+        RegionSpec {
+            size_bytes,
+            backing: RegionBacking::File {
+                path: path.to_path_buf(),
+            },
+            cost: CostModel::NONE,
+        }
+    }
+
+    /// Whether the file system holding `path` is mounted with a `dax` option.
+    fn on_dax_mount(path: &Path) -> bool {
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        let path = path.canonicalize().unwrap();
+        mounts
+            .lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                (fields.len() >= 4).then(|| (fields[1].to_string(), fields[3].to_string()))
+            })
+            .filter(|(mount_point, _)| path.starts_with(mount_point))
+            .max_by_key(|(mount_point, _)| mount_point.len())
+            .map(|(_, options)| options.split(',').any(|o| o.starts_with("dax")))
+            .unwrap_or(false)
+    }
 
     #[test]
     fn heap_region_pages_are_disjoint_and_writable() {
@@ -211,6 +577,7 @@ mod tests {
             assert_eq!(*p0.as_ptr(), 7);
             assert_eq!(*last, 9);
         }
+        assert_eq!(region.describe(), "heap");
     }
 
     #[test]
@@ -224,7 +591,12 @@ mod tests {
     #[cfg(not(miri))]
     #[test]
     fn anonymous_region_is_zeroed_and_writable() {
-        let region = Region::anonymous(3 * PAGE_SIZE_BYTES).unwrap();
+        let region = Region::open(&RegionSpec {
+            size_bytes: 3 * PAGE_SIZE_BYTES,
+            backing: RegionBacking::Anonymous,
+            cost: CostModel::NONE,
+        })
+        .unwrap();
         assert_eq!(region.page_count(), 3);
         let p2 = region.page_ptr(2).unwrap();
         // SAFETY: inside the region, no other user.
@@ -234,5 +606,270 @@ mod tests {
             assert_eq!(*p2.as_ptr(), 1);
         }
         assert!(region.contains(p2.as_ptr()));
+        assert_eq!(region.describe(), "anonymous");
+        assert_eq!(region.map_mode(), &MapMode::NotFile);
+    }
+
+    #[cfg(not(miri))]
+    #[test]
+    fn file_region_persists_bytes_across_reopen() {
+        let dir = TempDir::new("persist");
+        let path = dir.0.join("slow-tier.pool");
+        let spec = file_spec(&path, 2 * PAGE_SIZE_BYTES);
+        {
+            let region = Region::open(&spec).unwrap();
+            assert_eq!(region.page_count(), 2);
+            let p1 = region.page_ptr(1).unwrap().as_ptr();
+            // SAFETY: inside the region, no other user.
+            unsafe {
+                assert_eq!(*p1, 0, "a new pool file reads as zeroes");
+                std::ptr::copy_nonoverlapping(b"fogcached".as_ptr(), p1.add(100), 9);
+            }
+            region.flush().unwrap();
+        }
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            2 * PAGE_SIZE_BYTES as u64
+        );
+        let region = Region::open(&spec).unwrap();
+        let p1 = region.page_ptr(1).unwrap().as_ptr();
+        let mut got = [0u8; 9];
+        // SAFETY: inside the region, no other user.
+        unsafe { std::ptr::copy_nonoverlapping(p1.add(100), got.as_mut_ptr(), 9) };
+        assert_eq!(&got, b"fogcached");
+        assert!(region
+            .describe()
+            .starts_with(&format!("file:{} (MAP_SHARED", path.display())));
+    }
+
+    #[cfg(not(miri))]
+    #[test]
+    fn file_region_is_sparse_and_never_shrinks_the_file() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = TempDir::new("sparse");
+        let path = dir.0.join("pool");
+        let region = Region::open(&file_spec(&path, 64 * PAGE_SIZE_BYTES)).unwrap();
+        drop(region);
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!(meta.len(), 64 * PAGE_SIZE_BYTES as u64);
+        // st_blocks counts 512-byte blocks actually allocated: far below 64 MiB.
+        assert!(
+            meta.blocks() * 512 < PAGE_SIZE_BYTES as u64,
+            "{} blocks",
+            meta.blocks()
+        );
+        let smaller = Region::open(&file_spec(&path, 2 * PAGE_SIZE_BYTES)).unwrap();
+        assert_eq!(smaller.page_count(), 2);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            64 * PAGE_SIZE_BYTES as u64
+        );
+    }
+
+    #[cfg(not(miri))]
+    #[test]
+    fn a_pool_in_use_is_refused_until_released() {
+        let dir = TempDir::new("lock");
+        let path = dir.0.join("pool");
+        let first = Region::open(&file_spec(&path, PAGE_SIZE_BYTES)).unwrap();
+        let err = Region::open(&file_spec(&path, PAGE_SIZE_BYTES))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            format!(
+                "cannot map {}: in use by another process (another fogcached on the same pool?)",
+                path.display()
+            )
+        );
+        drop(first);
+        assert!(Region::open(&file_spec(&path, PAGE_SIZE_BYTES)).is_ok());
+    }
+
+    #[cfg(not(miri))]
+    #[test]
+    fn map_sync_fallback_is_reported() {
+        let dir = TempDir::new("mapsync");
+        let path = dir.0.join("pool");
+        let region = Region::open(&file_spec(&path, PAGE_SIZE_BYTES)).unwrap();
+        if on_dax_mount(&dir.0) {
+            assert_eq!(region.map_mode(), &MapMode::SharedSync);
+            assert!(region.describe().ends_with("(MAP_SHARED|MAP_SYNC)"));
+        } else {
+            // tmpfs and page-cache file systems refuse MAP_SYNC with EOPNOTSUPP.
+            match region.map_mode() {
+                MapMode::SharedFallback { reason } => assert!(!reason.is_empty()),
+                other => panic!("expected the MAP_SYNC fallback, got {other:?}"),
+            }
+            assert!(
+                region
+                    .describe()
+                    .contains("(MAP_SHARED, MAP_SYNC unavailable: "),
+                "{}",
+                region.describe()
+            );
+        }
+    }
+
+    #[cfg(not(miri))]
+    #[test]
+    fn file_errors_name_the_path() {
+        let dir = TempDir::new("errors");
+        let missing = dir.0.join("no-such-dir").join("pool");
+        let err = Region::open(&file_spec(&missing, PAGE_SIZE_BYTES)).unwrap_err();
+        assert!(err
+            .to_string()
+            .starts_with(&format!("cannot map {}: ", missing.display())));
+        // A character device without a sysfs size (not a DAX device) is refused.
+        let err = Region::open(&file_spec(Path::new("/dev/zero"), 2 * PAGE_SIZE_BYTES))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cannot read the device size from /sys/dev/char/1:5/size"),
+            "{err}"
+        );
+        // Zero pages: nothing is created.
+        let none = dir.0.join("empty");
+        let region = Region::open(&file_spec(&none, PAGE_SIZE_BYTES - 1)).unwrap();
+        assert_eq!(region.page_count(), 0);
+        assert!(!none.exists());
+    }
+
+    #[cfg(not(miri))]
+    #[test]
+    fn missing_numa_node_is_a_clear_error() {
+        let nodes = crate::online_nodes();
+        let absent = nodes.iter().max().map_or(0, |n| n + 1);
+        let err = Region::open(&RegionSpec {
+            size_bytes: PAGE_SIZE_BYTES,
+            backing: RegionBacking::Numa { node: absent },
+            cost: CostModel::NONE,
+        })
+        .unwrap_err();
+        let listed = if nodes.is_empty() {
+            "none listed in /sys/devices/system/node".to_string()
+        } else {
+            nodes
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        assert_eq!(
+            err.to_string(),
+            format!("NUMA node {absent} does not exist (nodes: {listed})")
+        );
+    }
+
+    #[cfg(not(miri))]
+    #[test]
+    fn numa_node_zero_binds_when_sysfs_lists_it() {
+        if !Path::new("/sys/devices/system/node/node0").is_dir() {
+            eprintln!("skipped: no /sys/devices/system/node/node0");
+            return;
+        }
+        let region = Region::open(&RegionSpec {
+            size_bytes: 2 * PAGE_SIZE_BYTES,
+            backing: RegionBacking::Numa { node: 0 },
+            cost: CostModel::NONE,
+        })
+        .unwrap();
+        assert_eq!(region.page_count(), 2);
+        assert_eq!(region.describe(), "numa:0 (anonymous, mbind MPOL_BIND)");
+        let p = region.page_ptr(1).unwrap().as_ptr();
+        // SAFETY: inside the region, no other user; faulting it in obeys the policy.
+        unsafe {
+            *p = 42;
+            assert_eq!(*p, 42);
+        }
+    }
+
+    #[test]
+    fn charging_counts_exactly_the_lines_touched() {
+        let region = Region::open(&RegionSpec {
+            size_bytes: PAGE_SIZE_BYTES,
+            backing: RegionBacking::Heap,
+            cost: CostModel::HMCACHED,
+        })
+        .unwrap();
+        let base = region.base_ptr().as_ptr();
+        // 100 bytes from offset 60: lines 0, 1 and 2 (the base is 4096-aligned).
+        region.charge_read(base.wrapping_add(60), 100);
+        assert_eq!(
+            region.access_counts(),
+            AccessCounts {
+                bytes_read: 100,
+                bytes_written: 0,
+                lines_read: 3,
+                lines_written: 0
+            }
+        );
+        region.charge_write(base.wrapping_add(64), 64);
+        region.charge_write(base.wrapping_add(127), 2);
+        assert_eq!(
+            region.access_counts(),
+            AccessCounts {
+                bytes_read: 100,
+                bytes_written: 66,
+                lines_read: 3,
+                lines_written: 3
+            }
+        );
+        // hmcached: 300 ns per read, 1000 ns per write, no bandwidth term.
+        assert_eq!(region.emulated_wait_ns(), 300 + 2 * 1000);
+        assert_eq!(region.cost_model(), CostModel::HMCACHED);
+    }
+
+    #[test]
+    fn charging_with_bandwidth_adds_the_transfer_time() {
+        let cost = CostModel::parse("read_ns=10,write_ns=20,read_gbps=1,write_gbps=0.5").unwrap();
+        let region = Region::open(&RegionSpec {
+            size_bytes: PAGE_SIZE_BYTES,
+            backing: RegionBacking::Heap,
+            cost,
+        })
+        .unwrap();
+        let base = region.base_ptr().as_ptr();
+        region.charge_read(base, 1000);
+        region.charge_write(base, 1000);
+        assert_eq!(region.emulated_wait_ns(), (10 + 1000) + (20 + 2000));
+        assert_eq!(region.access_counts().lines_read, 16);
+        assert_eq!(region.access_counts().lines_written, 16);
+    }
+
+    #[test]
+    fn none_cost_counts_but_never_spins() {
+        let region = Region::heap(PAGE_SIZE_BYTES).unwrap();
+        assert_eq!(region.cost_model(), CostModel::NONE);
+        let base = region.base_ptr().as_ptr();
+        for i in 0..1000 {
+            region.charge_read(base.wrapping_add(i), 64);
+            region.charge_write(base.wrapping_add(i), 1);
+        }
+        let counts = region.access_counts();
+        assert_eq!(counts.bytes_read, 64_000);
+        assert_eq!(counts.bytes_written, 1000);
+        // 64 bytes from an aligned offset touch one line, from any other offset two.
+        assert_eq!(counts.lines_read, 1000 + 984);
+        assert_eq!(counts.lines_written, 1000);
+        assert_eq!(region.emulated_wait_ns(), 0, "a NONE cost charges no wait");
+    }
+
+    #[test]
+    fn charges_from_many_threads_all_count() {
+        let region = Region::heap(PAGE_SIZE_BYTES).unwrap();
+        let base = region.base_ptr().as_ptr() as usize;
+        std::thread::scope(|scope| {
+            for t in 0..4usize {
+                let region = &region;
+                scope.spawn(move || {
+                    for i in 0..500usize {
+                        region.charge_read((base + (t * 500 + i) * 64) as *const u8, 64);
+                    }
+                });
+            }
+        });
+        assert_eq!(region.access_counts().lines_read, 2000);
+        assert_eq!(region.access_counts().bytes_read, 2000 * 64);
     }
 }

@@ -1,0 +1,492 @@
+//! Dual-LRU migration (Fogcached, seed 000 section 4.3; seed 004 section 4.2): the two
+//! bounded Move queues that join the DRAM and slow-tier LRUs, and the copy that moves
+//! one item between the tiers.
+//!
+//! Feeding the queues:
+//! - Move-to-slow: the DRAM maintainer, at a class's DRAM COLD tail, when DRAM is
+//!   (nearly) out of chunks for the class, or when the tail item was not accessed for
+//!   `dram_residency_max_s` and DRAM holds more than `dram_low_water_pct` of its size.
+//! - Move-to-DRAM: an item in the slow tier that is read again while ACTIVE gets the
+//!   Promote state; the read offers it to the queue at once (try-lock, never waits) and
+//!   the slow tier's maintainer offers it again when it reaches a HOT or WARM tail.
+//!
+//! A queue entry is `(address, CAS, key hash)`; the item stays linked in its LRU and
+//! readable while it waits (its `QUEUED` bit keeps it from being queued twice). A full
+//! queue refuses the entry and counts it: the migration threads shed work, never grow.
+//!
+//! One migration ([`Engine::migrate`]):
+//! 1. under the key's shard lock, check the index still maps the key hash to the
+//!    address and the item's CAS is the queued one; read its size; unlock;
+//! 2. allocate in the destination tier with no lock held (a promotion may demote or
+//!    evict the DRAM COLD tail to make room; the slow tier evicts its own COLD tail);
+//! 3. lock the shard again and re-check as in 1 (a `set`, `delete`, `incr`, `append`,
+//!    `touch`-with-expiry that ran in between changed the CAS or the address: the
+//!    migration gives up and frees its chunk, so the request wins); copy key, value
+//!    and header; swap the index entry; link the copy (DRAM HOT head, or slow COLD
+//!    head); unlink and free the source; unlock.
+//!
+//! So the only lock held during the copy is the key's shard lock: a client request on
+//! that key waits at most for one item copy, and no LRU (class) lock is held during a
+//! copy. Lock order stays shard -> class -> pool; on the client path (a store that
+//! needs DRAM room, which may already hold its own shard lock) shards are only
+//! `try_lock`ed.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::api::{MigrationCounts, TierId};
+use crate::config::SLAB_PAGE_SIZE_BYTES;
+use crate::engine::{Engine, Pull, Tier};
+use crate::index::{Index, ShardGuard};
+use crate::item::{state, ItemAddr, ItemMemory, NIL};
+use crate::lru::{COLD, HOT, WARM};
+use crate::slab::Geometry;
+
+/// Entries a migration step takes from each queue before returning (bounds the time a
+/// test or the sim spends in one step; the threads loop).
+const MIGRATION_BATCH: usize = 64;
+
+/// Items looked at from the DRAM COLD tail for a demotion candidate.
+const DEMOTE_TAIL_TRIES: usize = 5;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// Move-to-DRAM (promotion).
+    ToDram,
+    /// Move-to-slow (demotion).
+    ToSlow,
+}
+
+/// How a migration takes the item's shard lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShardLocking {
+    /// Wait for it (migration threads, which hold no other lock).
+    Wait,
+    /// Give up if it is busy (a client store, which may hold another shard).
+    Try,
+}
+
+/// One Move-queue entry: the item as it was when queued.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MoveReq {
+    addr: ItemAddr,
+    cas: u64,
+    key_hash: u32,
+}
+
+/// A bounded FIFO. The deque is allocated once at its full capacity, so pushing never
+/// allocates (the read path may push).
+struct MoveQueue {
+    entries: Mutex<VecDeque<MoveReq>>,
+    /// Mirror of the length, read without the lock (stats, the read path's pre-check).
+    len: AtomicUsize,
+}
+
+impl MoveQueue {
+    fn new(capacity: usize) -> MoveQueue {
+        MoveQueue {
+            entries: Mutex::new(VecDeque::with_capacity(capacity)),
+            len: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// The Move queues and the migration counters.
+pub(crate) struct Migration {
+    capacity: usize,
+    to_dram: MoveQueue,
+    to_slow: MoveQueue,
+    pub promotions: AtomicU64,
+    pub demotions: AtomicU64,
+    pub promotions_failed: AtomicU64,
+    pub demotions_failed: AtomicU64,
+    pub raced: AtomicU64,
+    pub dropped: AtomicU64,
+}
+
+/// What became of one migration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Moved,
+    /// A request changed, replaced or removed the item first (it wins).
+    Raced,
+    /// No chunk in the destination tier.
+    NoSpace,
+    /// The shard was busy (only with `ShardLocking::Try`).
+    Busy,
+}
+
+impl Migration {
+    pub fn new(capacity: usize) -> Migration {
+        let capacity = capacity.max(1);
+        Migration {
+            capacity,
+            to_dram: MoveQueue::new(capacity),
+            to_slow: MoveQueue::new(capacity),
+            promotions: AtomicU64::new(0),
+            demotions: AtomicU64::new(0),
+            promotions_failed: AtomicU64::new(0),
+            demotions_failed: AtomicU64::new(0),
+            raced: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    fn queue(&self, direction: Direction) -> &MoveQueue {
+        match direction {
+            Direction::ToDram => &self.to_dram,
+            Direction::ToSlow => &self.to_slow,
+        }
+    }
+
+    pub fn queue_len(&self, direction: Direction) -> usize {
+        self.queue(direction).len.load(Ordering::Relaxed)
+    }
+
+    /// Queues the item at `addr` for migration and marks it `QUEUED`. The caller holds
+    /// the item's shard lock or its class lock, so the item cannot be freed meanwhile.
+    /// With `wait == false` a busy queue lock is not waited for (the read path).
+    /// Returns whether the item was queued; a full queue counts a drop.
+    pub fn offer(
+        &self,
+        direction: Direction,
+        mem: &ItemMemory,
+        addr: ItemAddr,
+        wait: bool,
+    ) -> bool {
+        let queue = self.queue(direction);
+        if queue.len.load(Ordering::Relaxed) >= self.capacity {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let mut entries = if wait {
+            queue.entries.lock()
+        } else {
+            match queue.entries.try_lock() {
+                Some(guard) => guard,
+                None => return false,
+            }
+        };
+        if entries.len() >= self.capacity {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let h = mem.header(addr);
+        h.set(state::QUEUED);
+        entries.push_back(MoveReq {
+            addr,
+            cas: h.cas.load(Ordering::Relaxed),
+            key_hash: h.key_hash.load(Ordering::Relaxed),
+        });
+        queue.len.store(entries.len(), Ordering::Relaxed);
+        true
+    }
+
+    fn pop(&self, direction: Direction) -> Option<MoveReq> {
+        let queue = self.queue(direction);
+        if queue.len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut entries = queue.entries.lock();
+        let req = entries.pop_front();
+        queue.len.store(entries.len(), Ordering::Relaxed);
+        req
+    }
+
+    pub fn counts(&self) -> MigrationCounts {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        MigrationCounts {
+            promotions: get(&self.promotions),
+            demotions: get(&self.demotions),
+            promotions_failed: get(&self.promotions_failed),
+            demotions_failed: get(&self.demotions_failed),
+            migrations_raced: get(&self.raced),
+            move_queue_dropped: get(&self.dropped),
+            move_to_dram_queue_len: self.queue_len(Direction::ToDram) as u64,
+            move_to_slow_queue_len: self.queue_len(Direction::ToSlow) as u64,
+        }
+    }
+
+    pub fn reset_counters(&self) {
+        for c in [
+            &self.promotions,
+            &self.demotions,
+            &self.promotions_failed,
+            &self.demotions_failed,
+            &self.raced,
+            &self.dropped,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Engine {
+    /// Dual-LRU counters and queue lengths.
+    pub fn migration_counts(&self) -> MigrationCounts {
+        self.moves.counts()
+    }
+
+    /// One step of a migration thread: handles up to a batch of Move-to-slow entries
+    /// (they make DRAM room), then up to a batch of Move-to-DRAM entries. Returns the
+    /// entries handled (0: both queues were empty).
+    pub fn migration_step(&self) -> usize {
+        let mut handled = 0;
+        for direction in [Direction::ToSlow, Direction::ToDram] {
+            for _ in 0..MIGRATION_BATCH {
+                let Some(req) = self.moves.pop(direction) else {
+                    break;
+                };
+                handled += 1;
+                self.migrate(req, direction, ShardLocking::Wait);
+            }
+        }
+        handled
+    }
+
+    /// Whether the shard still maps `req.key_hash` to `req.addr`, the item there is
+    /// linked, alive and carries the queued CAS. The caller holds the shard lock.
+    fn still_queued_item(&self, table: &ShardGuard<'_>, req: &MoveReq, now_s: u32) -> bool {
+        if !Index::contains(table, req.key_hash, req.addr) {
+            return false;
+        }
+        let h = self.tier_of(req.addr).mem.header(req.addr);
+        h.has(state::LINKED)
+            && h.cas.load(Ordering::Relaxed) == req.cas
+            && self.dead_reason(h, now_s).is_none()
+    }
+
+    fn lock_shard(&self, key_hash: u32, locking: ShardLocking) -> Option<ShardGuard<'_>> {
+        let shard = self.index.shard(key_hash);
+        match locking {
+            ShardLocking::Wait => Some(shard.table.lock()),
+            ShardLocking::Try => shard.table.try_lock(),
+        }
+    }
+
+    /// Moves the queued item to the other tier (see the module comment). Returns
+    /// whether it moved; every other outcome is counted.
+    pub(crate) fn migrate(
+        &self,
+        req: MoveReq,
+        direction: Direction,
+        locking: ShardLocking,
+    ) -> bool {
+        let outcome = self.migrate_inner(req, direction, locking);
+        let m = &self.moves;
+        let counter = match (outcome, direction) {
+            (Outcome::Moved, Direction::ToDram) => &m.promotions,
+            (Outcome::Moved, Direction::ToSlow) => &m.demotions,
+            (Outcome::Raced, _) => &m.raced,
+            (_, Direction::ToDram) => &m.promotions_failed,
+            (_, Direction::ToSlow) => &m.demotions_failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        outcome == Outcome::Moved
+    }
+
+    fn migrate_inner(&self, req: MoveReq, direction: Direction, locking: ShardLocking) -> Outcome {
+        let src_tier = self.tier_of(req.addr);
+        let dst_tier = match direction {
+            Direction::ToDram => self.dram(),
+            Direction::ToSlow => match self.slow() {
+                Some(t) => t,
+                None => return Outcome::NoSpace,
+            },
+        };
+        if src_tier.id == dst_tier.id {
+            return Outcome::Raced;
+        }
+        let src = &src_tier.mem;
+        // 1. Still the queued item? Its size decides the destination class.
+        let (total_bytes, class_id) = {
+            let Some(table) = self.lock_shard(req.key_hash, locking) else {
+                src.header(req.addr).clear(state::QUEUED);
+                return Outcome::Busy;
+            };
+            if !self.still_queued_item(&table, &req, self.clock.now_s()) {
+                self.release(&table, &req);
+                return Outcome::Raced;
+            }
+            let h = src.header(req.addr);
+            if direction == Direction::ToDram && !h.has(state::PROMOTE) {
+                // Not promoted (a stale entry): nothing to do.
+                h.clear(state::QUEUED);
+                return Outcome::Raced;
+            }
+            (h.total_bytes(), h.class())
+        };
+        // 2. A destination chunk, allocated with no lock held.
+        let dst_addr = match direction {
+            Direction::ToDram => self.alloc_for_promotion(class_id, total_bytes),
+            Direction::ToSlow => self.alloc(dst_tier, class_id, total_bytes),
+        };
+        let Some(dst_addr) = dst_addr else {
+            self.clear_queued_if_same(&req, locking);
+            return Outcome::NoSpace;
+        };
+        // 3. Re-check, copy, swap.
+        let Some(mut table) = self.lock_shard(req.key_hash, locking) else {
+            self.free_unlinked(dst_addr);
+            src.header(req.addr).clear(state::QUEUED);
+            return Outcome::Busy;
+        };
+        let now = self.clock.now_s();
+        let src_h = src.header(req.addr);
+        if !self.still_queued_item(&table, &req, now) || src_h.total_bytes() != total_bytes {
+            self.release(&table, &req);
+            drop(table);
+            self.free_unlinked(dst_addr);
+            return Outcome::Raced;
+        }
+        let capacity = if class_id == self.geometry.large {
+            Geometry::large_run_pages(total_bytes) * SLAB_PAGE_SIZE_BYTES
+        } else {
+            self.geometry.chunk_bytes[class_id]
+        };
+        let dst = &dst_tier.mem;
+        src.charge_read(req.addr, 0, total_bytes);
+        // SAFETY: we hold the source item's shard lock (item.rs invariant 3), so its
+        // key and value are stable; the destination chunk was allocated above for at
+        // least `total_bytes` (same class geometry in both tiers) and is unpublished
+        // (invariant 3 (a)). Source and destination are distinct chunks.
+        unsafe {
+            let key = src.key(req.addr);
+            let value = src.value(req.addr);
+            dst.write_item(dst_addr, capacity, key, &[value]);
+        }
+        let dst_h = dst.header(dst_addr);
+        for (to, from) in [
+            (&dst_h.client_flags, &src_h.client_flags),
+            (&dst_h.exptime_rel_s, &src_h.exptime_rel_s),
+            (&dst_h.last_access_s, &src_h.last_access_s),
+            (&dst_h.key_hash, &src_h.key_hash),
+        ] {
+            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        dst_h.cas.store(req.cas, Ordering::Relaxed);
+        dst_h.next.store(NIL, Ordering::Relaxed);
+        dst_h.prev.store(NIL, Ordering::Relaxed);
+        dst_h.set(
+            (src_h.state.load(Ordering::Relaxed) & state::CARRIED_BY_MIGRATION) | state::LINKED,
+        );
+        Index::replace(&mut table, req.key_hash, req.addr, dst_addr);
+        {
+            // Fogcached: promoted items enter DRAM's HOT head, demoted items the slow
+            // tier's COLD head.
+            let segment = match direction {
+                Direction::ToDram => HOT,
+                Direction::ToSlow => COLD,
+            };
+            let mut cs = dst_tier.classes[class_id].0.lock();
+            cs.lru.link_head(dst, segment, dst_addr);
+        }
+        self.unlink_from_class(req.addr);
+        drop(table);
+        Outcome::Moved
+    }
+
+    /// After a failed allocation: lets the item be queued again.
+    fn clear_queued_if_same(&self, req: &MoveReq, locking: ShardLocking) {
+        if let Some(table) = self.lock_shard(req.key_hash, locking) {
+            self.release(&table, req);
+        }
+    }
+
+    /// Clears `QUEUED` on the item at `req.addr` if it is still indexed (possibly
+    /// changed in place, e.g. by `incr`), so it can be queued again. Clearing it on an
+    /// item queued by someone else would at worst queue it twice, which the checks of
+    /// `migrate` make harmless. The caller holds the shard lock.
+    fn release(&self, table: &ShardGuard<'_>, req: &MoveReq) {
+        if Index::contains(table, req.key_hash, req.addr) {
+            self.tier_of(req.addr)
+                .mem
+                .header(req.addr)
+                .clear(state::QUEUED);
+        }
+    }
+
+    /// A DRAM chunk for a promotion: a free one; else demote the class's DRAM COLD
+    /// tail (one item copy) and take the chunk it freed; else evict the COLD tail; else
+    /// give the promotion up (`None`, counted by the caller).
+    fn alloc_for_promotion(&self, class_id: usize, total_bytes: usize) -> Option<ItemAddr> {
+        let dram = self.dram();
+        if let Some(addr) = self.take_free(dram, class_id, total_bytes) {
+            return Some(addr);
+        }
+        if self.demote_cold_tail_now(class_id, ShardLocking::Wait) {
+            if let Some(addr) = self.take_free(dram, class_id, total_bytes) {
+                return Some(addr);
+            }
+        }
+        let now = self.clock.now_s();
+        let mut cs = dram.classes[class_id].0.lock();
+        self.pull_tail(dram, &mut cs, COLD, 0, 0, Pull::Evict, now);
+        self.take_chunk(dram, &mut cs, total_bytes)
+    }
+
+    /// Demotes one item from the DRAM COLD tail of `class_id` right now (a store that
+    /// found DRAM full, or a promotion making room). Returns whether an item moved.
+    pub(crate) fn demote_cold_tail_now(&self, class_id: usize, locking: ShardLocking) -> bool {
+        let dram = self.dram();
+        let req = {
+            let mut cs = dram.classes[class_id].0.lock();
+            let now = self.clock.now_s();
+            if cs.lru.tail[COLD] == NIL {
+                // As memcached's allocation does: let HOT and WARM flow into COLD.
+                self.pull_tail(dram, &mut cs, HOT, 0, 0, Pull::Juggle, now);
+                self.pull_tail(dram, &mut cs, WARM, 0, 0, Pull::Juggle, now);
+            }
+            let mut search = cs.lru.tail[COLD];
+            let mut found = None;
+            for _ in 0..DEMOTE_TAIL_TRIES {
+                if search == NIL {
+                    break;
+                }
+                let h = dram.mem.header(search);
+                if !h.has(state::QUEUED) && self.dead_reason(h, now).is_none() {
+                    h.set(state::QUEUED);
+                    found = Some(MoveReq {
+                        addr: search,
+                        cas: h.cas.load(Ordering::Relaxed),
+                        key_hash: h.key_hash.load(Ordering::Relaxed),
+                    });
+                    break;
+                }
+                search = h.prev.load(Ordering::Relaxed);
+            }
+            found
+        };
+        match req {
+            Some(req) => self.migrate(req, Direction::ToSlow, locking),
+            None => false,
+        }
+    }
+
+    /// Whether DRAM is (nearly) out of room for `cs`'s class: no free page in the pool
+    /// and under 5 % of the class's chunks free (seed 004: "DRAM has almost no free
+    /// space"). The caller holds the class lock (the pool lock is a leaf).
+    pub(crate) fn dram_needs_room(&self, tier: &Tier, cs: &crate::slab::ClassState) -> bool {
+        let total_chunks = (cs.pages.len() * cs.per_page) as u64;
+        cs.free_chunks * 20 <= total_chunks && tier.pool.lock().free_pages() == 0
+    }
+
+    /// Whether age-based demotion may run: DRAM holds more than the low-water share of
+    /// its size (as seen at the maintainer's last pass). This is what keeps the age
+    /// limit from draining DRAM (seed 001).
+    pub(crate) fn dram_above_low_water(&self) -> bool {
+        let dram = self.dram();
+        let limit = (dram.page_count * SLAB_PAGE_SIZE_BYTES) as u64;
+        let seen = dram.item_bytes_seen.load(Ordering::Relaxed);
+        seen.saturating_mul(100) > limit.saturating_mul(u64::from(self.config.dram_low_water_pct))
+    }
+
+    /// Which tier a key's item is in now (tests, `me`-style debugging); `None` if absent.
+    pub fn tier_of_key(&self, key: &[u8]) -> Option<TierId> {
+        let key_hash = self.index.hash(key);
+        let table = self.index.shard(key_hash).table.lock();
+        Index::find(&table, |a| &self.tier_of(a).mem, key_hash, key).map(|a| self.tier_of(a).id)
+    }
+}

@@ -1,0 +1,585 @@
+//! Dual-LRU (Fogcached) placement across a DRAM tier and a slow tier: placement of new
+//! items, demotion instead of eviction, the Promote state and the Move-to-DRAM queue,
+//! requests racing a migration, and the invariants of BRIEF.md. Background threads are
+//! not started unless a test says so: the tests drive the per-tier maintainers and the
+//! migration step themselves, with a manual clock.
+
+mod common;
+use common::*;
+use engine::*;
+
+const MIB: u64 = 1024 * 1024;
+
+fn tiered(dram_mib: u64, slow_mib: u64) -> EngineConfig {
+    EngineConfig {
+        memory_limit_bytes: dram_mib * MIB,
+        slow_tier: Some(tier::RegionSpec {
+            size_bytes: (slow_mib * MIB) as usize,
+            backing: tier::RegionBacking::Anonymous,
+            cost: tier::CostModel::NONE,
+        }),
+        ..EngineConfig::default()
+    }
+}
+
+/// A value of `len` bytes that names its key and a version.
+fn val(key: &str, version: u32, len: usize) -> Vec<u8> {
+    let mut v = format!("{key}#{version}#").into_bytes();
+    v.resize(len, b'.');
+    v
+}
+
+fn key(i: u32) -> String {
+    format!("key:{i:06}")
+}
+
+/// Runs every maintainer pass and drains both Move queues (bounded).
+fn settle(e: &Engine) {
+    for _ in 0..100 {
+        let moved = e.lru_maintainer_tier_step(0) + e.lru_maintainer_tier_step(1);
+        let migrated = e.migration_step();
+        if moved == 0 && migrated == 0 {
+            break;
+        }
+    }
+}
+
+/// Reads that take a never-read item to the Promote state: FETCHED, ACTIVE (which in
+/// COLD moves it to WARM and clears ACTIVE), ACTIVE again, then Promote.
+const READS_TO_PROMOTE: usize = 4;
+
+fn read_n(e: &Engine, k: &str, n: usize) -> Option<Vec<u8>> {
+    let mut last = None;
+    for _ in 0..n {
+        last = value(e, k.as_bytes());
+    }
+    last
+}
+
+/// Fills a 1 MiB DRAM tier (one page) past its size; with migration the overflow is
+/// demoted, never evicted.
+fn fill(e: &Engine, keys: u32, len: usize) {
+    for i in 0..keys {
+        let k = key(i);
+        assert!(stored(set(e, k.as_bytes(), &val(&k, 0, len))), "set {k}");
+        if i % 64 == 0 {
+            settle(e);
+        }
+    }
+    settle(e);
+}
+
+#[test]
+fn dram_full_demotes_the_cold_tail_instead_of_evicting() {
+    let (e, _) = engine_with(tiered(1, 16));
+    fill(&e, 3000, 900);
+    let m = e.migration_counts();
+    assert!(m.demotions > 0, "{m:?}");
+    assert_eq!(stat(&e, "evictions"), 0);
+    for i in 0..3000 {
+        let k = key(i);
+        assert_eq!(value(&e, k.as_bytes()), Some(val(&k, 0, 900)), "{k}");
+    }
+    let dram = e.tier_usage(TierId::Dram);
+    let slow = e.tier_usage(TierId::Slow);
+    assert!(dram.items > 0 && slow.items > 0, "{dram:?} {slow:?}");
+    assert_eq!(dram.items + slow.items, 3000);
+}
+
+#[test]
+fn a_slow_item_read_again_while_active_is_promoted_to_dram_hot() {
+    let (e, _) = engine_with(tiered(1, 16));
+    fill(&e, 3000, 900);
+    // The first keys were written first: demoted to the slow tier by now.
+    let k = key(0);
+    assert_eq!(e.tier_of_key(k.as_bytes()), Some(TierId::Slow));
+    let cas_before = get(&e, k.as_bytes()).unwrap().cas;
+    // FETCHED was carried; the next reads make it ACTIVE, then Promote.
+    read_n(&e, &k, 3);
+    assert!(e.migration_counts().move_to_dram_queue_len >= 1);
+    assert!(e.migration_step() >= 1);
+    assert_eq!(e.tier_of_key(k.as_bytes()), Some(TierId::Dram));
+    let got = get(&e, k.as_bytes()).unwrap();
+    assert_eq!(got.value, val(&k, 0, 900));
+    assert_eq!(got.cas, cas_before, "a migration keeps the CAS");
+    let m = e.migration_counts();
+    assert!(m.promotions >= 1, "{m:?}");
+    // Reads are counted per tier.
+    assert!(e.tier_usage(TierId::Slow).get_hits >= 3);
+    assert!(e.tier_usage(TierId::Dram).get_hits >= 1);
+    let s = stats(&e);
+    assert_eq!(s["promotions"], m.promotions.to_string());
+    assert!(s["slow_lines_read"].parse::<u64>().unwrap() > 0);
+    assert!(s["slow_lines_written"].parse::<u64>().unwrap() > 0);
+}
+
+#[test]
+fn the_slow_maintainer_queues_promote_items_the_read_path_could_not() {
+    let (e, _) = engine_with(EngineConfig {
+        move_queue_max: 1,
+        ..tiered(1, 16)
+    });
+    fill(&e, 3000, 900);
+    let (a, b) = (key(0), key(1));
+    assert_eq!(e.tier_of_key(a.as_bytes()), Some(TierId::Slow));
+    assert_eq!(e.tier_of_key(b.as_bytes()), Some(TierId::Slow));
+    read_n(&e, &a, READS_TO_PROMOTE);
+    read_n(&e, &b, READS_TO_PROMOTE);
+    let m = e.migration_counts();
+    assert_eq!(m.move_to_dram_queue_len, 1);
+    assert!(m.move_queue_dropped >= 1, "{m:?}");
+    e.migration_step();
+    assert_eq!(e.tier_of_key(a.as_bytes()), Some(TierId::Dram));
+    // `b` is still in the Promote state: the slow tier's maintainer offers it again
+    // once it reaches a HOT or WARM tail.
+    for _ in 0..50 {
+        settle(&e);
+        read_n(&e, &b, 1);
+        if e.tier_of_key(b.as_bytes()) == Some(TierId::Dram) {
+            break;
+        }
+    }
+    assert_eq!(e.tier_of_key(b.as_bytes()), Some(TierId::Dram));
+    assert_eq!(value(&e, b.as_bytes()), Some(val(&b, 0, 900)));
+}
+
+/// Queues a promotion of `k` (a slow-tier item), runs `op`, then the migration, and
+/// returns the migration counters.
+fn race(e: &Engine, k: &str, op: impl FnOnce(&Engine)) -> MigrationCounts {
+    assert_eq!(e.tier_of_key(k.as_bytes()), Some(TierId::Slow), "{k}");
+    read_n(e, k, READS_TO_PROMOTE);
+    assert_eq!(e.migration_counts().move_to_dram_queue_len, 1);
+    let before = e.migration_counts();
+    op(e);
+    e.migration_step();
+    let after = e.migration_counts();
+    MigrationCounts {
+        promotions: after.promotions - before.promotions,
+        migrations_raced: after.migrations_raced - before.migrations_raced,
+        ..after
+    }
+}
+
+#[test]
+fn a_set_racing_a_migration_wins() {
+    let (e, _) = engine_with(tiered(1, 16));
+    fill(&e, 3000, 900);
+    let k = key(2);
+    let m = race(&e, &k, |e| assert!(stored(set(e, k.as_bytes(), b"new"))));
+    assert_eq!(m.promotions, 0);
+    assert_eq!(m.migrations_raced, 1);
+    assert_eq!(value(&e, k.as_bytes()), Some(b"new".to_vec()));
+    assert_eq!(
+        e.tier_usage(TierId::Dram).items + e.tier_usage(TierId::Slow).items,
+        3000
+    );
+}
+
+#[test]
+fn a_delete_racing_a_migration_wins_and_nothing_is_resurrected() {
+    let (e, _) = engine_with(tiered(1, 16));
+    fill(&e, 3000, 900);
+    let k = key(3);
+    let m = race(&e, &k, |e| {
+        assert_eq!(
+            e.delete(k.as_bytes(), &DeleteOptions::default()),
+            DeleteOutcome::Deleted
+        )
+    });
+    assert_eq!((m.promotions, m.migrations_raced), (0, 1));
+    assert_eq!(value(&e, k.as_bytes()), None);
+    settle(&e);
+    assert_eq!(value(&e, k.as_bytes()), None);
+    assert_eq!(
+        e.tier_usage(TierId::Dram).items + e.tier_usage(TierId::Slow).items,
+        2999
+    );
+}
+
+#[test]
+fn an_incr_racing_a_migration_wins() {
+    let (e, _) = engine_with(tiered(1, 16));
+    fill(&e, 3000, 900);
+    // A counter padded with spaces (memcached's in-place incr format) to the size of
+    // the other items, so it shares their slab class (which owns the DRAM page).
+    let k = "counter".to_string();
+    let counter = |n: &[u8]| {
+        let mut v = n.to_vec();
+        v.resize(900, b' ');
+        v
+    };
+    assert!(stored(set(&e, k.as_bytes(), &counter(b"100"))));
+    // Push the counter down to the slow tier.
+    for i in 3000..4500 {
+        let kk = key(i);
+        set(&e, kk.as_bytes(), &val(&kk, 0, 900));
+    }
+    settle(&e);
+    let m = race(&e, &k, |e| {
+        assert!(matches!(
+            e.arith(k.as_bytes(), &ArithOptions::new(true, 5)),
+            ArithOutcome::Value { value: 105, .. }
+        ))
+    });
+    assert_eq!((m.promotions, m.migrations_raced), (0, 1));
+    assert_eq!(value(&e, k.as_bytes()), Some(counter(b"105")));
+    // The in-place incr left the item queueable: it is promoted on later reads.
+    read_n(&e, &k, READS_TO_PROMOTE);
+    e.migration_step();
+    assert_eq!(e.tier_of_key(k.as_bytes()), Some(TierId::Dram));
+    assert_eq!(value(&e, k.as_bytes()), Some(counter(b"105")));
+}
+
+#[test]
+fn an_append_racing_a_migration_wins() {
+    let (e, _) = engine_with(tiered(1, 16));
+    fill(&e, 3000, 900);
+    let k = key(5);
+    let m = race(&e, &k, |e| {
+        assert!(stored(store(
+            e,
+            StoreMode::Append,
+            k.as_bytes(),
+            b"+tail",
+            0,
+            0
+        )))
+    });
+    assert_eq!((m.promotions, m.migrations_raced), (0, 1));
+    let mut want = val(&k, 0, 900);
+    want.extend_from_slice(b"+tail");
+    assert_eq!(value(&e, k.as_bytes()), Some(want));
+}
+
+#[test]
+fn a_touch_racing_a_migration_keeps_its_new_expiry() {
+    let (e, clock) = engine_with(tiered(1, 16));
+    fill(&e, 3000, 900);
+    let k = key(6);
+    let m = race(&e, &k, |e| {
+        assert_eq!(e.touch(k.as_bytes(), 100), TouchOutcome::Touched)
+    });
+    // `touch` changes no CAS: the migration may go ahead, but carries the new expiry.
+    assert_eq!(m.promotions + m.migrations_raced, 1);
+    assert_eq!(value(&e, k.as_bytes()), Some(val(&k, 0, 900)));
+    clock.advance_s(101);
+    assert_eq!(value(&e, k.as_bytes()), None);
+}
+
+#[test]
+fn expired_items_are_never_returned_from_either_tier() {
+    let (e, clock) = engine_with(tiered(1, 16));
+    for i in 0..3000 {
+        let k = key(i);
+        let ttl = if i % 2 == 0 { 50 } else { 0 };
+        assert!(stored(store(
+            &e,
+            StoreMode::Set,
+            k.as_bytes(),
+            &val(&k, 0, 900),
+            0,
+            ttl
+        )));
+        if i % 64 == 0 {
+            settle(&e);
+        }
+    }
+    settle(&e);
+    let dram = e.tier_usage(TierId::Dram);
+    let slow = e.tier_usage(TierId::Slow);
+    assert!(dram.items > 0 && slow.items > 0);
+    // Queue promotions of TTL'd slow items, then let them expire before the copy.
+    for i in (0..200).step_by(2) {
+        read_n(&e, &key(i), 3);
+    }
+    clock.advance_s(51);
+    settle(&e);
+    for i in 0..3000 {
+        let k = key(i);
+        let got = value(&e, k.as_bytes());
+        if i % 2 == 0 {
+            assert_eq!(got, None, "{k} expired");
+        } else {
+            assert_eq!(got, Some(val(&k, 0, 900)), "{k}");
+        }
+    }
+    assert_eq!(e.migration_counts().promotions, 0);
+}
+
+#[test]
+fn each_key_has_exactly_one_live_copy_after_many_migrations() {
+    let (e, _) = engine_with(tiered(1, 16));
+    fill(&e, 3000, 900);
+    for round in 0..5u32 {
+        for i in (0..3000).step_by(7) {
+            read_n(&e, &key((i + round * 13) % 3000), READS_TO_PROMOTE);
+        }
+        settle(&e);
+        for i in (0..3000).step_by(11) {
+            let k = key(i);
+            set(&e, k.as_bytes(), &val(&k, round + 1, 900));
+        }
+        settle(&e);
+    }
+    let m = e.migration_counts();
+    assert!(m.promotions > 50 && m.demotions > 50, "{m:?}");
+    let dram = e.tier_usage(TierId::Dram);
+    let slow = e.tier_usage(TierId::Slow);
+    assert_eq!(dram.items + slow.items, 3000, "one copy per key");
+    assert_eq!(stat(&e, "curr_items"), 3000);
+    for i in 0..3000 {
+        let k = key(i);
+        let version = if i % 11 == 0 { 5 } else { 0 };
+        assert_eq!(value(&e, k.as_bytes()), Some(val(&k, version, 900)), "{k}");
+    }
+}
+
+#[test]
+fn both_tier_caps_are_obeyed() {
+    let (e, _) = engine_with(tiered(2, 6));
+    for i in 0..40_000u32 {
+        let k = key(i);
+        // Mixed sizes over several classes, including large items.
+        let len = [100, 900, 3000, 20_000, 700_000][(i % 5) as usize];
+        set(&e, k.as_bytes(), &val(&k, 0, len));
+        if i % 97 == 0 {
+            read_n(&e, &key(i / 2), 3);
+            settle(&e);
+        }
+    }
+    settle(&e);
+    let dram = e.tier_usage(TierId::Dram);
+    let slow = e.tier_usage(TierId::Slow);
+    assert_eq!(dram.limit_bytes, 2 * MIB);
+    assert_eq!(slow.limit_bytes, 6 * MIB);
+    assert!(
+        dram.pages_in_use <= 2 && slow.pages_in_use <= 6,
+        "{dram:?} {slow:?}"
+    );
+    assert!(dram.item_bytes <= dram.limit_bytes && slow.item_bytes <= slow.limit_bytes);
+    assert!(
+        stat(&e, "evictions") > 0,
+        "the slow tier evicts its own COLD tail"
+    );
+}
+
+#[test]
+fn without_migration_items_stay_where_first_written() {
+    let (e, _) = engine_with(EngineConfig {
+        migration_enabled: false,
+        ..tiered(1, 16)
+    });
+    fill(&e, 3000, 900);
+    let first = key(0);
+    let last = key(2999);
+    assert_eq!(e.tier_of_key(first.as_bytes()), Some(TierId::Dram));
+    assert_eq!(e.tier_of_key(last.as_bytes()), Some(TierId::Slow));
+    read_n(&e, &last, 10);
+    settle(&e);
+    assert_eq!(e.tier_of_key(last.as_bytes()), Some(TierId::Slow));
+    assert_eq!(e.tier_of_key(first.as_bytes()), Some(TierId::Dram));
+    let m = e.migration_counts();
+    assert_eq!((m.promotions, m.demotions, m.move_queue_dropped), (0, 0, 0));
+    assert_eq!(stat(&e, "evictions"), 0);
+    assert_eq!(stats_of(|f| e.stats_settings(f))["migration"], "no");
+}
+
+#[test]
+fn slow_tier_only_and_dram_only_configurations() {
+    let (slow_only, _) = engine_with(tiered(0, 8));
+    fill(&slow_only, 500, 900);
+    assert_eq!(slow_only.tier_usage(TierId::Dram).items, 0);
+    assert_eq!(slow_only.tier_usage(TierId::Slow).items, 500);
+    assert_eq!(slow_only.tier_of_key(key(1).as_bytes()), Some(TierId::Slow));
+    read_n(&slow_only, &key(1), 5);
+    settle(&slow_only);
+    assert_eq!(slow_only.migration_counts().promotions, 0);
+    assert_eq!(
+        value(&slow_only, key(1).as_bytes()),
+        Some(val(&key(1), 0, 900))
+    );
+
+    let (dram_only, _) = engine_with(mb(1));
+    fill(&dram_only, 3000, 900);
+    assert!(stat(&dram_only, "evictions") > 0, "plain memcached: evicts");
+    assert_eq!(dram_only.tier_usage(TierId::Slow), TierUsage::default());
+    assert_eq!(stats(&dram_only)["tier_slow_limit_bytes"], "0");
+}
+
+#[test]
+fn per_tier_stats_items_slabs_and_settings() {
+    let (e, _) = engine_with(EngineConfig {
+        dram_residency_max_s: 30,
+        ..tiered(1, 16)
+    });
+    fill(&e, 3000, 900);
+    let class = e.slab_class_for(key(0).len(), 900);
+    let items = stats_of(|f| e.stats_items(f));
+    assert!(items.contains_key(&format!("items:{class}:number")));
+    assert!(items.contains_key(&format!("slow:items:{class}:number")));
+    let slabs = stats_of(|f| e.stats_slabs(f));
+    assert!(slabs.contains_key(&format!("slow:{class}:chunk_size")));
+    let slow_malloced: u64 = slabs["slow_total_malloced"].parse().unwrap();
+    assert!(slow_malloced > 0 && slow_malloced <= 16 * MIB);
+    let settings = stats_of(|f| e.stats_settings(f));
+    assert_eq!(settings["policy"], "dual-lru");
+    assert_eq!(settings["dram_residency_max_s"], "30");
+    assert_eq!(settings["slow_size"], (16 * MIB).to_string());
+    assert_eq!(settings["slow_cost"], "none");
+    assert_eq!(settings["move_queue_max"], "1024");
+    let s = stats(&e);
+    for name in [
+        "tier_dram_items",
+        "tier_slow_items",
+        "tier_dram_limit_bytes",
+        "tier_slow_get_hits",
+        "move_to_dram_queue_len",
+        "move_to_slow_queue_len",
+        "promotions_failed",
+        "demotions_failed",
+        "slow_bytes_written",
+        "dram_lines_read",
+    ] {
+        assert!(s.contains_key(name), "{name}");
+    }
+    assert_eq!(
+        stat(&e, "tier_dram_items") + stat(&e, "tier_slow_items"),
+        stat(&e, "curr_items")
+    );
+}
+
+#[test]
+fn age_based_demotion_stops_at_the_dram_low_water_mark() {
+    let (e, clock) = engine_with(EngineConfig {
+        dram_residency_max_s: 10,
+        dram_low_water_pct: 50,
+        ..tiered(4, 32)
+    });
+    // About 3 MiB of items: DRAM (4 MiB) has room, nothing needs demoting for space.
+    for i in 0..3000 {
+        let k = key(i);
+        assert!(stored(set(&e, k.as_bytes(), &val(&k, 0, 900))));
+    }
+    settle(&e);
+    assert_eq!(e.migration_counts().demotions, 0);
+    // Nobody reads anything for a long time: the age limit demotes, but only down to
+    // the low-water mark.
+    for _ in 0..200 {
+        clock.advance_s(5);
+        settle(&e);
+    }
+    let dram = e.tier_usage(TierId::Dram);
+    assert!(e.migration_counts().demotions > 0);
+    assert!(
+        dram.item_bytes * 100 >= dram.limit_bytes * 45,
+        "DRAM drained below its low-water mark: {dram:?}"
+    );
+}
+
+/// The setting of seed 001, in small: an edge cache in front of a cloud (a miss is
+/// answered by the cloud and stored at the edge), every item with a TTL, a dataset ten
+/// times DRAM, a skewed hot set, the DRAM age limit on, for a run many TTLs long.
+/// Fogcached drained DRAM to zero and never promoted anything there; here DRAM must stay
+/// occupied and keep serving most hits, and hot items in the slow tier get promoted.
+#[test]
+fn defect_001_dram_stays_occupied_and_serving_hits_and_hot_items_are_promoted() {
+    use rand::{Rng, SeedableRng};
+    const DATASET: u32 = 20_000; // ~20 MiB of 1 KiB items: 10x DRAM.
+    const HOT: u32 = 300; // ~300 KiB: fits DRAM easily.
+    const TTL_S: i64 = 300;
+    const OPS_PER_S: u32 = 100;
+    const RUN_S: u32 = 3_000;
+    let (e, clock) = engine_with(EngineConfig {
+        dram_residency_max_s: 10,
+        ..tiered(2, 32)
+    });
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    let now_s = |c: &ManualClock| c.now_s();
+    // Warm-up as in 001: the whole dataset is loaded; the hot keys first, so they are
+    // the oldest and end up demoted to the slow tier.
+    for i in 0..DATASET {
+        let k = key(i);
+        let v = format!("{k}@{}", now_s(&clock) as i64 + TTL_S);
+        let mut v = v.into_bytes();
+        v.resize(1000, b'.');
+        store(&e, StoreMode::Set, k.as_bytes(), &v, 0, TTL_S);
+        if i % 256 == 0 {
+            settle(&e);
+        }
+    }
+    settle(&e);
+    let hot_in_slow_at_start = (0..HOT)
+        .filter(|&i| e.tier_of_key(key(i).as_bytes()) == Some(TierId::Slow))
+        .count();
+    assert!(
+        hot_in_slow_at_start > (HOT as usize) / 2,
+        "{hot_in_slow_at_start}"
+    );
+    let (mut window_dram_hits, mut window_hits) = (0u64, 0u64);
+    let mut last = (
+        e.tier_usage(TierId::Dram).get_hits,
+        e.tier_usage(TierId::Slow).get_hits,
+    );
+    for second in 0..RUN_S {
+        for _ in 0..OPS_PER_S {
+            let i = if rng.gen_bool(0.9) {
+                rng.gen_range(0..HOT)
+            } else {
+                rng.gen_range(0..DATASET)
+            };
+            let k = key(i);
+            let now = now_s(&clock);
+            let hit = e.read(k.as_bytes(), &ReadOptions::default(), |v| {
+                let text = String::from_utf8_lossy(v.value);
+                let expires: u32 = text
+                    .split('@')
+                    .nth(1)
+                    .and_then(|s| s.split('.').next())
+                    .and_then(|s| s.parse().ok())
+                    .expect("value names its expiry");
+                assert!(now < expires, "{k} returned after its expiry");
+            });
+            if let ReadOutcome::Miss { .. } = hit {
+                // The cloud answers; the edge stores the item again.
+                let mut v = format!("{k}@{}", now as i64 + TTL_S).into_bytes();
+                v.resize(1000, b'.');
+                store(&e, StoreMode::Set, k.as_bytes(), &v, 0, TTL_S);
+            }
+        }
+        clock.advance_s(1);
+        settle(&e);
+        if second % 60 == 0 {
+            e.lru_crawler_step();
+        }
+        if second % 100 == 99 && second > 2 * TTL_S as u32 {
+            let dram = e.tier_usage(TierId::Dram);
+            let slow = e.tier_usage(TierId::Slow);
+            let hits = (dram.get_hits - last.0, slow.get_hits - last.1);
+            last = (dram.get_hits, slow.get_hits);
+            window_dram_hits += hits.0;
+            window_hits += hits.0 + hits.1;
+            assert!(
+                dram.item_bytes * 4 >= dram.limit_bytes,
+                "t={second}: DRAM drained to {} bytes",
+                dram.item_bytes
+            );
+            assert!(
+                hits.0 * 2 > hits.0 + hits.1,
+                "t={second}: DRAM served {} of {} hits",
+                hits.0,
+                hits.0 + hits.1
+            );
+        }
+    }
+    let m = e.migration_counts();
+    assert!(m.promotions > 0, "{m:?}");
+    assert!(m.demotions > 0, "{m:?}");
+    let hot_in_dram = (0..HOT)
+        .filter(|&i| e.tier_of_key(key(i).as_bytes()) == Some(TierId::Dram))
+        .count();
+    assert!(
+        hot_in_dram * 10 >= HOT as usize * 8,
+        "only {hot_in_dram} of {HOT} hot keys in DRAM; {m:?}"
+    );
+    assert!(window_dram_hits * 10 >= window_hits * 7);
+}
