@@ -172,8 +172,6 @@ fi
 # Integration tests, the Python tests and the tool checks all drive this binary.
 export FOGCACHED_BIN="$repo_root/target/release/fogcached"
 
-# The memccapable/memcaslap tests are named external_tool_* and run in their own step
-# below, with their tools' output shown.
 # Upper bounds for the test steps, so that a hung test fails the run instead of stalling
 # it (CI gives 90 minutes; the whole suite takes a few).
 tests_timeout_s=1800
@@ -187,6 +185,8 @@ bounded() {
     return "$status"
 }
 
+# The memccapable/memcaslap tests are named external_tool_* and run in their own step
+# below, with their tools' output shown.
 if cargo nextest --version >/dev/null 2>&1; then
     # scripts/nextest.toml ends any single test that hangs.
     run_step "rust tests (nextest)" bounded "$tests_timeout_s" cargo nextest run --workspace \
@@ -207,6 +207,7 @@ python_tests() (
 run_step "python client tests (pymemcache)" python_tests
 
 run_step "memccapable and memcaslap" bounded "$tools_timeout_s" cargo test -p server \
-    --test compat_memccapable --test compat_memcaslap -- --nocapture --test-threads=1
+    --no-fail-fast --test compat_memccapable --test compat_memcaslap -- --nocapture \
+    --test-threads=1
 
 print_summary

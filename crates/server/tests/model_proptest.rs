@@ -35,7 +35,7 @@ use testkit::{escape, RawClient, ServerProcess};
 const KEYS_PER_CASE: usize = 4;
 const COMMANDS_PER_CASE_MAX: usize = 50;
 /// Sequences per test, unless PROPTEST_CASES says otherwise.
-const CASES_DEFAULT: u32 = 64;
+const CASES_DEFAULT: u32 = 256;
 /// Bound on shrinking steps, each of which replays a sequence against the server.
 const SHRINK_ITERS_MAX: u32 = 512;
 /// A CAS unique no server issues during a test (they count up from 1).
