@@ -107,7 +107,8 @@ start_server() {
 run_as_root_args=()
 [ "$(id -u)" -eq 0 ] && run_as_root_args=(-u root) # memcached refuses root without -u
 
-start_server fogcached "$FOGCACHED"
+# DRAM only (`--slow-size 0`): the like-for-like comparison with memcached.
+start_server fogcached "$FOGCACHED" --slow-size 0
 fog_port="$started_port"
 start_server memcached "$MEMCACHED" "${run_as_root_args[@]}"
 mc_port="$started_port"

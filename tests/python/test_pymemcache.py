@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import threading
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,6 +50,10 @@ def start_server(binary, extra_args=()):
     # which refuses to run as root unless told which user to be.
     if Path(binary).name == "memcached" and os.geteuid() == 0:
         extra_args += ["-u", "root"]
+    # Each fogcached gets its own data directory: two servers cannot share a slow-tier
+    # pool file (the second is refused).
+    if Path(binary).name == "fogcached" and "--data-dir" not in extra_args:
+        extra_args += ["--data-dir", tempfile.mkdtemp(prefix="fogcached-pytest-")]
     for _ in range(START_ATTEMPTS):
         port = free_port()
         process = subprocess.Popen(

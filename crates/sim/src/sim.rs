@@ -1,0 +1,487 @@
+//! The simulation run: one engine, one thread, a manual clock, and the engine's own
+//! maintenance steps called at a fixed cadence of simulated time.
+//!
+//! Simulated time: `ops_per_s` requests make one simulated second, split into
+//! `ticks_per_s` ticks. After every tick the simulator does what the engine's background
+//! threads would have done meanwhile: one pass of each tier's LRU maintainer, then the
+//! migration step until both Move queues are empty (bounded). Once per simulated second
+//! it advances the clock and runs the slab automover; the LRU crawler runs every
+//! `crawler_interval_s` simulated seconds (0 = never: the workload sets no TTL, so the
+//! crawler has nothing to reclaim and would only add header reads to the counters).
+//!
+//! Nothing here decides placement: every promotion, demotion and eviction is the
+//! engine's Dual-LRU code. The simulator only counts, through the engine's `stats`.
+
+use std::sync::Arc;
+
+use engine::{
+    ConfigError, Engine, EngineConfig, ManualClock, ReadOptions, ReadOutcome, StoreMode,
+    StoreOptions, StoreOutcome,
+};
+
+use crate::workload::{key_name, value_for, Op, Workload, WorkloadError, KEY_BYTES};
+
+const MIB: u64 = 1024 * 1024;
+
+/// Unix time of the simulated clock's relative second 0 (any fixed value: runs must
+/// not depend on the wall clock).
+const SIM_START_UNIX_S: u64 = 1_700_000_000;
+
+/// Bound on migration steps per tick (each handles up to a batch per queue; the queues
+/// are bounded, so this is only a guard).
+const MIGRATION_STEPS_PER_TICK_MAX: usize = 4096;
+
+/// Bytes an item takes beyond key and value (the engine's item header), used only to
+/// size the default key count; the real dataset size is measured after the load.
+pub const ITEM_OVERHEAD_ESTIMATE_BYTES: u64 = 48;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// Keys in the dataset.
+    pub keys: u64,
+    pub value_bytes: usize,
+    pub dram_mib: u64,
+    pub slow_mib: u64,
+    /// Requests of the run phase (the load phase adds one `set` per key).
+    pub ops: u64,
+    /// Measurement windows the run phase is split into.
+    pub windows: u32,
+    pub theta: f64,
+    /// Share of run-phase requests that are updates (`set` of the same size).
+    pub update_ratio: f64,
+    pub seed: u64,
+    /// Requests per simulated second.
+    pub ops_per_s: u64,
+    /// Maintenance ticks per simulated second.
+    pub ticks_per_s: u32,
+    /// Simulated seconds between LRU crawler passes; 0 = never.
+    pub crawler_interval_s: u32,
+}
+
+impl SimConfig {
+    /// The key count whose items fill `ratio` times the DRAM tier.
+    pub fn keys_for_dram_ratio(dram_mib: u64, value_bytes: usize, ratio: u64) -> u64 {
+        let item_bytes = ITEM_OVERHEAD_ESTIMATE_BYTES + KEY_BYTES as u64 + value_bytes as u64;
+        ratio.saturating_mul(dram_mib).saturating_mul(MIB) / item_bytes.max(1)
+    }
+
+    fn check(&self) -> Result<(), SimError> {
+        let bad = |what: &str| Err(SimError::Config(what.to_string()));
+        if self.keys == 0 {
+            return bad("--keys must be at least 1");
+        }
+        if self.value_bytes < KEY_BYTES + 1 {
+            return Err(SimError::Config(format!(
+                "--value-bytes must be at least {} (the value starts with its key)",
+                KEY_BYTES + 1
+            )));
+        }
+        if self.windows == 0 {
+            return bad("--windows must be at least 1");
+        }
+        if self.ops < u64::from(self.windows) {
+            return bad("--ops must be at least --windows");
+        }
+        if self.ticks_per_s == 0 || self.ops_per_s < u64::from(self.ticks_per_s) {
+            return bad("--ticks-per-s must be at least 1 and at most --ops-per-s");
+        }
+        if self.slow_mib == 0 {
+            return bad("--slow-mib must be at least 1 (the experiment needs a slow tier)");
+        }
+        let limit_mib = (usize::MAX as u64) / MIB;
+        if self.dram_mib > limit_mib || self.slow_mib > limit_mib {
+            return bad("tier size too large for this machine");
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+pub enum SimError {
+    Config(String),
+    Workload(WorkloadError),
+    Engine(ConfigError),
+}
+
+impl std::fmt::Display for SimError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SimError::Config(what) => f.write_str(what),
+            SimError::Workload(e) => e.fmt(f),
+            SimError::Engine(e) => write!(f, "engine: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
+
+/// The engine counters a window is computed from (cumulative, as `stats` reports them).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub cmd_get: u64,
+    pub get_misses: u64,
+    pub dram_get_hits: u64,
+    pub slow_get_hits: u64,
+    pub slow_lines_read: u64,
+    pub slow_lines_written: u64,
+    pub dram_lines_read: u64,
+    pub promotions: u64,
+    pub demotions: u64,
+    pub promotions_failed: u64,
+    pub demotions_failed: u64,
+    pub move_queue_dropped: u64,
+    pub evictions: u64,
+    /// Gauges (not differenced): items and item bytes per tier.
+    pub dram_items: u64,
+    pub slow_items: u64,
+    pub dram_item_bytes: u64,
+    pub slow_item_bytes: u64,
+    pub dram_limit_bytes: u64,
+}
+
+impl Counters {
+    /// Reads the counters from the engine's `stats` output, by their stat names.
+    pub fn read(engine: &Engine) -> Counters {
+        let mut c = Counters::default();
+        engine.stats(&mut |name, value| {
+            let engine::StatValue::U64(v) = value else {
+                return;
+            };
+            let slot = match name {
+                "cmd_get" => &mut c.cmd_get,
+                "get_misses" => &mut c.get_misses,
+                "tier_dram_get_hits" => &mut c.dram_get_hits,
+                "tier_slow_get_hits" => &mut c.slow_get_hits,
+                "slow_lines_read" => &mut c.slow_lines_read,
+                "slow_lines_written" => &mut c.slow_lines_written,
+                "dram_lines_read" => &mut c.dram_lines_read,
+                "promotions" => &mut c.promotions,
+                "demotions" => &mut c.demotions,
+                "promotions_failed" => &mut c.promotions_failed,
+                "demotions_failed" => &mut c.demotions_failed,
+                "move_queue_dropped" => &mut c.move_queue_dropped,
+                "evictions" => &mut c.evictions,
+                "tier_dram_items" => &mut c.dram_items,
+                "tier_slow_items" => &mut c.slow_items,
+                "tier_dram_bytes" => &mut c.dram_item_bytes,
+                "tier_slow_bytes" => &mut c.slow_item_bytes,
+                "tier_dram_limit_bytes" => &mut c.dram_limit_bytes,
+                _ => return,
+            };
+            *slot = v;
+        });
+        c
+    }
+}
+
+/// One measurement window of the run phase.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Window {
+    /// 1-based window number; 0 for the totals of the whole run phase.
+    pub index: u32,
+    /// Simulated second at the end of the window.
+    pub end_s: u64,
+    pub requests: u64,
+    pub reads: u64,
+    pub updates: u64,
+    pub dram_hits: u64,
+    pub slow_hits: u64,
+    pub misses: u64,
+    pub slow_lines_read: u64,
+    pub slow_lines_written: u64,
+    pub promotions: u64,
+    pub promotions_failed: u64,
+    pub demotions: u64,
+    pub evictions: u64,
+    pub move_queue_dropped: u64,
+    /// Items per tier at the end of the window.
+    pub dram_items: u64,
+    pub slow_items: u64,
+}
+
+impl Window {
+    fn between(
+        index: u32,
+        end_s: u64,
+        a: &Counters,
+        b: &Counters,
+        reads: u64,
+        updates: u64,
+    ) -> Window {
+        let d = |f: fn(&Counters) -> u64| f(b).saturating_sub(f(a));
+        Window {
+            index,
+            end_s,
+            requests: reads + updates,
+            reads,
+            updates,
+            dram_hits: d(|c| c.dram_get_hits),
+            slow_hits: d(|c| c.slow_get_hits),
+            misses: d(|c| c.get_misses),
+            slow_lines_read: d(|c| c.slow_lines_read),
+            slow_lines_written: d(|c| c.slow_lines_written),
+            promotions: d(|c| c.promotions),
+            promotions_failed: d(|c| c.promotions_failed),
+            demotions: d(|c| c.demotions),
+            evictions: d(|c| c.evictions),
+            move_queue_dropped: d(|c| c.move_queue_dropped),
+            dram_items: b.dram_items,
+            slow_items: b.slow_items,
+        }
+    }
+
+    /// Share of get hits served from DRAM (0 when there were no hits).
+    pub fn dram_hit_share(&self) -> f64 {
+        ratio(self.dram_hits, self.dram_hits + self.slow_hits)
+    }
+
+    /// Slow-tier 64-byte lines read per request (reads and updates).
+    pub fn slow_lines_per_request(&self) -> f64 {
+        ratio(self.slow_lines_read, self.requests)
+    }
+
+    pub fn hit_ratio(&self) -> f64 {
+        ratio(self.dram_hits + self.slow_hits, self.reads)
+    }
+}
+
+fn ratio(num: u64, den: u64) -> f64 {
+    if den == 0 {
+        0.0
+    } else {
+        num as f64 / den as f64
+    }
+}
+
+/// What the load phase left behind.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LoadSummary {
+    pub keys: u64,
+    pub stored: u64,
+    pub dram_items: u64,
+    pub slow_items: u64,
+    /// Bytes of all items (header + key + value) over the DRAM tier's size.
+    pub dataset_to_dram_ratio: f64,
+    pub demotions: u64,
+    pub evictions: u64,
+    pub end_s: u64,
+}
+
+/// The result of one run (one placement setting).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunReport {
+    pub migration_enabled: bool,
+    pub load: LoadSummary,
+    pub windows: Vec<Window>,
+    pub total: Window,
+    /// Hits whose value was not the one written for the key (must stay 0).
+    pub wrong_values: u64,
+    /// Stores the engine refused in the run phase (must stay 0 with default sizes).
+    pub failed_stores: u64,
+}
+
+impl RunReport {
+    pub fn first(&self) -> Option<&Window> {
+        self.windows.first()
+    }
+    pub fn last(&self) -> Option<&Window> {
+        self.windows.last()
+    }
+}
+
+/// Drives one engine through simulated time.
+struct Driver {
+    engine: Arc<Engine>,
+    clock: Arc<ManualClock>,
+    ops_per_tick: u64,
+    ticks_per_s: u32,
+    crawler_interval_s: u32,
+    ops_in_tick: u64,
+    ticks_in_s: u32,
+    s_since_crawl: u32,
+    sim_s: u64,
+}
+
+impl Driver {
+    /// Counts one request and runs the maintenance the elapsed time calls for.
+    fn after_request(&mut self) {
+        self.ops_in_tick += 1;
+        if self.ops_in_tick < self.ops_per_tick {
+            return;
+        }
+        self.tick();
+    }
+
+    fn tick(&mut self) {
+        self.ops_in_tick = 0;
+        let e = &self.engine;
+        // Each tier's own maintainer (Fogcached), then the migration thread's work.
+        e.lru_maintainer_tier_step(0);
+        e.lru_maintainer_tier_step(1);
+        for _ in 0..MIGRATION_STEPS_PER_TICK_MAX {
+            if e.migration_step() == 0 {
+                break;
+            }
+        }
+        self.ticks_in_s += 1;
+        if self.ticks_in_s < self.ticks_per_s {
+            return;
+        }
+        self.ticks_in_s = 0;
+        self.clock.advance_s(1);
+        self.sim_s += 1;
+        e.slab_automove_step();
+        if self.crawler_interval_s > 0 {
+            self.s_since_crawl += 1;
+            if self.s_since_crawl >= self.crawler_interval_s {
+                self.s_since_crawl = 0;
+                e.lru_crawler_step();
+            }
+        }
+    }
+}
+
+/// Runs the load phase and the run phase once, with migration on or off.
+pub fn run(config: &SimConfig, migration_enabled: bool) -> Result<RunReport, SimError> {
+    config.check()?;
+    let mut workload = Workload::new(config.keys, config.theta, config.update_ratio, config.seed)
+        .map_err(SimError::Workload)?;
+    let engine_config = EngineConfig {
+        memory_limit_bytes: config.dram_mib * MIB,
+        slow_tier: Some(tier::RegionSpec {
+            size_bytes: (config.slow_mib * MIB) as usize,
+            backing: tier::RegionBacking::Anonymous,
+            // Accounting is always on; a cost model would only spend wall time.
+            cost: tier::CostModel::NONE,
+        }),
+        migration_enabled,
+        ..EngineConfig::default()
+    };
+    let clock = ManualClock::new(SIM_START_UNIX_S);
+    let engine = Engine::new(engine_config, clock.clone()).map_err(SimError::Engine)?;
+    let mut driver = Driver {
+        engine: Arc::clone(&engine),
+        clock,
+        ops_per_tick: config.ops_per_s / u64::from(config.ticks_per_s),
+        ticks_per_s: config.ticks_per_s,
+        crawler_interval_s: config.crawler_interval_s,
+        ops_in_tick: 0,
+        ticks_in_s: 0,
+        s_since_crawl: 0,
+        sim_s: 0,
+    };
+    let set_opts = StoreOptions::new(StoreMode::Set, 0, 0);
+    let read_opts = ReadOptions::default();
+    let mut key = Vec::with_capacity(KEY_BYTES);
+    let mut value = Vec::with_capacity(config.value_bytes);
+
+    // Load phase: every key once, in key order (YCSB's load).
+    let mut stored = 0;
+    for id in 0..config.keys as u32 {
+        key_name(id, &mut key);
+        value_for(id, config.value_bytes, &mut value);
+        if matches!(
+            engine.store(&key, &value, &set_opts),
+            StoreOutcome::Stored { .. }
+        ) {
+            stored += 1;
+        }
+        driver.after_request();
+    }
+    // Let the maintenance catch up before measuring, as a pause after a load would.
+    driver.tick();
+    let after_load = Counters::read(&engine);
+    let load = LoadSummary {
+        keys: config.keys,
+        stored,
+        dram_items: after_load.dram_items,
+        slow_items: after_load.slow_items,
+        dataset_to_dram_ratio: ratio(
+            after_load.dram_item_bytes + after_load.slow_item_bytes,
+            after_load.dram_limit_bytes,
+        ),
+        demotions: after_load.demotions,
+        evictions: after_load.evictions,
+        end_s: driver.sim_s,
+    };
+
+    // Run phase, in windows.
+    let mut report = RunReport {
+        migration_enabled,
+        load,
+        ..RunReport::default()
+    };
+    let mut before = after_load;
+    let (mut total_reads, mut total_updates) = (0, 0);
+    for w in 0..config.windows {
+        // Spread the remainder over the first windows so the total is exact.
+        let w64 = u64::from(w);
+        let n = config.ops / u64::from(config.windows)
+            + u64::from(w64 < config.ops % u64::from(config.windows));
+        let (mut reads, mut updates) = (0, 0);
+        for _ in 0..n {
+            match workload.next_op() {
+                Op::Read(id) => {
+                    reads += 1;
+                    key_name(id, &mut key);
+                    let ok = match engine.read(&key, &read_opts, |v| {
+                        v.value.len() == config.value_bytes && v.value.starts_with(&key)
+                    }) {
+                        ReadOutcome::Hit(ok) => ok,
+                        ReadOutcome::Miss { .. } => true,
+                    };
+                    if !ok {
+                        report.wrong_values += 1;
+                    }
+                }
+                Op::Update(id) => {
+                    updates += 1;
+                    key_name(id, &mut key);
+                    value_for(id, config.value_bytes, &mut value);
+                    if !matches!(
+                        engine.store(&key, &value, &set_opts),
+                        StoreOutcome::Stored { .. }
+                    ) {
+                        report.failed_stores += 1;
+                    }
+                }
+            }
+            driver.after_request();
+        }
+        let now = Counters::read(&engine);
+        report.windows.push(Window::between(
+            w + 1,
+            driver.sim_s,
+            &before,
+            &now,
+            reads,
+            updates,
+        ));
+        before = now;
+        total_reads += reads;
+        total_updates += updates;
+    }
+    report.total = Window::between(
+        0,
+        driver.sim_s,
+        &after_load,
+        &before,
+        total_reads,
+        total_updates,
+    );
+    Ok(report)
+}
+
+/// Both runs of a comparison: the same seeded workload with and without migration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Comparison {
+    pub with_migration: RunReport,
+    pub without_migration: RunReport,
+}
+
+pub fn compare(config: &SimConfig) -> Result<Comparison, SimError> {
+    Ok(Comparison {
+        with_migration: run(config, true)?,
+        without_migration: run(config, false)?,
+    })
+}
