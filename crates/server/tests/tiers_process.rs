@@ -22,7 +22,9 @@ fn default_run_has_a_dram_tier_and_a_slow_tier_in_a_pool_file() -> anyhow::Resul
     assert_eq!(stat_u64(&stats, "tier_dram_limit_bytes"), 64 * 1024 * 1024);
     assert!(stat_u64(&stats, "tier_slow_limit_bytes") >= 1024 * 1024 * 1024 - 1024 * 1024);
     let settings = client.stats("settings")?;
-    let backing = stat(&settings, "slow_backing").unwrap_or_default().to_owned();
+    let backing = stat(&settings, "slow_backing")
+        .unwrap_or_default()
+        .to_owned();
     assert!(
         backing.contains("slow-tier.pool"),
         "the default slow tier is a pool file in the data dir: {backing}"
@@ -41,7 +43,11 @@ fn a_small_dram_tier_spills_to_the_slow_tier_and_serves_every_item() -> anyhow::
         let mut request = format!("set key{i} 0 0 {}\r\n", value.len()).into_bytes();
         request.extend_from_slice(&value);
         request.extend_from_slice(b"\r\n");
-        assert_eq!(client.request(&request, b"\r\n")?, b"STORED\r\n", "set key{i}");
+        assert_eq!(
+            client.request(&request, b"\r\n")?,
+            b"STORED\r\n",
+            "set key{i}"
+        );
     }
     for i in 0..keys {
         let reply = client.request(format!("get key{i}\r\n").as_bytes(), b"END\r\n")?;
@@ -53,9 +59,19 @@ fn a_small_dram_tier_spills_to_the_slow_tier_and_serves_every_item() -> anyhow::
         );
     }
     let stats = client.stats("")?;
-    assert_eq!(stat_u64(&stats, "evictions"), 0, "the slow tier had room for all");
-    assert!(stat_u64(&stats, "tier_slow_items") > 0, "items went to the slow tier");
-    assert!(stat_u64(&stats, "tier_dram_items") > 0, "DRAM still holds items");
+    assert_eq!(
+        stat_u64(&stats, "evictions"),
+        0,
+        "the slow tier had room for all"
+    );
+    assert!(
+        stat_u64(&stats, "tier_slow_items") > 0,
+        "items went to the slow tier"
+    );
+    assert!(
+        stat_u64(&stats, "tier_dram_items") > 0,
+        "DRAM still holds items"
+    );
     assert!(
         stat_u64(&stats, "tier_dram_bytes") <= 2 * 1024 * 1024,
         "the DRAM cap holds"
@@ -65,7 +81,10 @@ fn a_small_dram_tier_spills_to_the_slow_tier_and_serves_every_item() -> anyhow::
         keys,
         "every hit is attributed to one tier"
     );
-    assert!(stat_u64(&stats, "slow_lines_read") > 0, "slow-tier reads are counted");
+    assert!(
+        stat_u64(&stats, "slow_lines_read") > 0,
+        "slow-tier reads are counted"
+    );
     server.stop()?;
     Ok(())
 }

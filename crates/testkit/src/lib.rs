@@ -54,8 +54,9 @@ impl ServerProcess {
         let is_fogcached = Path::new(binary)
             .file_name()
             .is_some_and(|n| n == "fogcached");
-        let data_dir = (is_fogcached && !extra_args.iter().any(|a| *a == "--data-dir"))
-            .then(|| std::env::temp_dir().join(format!("fogcached-test-{}-{port}", std::process::id())));
+        let data_dir = (is_fogcached && !extra_args.contains(&"--data-dir")).then(|| {
+            std::env::temp_dir().join(format!("fogcached-test-{}-{port}", std::process::id()))
+        });
         if let Some(dir) = &data_dir {
             command.arg("--data-dir").arg(dir);
         }
