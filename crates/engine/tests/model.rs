@@ -48,18 +48,37 @@ struct M {
     cas: u64,
 }
 
+/// memcached reads a counter with `strtoull`: leading white space, an optional `+`, digits,
+/// then the end of the value or a white-space byte (a `-` only as "-0").
+fn model_strtoull(value: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(value).ok()?;
+    let text = text.trim_start_matches([' ', '\t', '\n', '\r', '\x0b', '\x0c']);
+    let (negative, text) = match text.as_bytes().first() {
+        Some(b'+') => (false, &text[1..]),
+        Some(b'-') => (true, &text[1..]),
+        _ => (false, text),
+    };
+    let digits_len = text.bytes().take_while(u8::is_ascii_digit).count();
+    let ends_well = match text.as_bytes().get(digits_len) {
+        None => true,
+        Some(b) => b.is_ascii_whitespace() || *b == 0x0b,
+    };
+    if digits_len == 0 || !ends_well {
+        return None;
+    }
+    let n: u64 = text[..digits_len].parse().ok()?;
+    if negative {
+        let wrapped = n.wrapping_neg();
+        return i64::try_from(wrapped).is_ok().then_some(wrapped);
+    }
+    Some(n)
+}
+
 fn model_arith(m: &mut HashMap<u8, M>, k: u8, incr: bool, d: u64) -> Option<Option<u64>> {
     let item = m.get_mut(&k)?;
-    let text = std::str::from_utf8(&item.value)
-        .ok()
-        .map(|s| s.trim_end_matches(' '));
-    let n = match text {
-        Some(t) if !t.is_empty() && t.len() <= 20 && t.bytes().all(|b| b.is_ascii_digit()) => {
-            t.parse::<u64>().ok()
-        }
-        _ => None,
+    let Some(n) = model_strtoull(&item.value) else {
+        return Some(None);
     };
-    let Some(n) = n else { return Some(None) };
     let r = if incr {
         n.wrapping_add(d)
     } else {

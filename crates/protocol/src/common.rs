@@ -18,34 +18,69 @@ pub fn is_valid_key(key: &[u8]) -> bool {
         && key.iter().all(|&b| !matches!(b, b' ' | b'\r' | b'\n' | 0))
 }
 
-/// Parses an unsigned decimal number the way memcached's `safe_strtoull` does: digits
-/// only, no sign, no overflow.
-pub fn parse_u64(token: &[u8]) -> Option<u64> {
-    if token.is_empty() || token.len() > 20 {
-        return None;
-    }
-    let mut value: u64 = 0;
-    for &b in token {
-        if !b.is_ascii_digit() {
-            return None;
-        }
-        value = value.checked_mul(10)?.checked_add(u64::from(b - b'0'))?;
-    }
-    Some(value)
+/// Whether C's `isspace` is true for `b` (space, `\t`, `\n`, `\v`, `\f`, `\r`).
+fn is_c_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }
 
-/// Parses a 32-bit unsigned number (client flags).
+/// A decimal number as C's `strtoull`/`strtol` read it, with the end check of memcached's
+/// `safe_strto*` helpers: leading whitespace is skipped, one optional sign, then at least
+/// one digit (any number of leading zeros), and the digits must be followed by the end,
+/// a NUL byte (where a C string ends) or a whitespace byte; whatever comes after that is
+/// ignored. Returns whether a `-` was given and the magnitude; `None` when the magnitude
+/// overflows a u64 (`ERANGE`).
+///
+/// Public for the engine, which reads stored values for `incr`/`decr` the same way.
+pub fn parse_c_decimal(bytes: &[u8]) -> Option<(bool, u64)> {
+    let skipped = bytes.iter().take_while(|&&b| is_c_space(b)).count();
+    let rest = &bytes[skipped..];
+    let (negative, rest) = match rest.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, rest),
+    };
+    let digit_count = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digit_count == 0 {
+        return None;
+    }
+    match rest.get(digit_count) {
+        None | Some(0) => {}
+        Some(&b) if is_c_space(b) => {}
+        Some(_) => return None,
+    }
+    let magnitude = rest[..digit_count].iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })?;
+    Some((negative, magnitude))
+}
+
+/// Parses an unsigned number exactly as memcached's `safe_strtoull` does (see
+/// [`parse_c_decimal`]). `strtoull` negates a `-` number modulo 2^64 and memcached then
+/// refuses a result that is negative as an i64 when a `-` was given: so `-0` is 0, `-5`
+/// is refused, and `-18446744073709551615` is 1, as real memcached 1.6 answers.
+pub fn parse_u64(token: &[u8]) -> Option<u64> {
+    let (negative, magnitude) = parse_c_decimal(token)?;
+    if !negative {
+        return Some(magnitude);
+    }
+    let value = magnitude.wrapping_neg();
+    (i64::try_from(value).is_ok()).then_some(value)
+}
+
+/// Parses a 32-bit unsigned number (client flags) as memcached's `safe_strtoul`, except
+/// that values above 2^32 - 1 are refused instead of truncated.
 pub fn parse_u32(token: &[u8]) -> Option<u32> {
     parse_u64(token).and_then(|v| u32::try_from(v).ok())
 }
 
-/// Parses a signed decimal number (exptimes may be negative).
+/// Parses a signed number as memcached's `safe_strtol` (a 64-bit `strtol`): exptimes and
+/// lengths may be negative; values outside the i64 range are refused (`ERANGE`).
 pub fn parse_i64(token: &[u8]) -> Option<i64> {
-    match token.split_first() {
-        Some((b'-', digits)) => parse_u64(digits)
-            .and_then(|v| i64::try_from(v).ok())
-            .map(|v| -v),
-        _ => parse_u64(token).and_then(|v| i64::try_from(v).ok()),
+    let (negative, magnitude) = parse_c_decimal(token)?;
+    if negative {
+        0i64.checked_sub_unsigned(magnitude)
+    } else {
+        i64::try_from(magnitude).ok()
     }
 }
 
@@ -72,10 +107,41 @@ mod tests {
     fn numbers_parse_like_safe_strtoull() {
         assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
         assert_eq!(parse_u64(b"18446744073709551616"), None);
+        // No length cap: memcached reads any number of leading zeros.
+        assert_eq!(parse_u64(b"00000000000000000000005"), Some(5));
+        assert_eq!(parse_u64(b"+7"), Some(7));
+        assert_eq!(parse_u64(b"\t 7"), Some(7));
+        // Anything after a whitespace or NUL byte is ignored, as after strtoull's end.
+        assert_eq!(parse_u64(b"9 0"), Some(9));
+        assert_eq!(parse_u64(b"12\tabc"), Some(12));
+        assert_eq!(parse_u64(b"12\0ab"), Some(12));
+        assert_eq!(parse_u64(b"-0"), Some(0));
         assert_eq!(parse_u64(b"-1"), None);
+        assert_eq!(parse_u64(b"-9223372036854775808"), None);
+        // strtoull negates modulo 2^64; memcached keeps results that are not negative as
+        // an i64 (checked against memcached 1.6.18: `incr n -18446744073709551615` adds 1).
+        assert_eq!(parse_u64(b"-18446744073709551615"), Some(1));
+        assert_eq!(
+            parse_u64(b"-9223372036854775809"),
+            Some(9_223_372_036_854_775_807)
+        );
         assert_eq!(parse_u64(b"12a"), None);
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64(b" "), None);
+        assert_eq!(parse_u64(b"+"), None);
+        assert_eq!(parse_u64(b"++1"), None);
+        assert_eq!(parse_u64(b"+-1"), None);
+        assert_eq!(parse_u32(b"4294967295"), Some(u32::MAX));
         assert_eq!(parse_u32(b"4294967296"), None);
+        assert_eq!(parse_u32(b"-0"), Some(0));
         assert_eq!(parse_i64(b"-5"), Some(-5));
-        assert_eq!(parse_i64(b"30"), Some(30));
+        assert_eq!(parse_i64(b"+30"), Some(30));
+        assert_eq!(parse_i64(b"0030"), Some(30));
+        assert_eq!(parse_i64(b"-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(parse_i64(b"-9223372036854775809"), None);
+        assert_eq!(parse_i64(b"9223372036854775807"), Some(i64::MAX));
+        assert_eq!(parse_i64(b"9223372036854775808"), None);
+        assert_eq!(parse_i64(b"--5"), None);
+        assert_eq!(parse_i64(b"5x"), None);
     }
 }

@@ -18,7 +18,9 @@ use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine as _;
 
-use crate::common::{is_valid_key, parse_u64, COMMAND_LINE_MAX_BYTES, KEY_LENGTH_MAX_BYTES};
+use crate::common::{
+    is_valid_key, parse_i64, parse_u64, COMMAND_LINE_MAX_BYTES, KEY_LENGTH_MAX_BYTES,
+};
 use crate::Parsed;
 
 /// memcached's `MFLAG_MAX_OPT_LENGTH` (20) counts the tokenizer's empty terminal token, so a
@@ -578,20 +580,14 @@ fn parse_flags<'a>(
     Ok((key, flags))
 }
 
-/// memcached's `safe_strtol`: an optional sign, then digits, within 32 bits.
+/// memcached's `safe_strtol`: C decimal rules (see `common::parse_c_decimal`), 32 bits.
 fn parse_i32(token: &[u8]) -> Option<i32> {
-    let (negative, digits) = match token.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        Some((b'+', rest)) => (false, rest),
-        _ => (false, token),
-    };
-    let magnitude = i64::try_from(parse_u64(digits)?).ok()?;
-    i32::try_from(if negative { -magnitude } else { magnitude }).ok()
+    parse_i64(token).and_then(|v| i32::try_from(v).ok())
 }
 
-/// memcached's `safe_strtoull`: an optional `+`, then digits, within 64 bits.
+/// memcached's `safe_strtoull` (see `common::parse_u64`).
 fn parse_unsigned(token: &[u8]) -> Option<u64> {
-    parse_u64(token.strip_prefix(b"+").unwrap_or(token))
+    parse_u64(token)
 }
 
 // ---- Reply encoding -------------------------------------------------------------------

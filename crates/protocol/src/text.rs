@@ -17,12 +17,23 @@
 //!   [`TextRequest::StoreTooLarge`], so the payload is discarded as it arrives instead of
 //!   being buffered.
 //!
+//! - `noreply` (the last token, memcached's `set_noreply_maybe`) silences every reply of
+//!   the command, errors included: a `CLIENT_ERROR` found after the command was
+//!   recognised becomes a [`Parsed::Invalid`] with an empty `reply` (memcached's
+//!   `out_string` drops it). `ERROR` for an unknown command or a wrong token count is
+//!   still sent, because memcached refuses those before it reads `noreply`; so are the
+//!   errors of commands that have no `noreply` form (`gat`, `shutdown`, `slabs reassign`).
+//!   A refused store line is not followed by a swallow of its payload, as in memcached, so
+//!   the payload line is read as a command (`ERROR`).
+//! - Numbers are read as memcached's `safe_strtoull`/`safe_strtol` read them (see
+//!   `common::parse_u64`): an optional sign, leading zeros, and anything after a
+//!   whitespace byte inside the token are accepted.
+//!
 //! Deliberate differences from memcached 1.6.18: keys with a NUL byte are refused
-//! (`CLIENT_ERROR bad command line format`; see `common::is_valid_key`), client flags above
-//! 2^32 - 1 are refused instead of truncated, and the [`Parsed::Invalid`] error replies
-//! are sent even when the line says `noreply` (memcached drops most of them).
+//! (`CLIENT_ERROR bad command line format`; see `common::is_valid_key`), and client flags
+//! above 2^32 - 1 are refused instead of truncated.
 
-use crate::common::{is_valid_key, parse_u64, COMMAND_LINE_MAX_BYTES};
+use crate::common::{is_valid_key, parse_i64, parse_u32, parse_u64, COMMAND_LINE_MAX_BYTES};
 use crate::Parsed;
 
 /// A `get`/`gets` line may be this long (memcached lets multi-get lines grow without
@@ -239,10 +250,10 @@ pub fn parse<'a>(buf: &'a [u8], limits: &TextLimits<'_>) -> Parsed<TextRequest<'
             }
             let noreply = tokens.noreply();
             let Some(key) = tokens.key(1) else {
-                return invalid(BAD_FORMAT, line_consumed);
+                return refuse(BAD_FORMAT, noreply, line_consumed);
             };
-            let Some(delta) = parse_unsigned(tokens.get(2).unwrap_or(b"")) else {
-                return invalid(BAD_DELTA, line_consumed);
+            let Some(delta) = parse_u64(tokens.get(2).unwrap_or(b"")) else {
+                return refuse(BAD_DELTA, noreply, line_consumed);
             };
             complete(
                 TextRequest::Arith {
@@ -260,10 +271,10 @@ pub fn parse<'a>(buf: &'a [u8], limits: &TextLimits<'_>) -> Parsed<TextRequest<'
             }
             let noreply = tokens.noreply();
             let Some(key) = tokens.key(1) else {
-                return invalid(BAD_FORMAT, line_consumed);
+                return refuse(BAD_FORMAT, noreply, line_consumed);
             };
-            let Some(exptime) = parse_signed(tokens.get(2).unwrap_or(b"")) else {
-                return invalid(BAD_EXPTIME, line_consumed);
+            let Some(exptime) = parse_i64(tokens.get(2).unwrap_or(b"")) else {
+                return refuse(BAD_EXPTIME, noreply, line_consumed);
             };
             complete(
                 TextRequest::Touch {
@@ -281,9 +292,9 @@ pub fn parse<'a>(buf: &'a [u8], limits: &TextLimits<'_>) -> Parsed<TextRequest<'
             let noreply = tokens.noreply();
             let delay_given = ntokens != if noreply { 3 } else { 2 };
             let delay_s = if delay_given {
-                match parse_signed(tokens.get(1).unwrap_or(b"")) {
+                match parse_i64(tokens.get(1).unwrap_or(b"")) {
                     Some(delay_s) => delay_s,
-                    None => return invalid(BAD_EXPTIME, line_consumed),
+                    None => return refuse(BAD_EXPTIME, noreply, line_consumed),
                 }
             } else {
                 0
@@ -309,7 +320,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &TextLimits<'_>) -> Parsed<TextRequest<'
                 Some(b"noreply") if ntokens == 3 => 0,
                 token => match parse_u32(token.unwrap_or(b"")) {
                     Some(level) => level,
-                    None => return invalid(BAD_FORMAT, line_consumed),
+                    None => return refuse(BAD_FORMAT, noreply, line_consumed),
                 },
             };
             complete(
@@ -339,7 +350,7 @@ pub fn parse<'a>(buf: &'a [u8], limits: &TextLimits<'_>) -> Parsed<TextRequest<'
                     TextRequest::CacheMemlimit { megabytes, noreply },
                     line_consumed,
                 ),
-                None => invalid(ERROR, line_consumed),
+                None => refuse(ERROR, noreply, line_consumed),
             }
         }
         _ => {
@@ -447,6 +458,12 @@ fn invalid<R>(reply: &'static [u8], consumed: usize) -> Parsed<R> {
     }
 }
 
+/// An error found after the command was recognised and its `noreply` read: memcached's
+/// `out_string` drops every reply of a `noreply` command, errors included.
+fn refuse<R>(reply: &'static [u8], noreply: bool, consumed: usize) -> Parsed<R> {
+    invalid(if noreply { b"" } else { reply }, consumed)
+}
+
 /// Hostile or hopeless input: close without a reply, as memcached does.
 fn close<R>() -> Parsed<R> {
     Parsed::Invalid {
@@ -481,7 +498,7 @@ fn parse_get<'a>(
         rest = &rest[end..];
     }
     let touch_exptime = if touch {
-        match parse_signed(tokens.get(1).unwrap_or(b"")) {
+        match parse_i64(tokens.get(1).unwrap_or(b"")) {
             Some(exptime) => Some(exptime),
             None => return invalid(BAD_EXPTIME, line_consumed),
         }
@@ -529,28 +546,28 @@ fn parse_store<'a>(
     }
     let noreply = tokens.noreply();
     let Some(key) = tokens.key(1) else {
-        return invalid(BAD_FORMAT, line_consumed);
+        return refuse(BAD_FORMAT, noreply, line_consumed);
     };
     let client_flags = parse_u32(tokens.get(2).unwrap_or(b""));
-    let exptime = parse_signed(tokens.get(3).unwrap_or(b""));
-    let value_len = parse_signed(tokens.get(4).unwrap_or(b""));
+    let exptime = parse_i64(tokens.get(3).unwrap_or(b""));
+    let value_len = parse_i64(tokens.get(4).unwrap_or(b""));
     let (Some(client_flags), Some(exptime), Some(value_len)) = (client_flags, exptime, value_len)
     else {
-        return invalid(BAD_FORMAT, line_consumed);
+        return refuse(BAD_FORMAT, noreply, line_consumed);
     };
     let cas_unique = if command == StoreCommand::Cas {
-        match parse_unsigned(tokens.get(5).unwrap_or(b"")) {
+        match parse_u64(tokens.get(5).unwrap_or(b"")) {
             Some(cas) => cas,
-            None => return invalid(BAD_FORMAT, line_consumed),
+            None => return refuse(BAD_FORMAT, noreply, line_consumed),
         }
     } else {
         0
     };
     if !(0..=VALUE_LENGTH_MAX_BYTES).contains(&value_len) {
-        return invalid(BAD_FORMAT, line_consumed);
+        return refuse(BAD_FORMAT, noreply, line_consumed);
     }
     let Ok(value_len) = usize::try_from(value_len) else {
-        return invalid(BAD_FORMAT, line_consumed);
+        return refuse(BAD_FORMAT, noreply, line_consumed);
     };
     if !(limits.item_fits)(key.len(), value_len) {
         return complete(
@@ -568,7 +585,7 @@ fn parse_store<'a>(
         return Parsed::Incomplete;
     };
     if terminator != b"\r\n" {
-        return invalid(BAD_DATA_CHUNK, value_end + 2);
+        return refuse(BAD_DATA_CHUNK, noreply, value_end + 2);
     }
     complete(
         TextRequest::Store {
@@ -597,11 +614,11 @@ fn parse_delete<'a>(tokens: &Tokens<'a>, line_consumed: usize) -> Parsed<TextReq
         let valid = (ntokens == 4 && (hold_is_zero || noreply))
             || (ntokens == 5 && hold_is_zero && noreply);
         if !valid {
-            return invalid(DELETE_USAGE, line_consumed);
+            return refuse(DELETE_USAGE, noreply, line_consumed);
         }
     }
     let Some(key) = tokens.key(1) else {
-        return invalid(BAD_FORMAT, line_consumed);
+        return refuse(BAD_FORMAT, noreply, line_consumed);
     };
     complete(TextRequest::Delete { key, noreply }, line_consumed)
 }
@@ -610,10 +627,8 @@ fn parse_slabs<'a>(tokens: &Tokens<'a>, line_consumed: usize) -> Parsed<TextRequ
     let ntokens = tokens.ntokens();
     match tokens.get(1) {
         Some(b"reassign") if ntokens == 5 => {
-            let src =
-                parse_signed(tokens.get(2).unwrap_or(b"")).and_then(|v| i32::try_from(v).ok());
-            let dst =
-                parse_signed(tokens.get(3).unwrap_or(b"")).and_then(|v| i32::try_from(v).ok());
+            let src = parse_i64(tokens.get(2).unwrap_or(b"")).and_then(|v| i32::try_from(v).ok());
+            let dst = parse_i64(tokens.get(3).unwrap_or(b"")).and_then(|v| i32::try_from(v).ok());
             match (src, dst) {
                 (Some(src_class), Some(dst_class)) => complete(
                     TextRequest::SlabsReassign {
@@ -632,38 +647,12 @@ fn parse_slabs<'a>(tokens: &Tokens<'a>, line_consumed: usize) -> Parsed<TextRequ
                     complete(TextRequest::SlabsAutomove { level, noreply }, line_consumed)
                 }
                 // `slabs automove ratio <r>` tunes a knob fogcached does not have.
-                Some(_) => invalid(ERROR, line_consumed),
-                None if tokens.get(2) == Some(b"ratio") => invalid(ERROR, line_consumed),
-                None => invalid(BAD_FORMAT, line_consumed),
+                Some(_) => refuse(ERROR, noreply, line_consumed),
+                None if tokens.get(2) == Some(b"ratio") => refuse(ERROR, noreply, line_consumed),
+                None => refuse(BAD_FORMAT, noreply, line_consumed),
             }
         }
         _ => invalid(ERROR, line_consumed),
-    }
-}
-
-/// An unsigned number as memcached's `safe_strtoull` reads it: an optional `+`, then
-/// digits, no overflow.
-fn parse_unsigned(token: &[u8]) -> Option<u64> {
-    parse_u64(token.strip_prefix(b"+").unwrap_or(token))
-}
-
-fn parse_u32(token: &[u8]) -> Option<u32> {
-    parse_unsigned(token).and_then(|v| u32::try_from(v).ok())
-}
-
-/// A signed number as memcached's `safe_strtol` reads it: an optional sign, then digits.
-fn parse_signed(token: &[u8]) -> Option<i64> {
-    match token.split_first() {
-        Some((b'-', digits)) => {
-            let magnitude = parse_u64(digits)?;
-            if magnitude == 1 << 63 {
-                Some(i64::MIN)
-            } else {
-                i64::try_from(magnitude).ok().map(|v| -v)
-            }
-        }
-        Some((b'+', digits)) => parse_u64(digits).and_then(|v| i64::try_from(v).ok()),
-        _ => parse_u64(token).and_then(|v| i64::try_from(v).ok()),
     }
 }
 
@@ -836,7 +825,7 @@ mod tests {
     #[test]
     fn payload_without_crlf_is_a_bad_data_chunk() {
         assert_eq!(err(b"set k 0 0 2\r\nabc\r\n"), (BAD_DATA_CHUNK, 17));
-        assert_eq!(err(b"set k 0 0 1 noreply\r\nvXY"), (BAD_DATA_CHUNK, 24));
+        assert_eq!(err(b"set k 0 0 1 noreply\r\nvXY"), (&b""[..], 24));
     }
 
     #[test]
@@ -869,6 +858,76 @@ mod tests {
         // A line with more tokens than the tokenizer keeps is a wrong token count.
         let many = format!("set k 0 0 1{}\r\nv\r\n", " x".repeat(30));
         assert_eq!(err(many.as_bytes()), (ERROR, many.len() - 3));
+    }
+
+    /// Checked against memcached 1.6.18: each of these lines, then `mn`, is answered
+    /// with `MN` alone; a refused store line does not swallow its payload.
+    #[test]
+    fn noreply_silences_errors_found_after_the_command_is_recognised() {
+        let long_key = "k".repeat(KEY_LENGTH_MAX_BYTES + 1);
+        let silenced = [
+            "incr w x noreply\r\n".to_string(),
+            "decr k abc noreply\r\n".to_string(),
+            format!("incr {long_key} 1 noreply\r\n"),
+            "touch k abc noreply\r\n".to_string(),
+            "delete k 5 noreply\r\n".to_string(),
+            format!("delete {long_key} noreply\r\n"),
+            "flush_all abc noreply\r\n".to_string(),
+            "verbosity x noreply\r\n".to_string(),
+            "set k abc 0 1 noreply\r\n".to_string(),
+            "set k 0 abc 1 noreply\r\n".to_string(),
+            "set k 0 0 -1 noreply\r\n".to_string(),
+            "cas k 0 0 1 abc noreply\r\n".to_string(),
+            "slabs automove 9 noreply\r\n".to_string(),
+            "slabs automove x noreply\r\n".to_string(),
+            "cache_memlimit x noreply\r\n".to_string(),
+        ];
+        for line in silenced {
+            assert_eq!(err(line.as_bytes()), (&b""[..], line.len()), "{line}");
+        }
+        // The payload of a refused store is left to be read as a command line.
+        assert_eq!(err(b"set k abc 0 1 noreply\r\nx\r\n"), (&b""[..], 23));
+        assert_eq!(err(b"x\r\n"), (ERROR, 3));
+        // Refused before memcached reads `noreply`, or no `noreply` form: still answered.
+        assert_eq!(err(b"incr noreply\r\n"), (ERROR, 14));
+        assert_eq!(err(b"foo noreply\r\n"), (ERROR, 13));
+        assert_eq!(err(b"flush_all 1 2 noreply\r\n"), (ERROR, 23));
+        assert_eq!(err(b"touch k 1 2 noreply\r\n"), (ERROR, 21));
+        assert_eq!(err(b"gat abc k noreply\r\n"), (BAD_EXPTIME, 19));
+        assert_eq!(err(b"slabs reassign 1 x\r\n"), (BAD_FORMAT, 20));
+    }
+
+    /// Numbers as memcached's `safe_strtoull`/`safe_strtol` read them (memcached 1.6.18
+    /// stores `set f -0 +0 +1` and answers `incr n -0` with the value unchanged).
+    #[test]
+    fn numeric_tokens_take_signs_and_leading_zeros() {
+        assert_eq!(
+            ok(b"set f -0 +0 +1\r\nx\r\n").0,
+            TextRequest::Store {
+                command: StoreCommand::Set,
+                key: b"f",
+                client_flags: 0,
+                exptime: 0,
+                cas_unique: 0,
+                value: b"x",
+                noreply: false,
+            }
+        );
+        let arith = |delta| TextRequest::Arith {
+            key: b"n",
+            increment: true,
+            delta,
+            noreply: false,
+        };
+        assert_eq!(ok(b"incr n -0\r\n").0, arith(0));
+        assert_eq!(ok(b"incr n +2\r\n").0, arith(2));
+        assert_eq!(ok(b"incr n 00000000000000000000000000001\r\n").0, arith(1));
+        assert_eq!(ok(b"incr n -18446744073709551615\r\n").0, arith(1));
+        assert_eq!(ok(b"incr n 5\t\r\n").0, arith(5));
+        assert_eq!(err(b"incr n -1\r\n"), (BAD_DELTA, 11));
+        assert_eq!(err(b"incr n -9223372036854775808\r\n"), (BAD_DELTA, 29));
+        assert_eq!(err(b"incr n 1x\r\n"), (BAD_DELTA, 11));
+        assert_eq!(err(b"incr n 18446744073709551616\r\n"), (BAD_DELTA, 29));
     }
 
     #[test]
@@ -1057,7 +1116,7 @@ mod tests {
         // memcached reads the delay and ignores a second argument.
         assert_eq!(ok(b"flush_all 10 20\r\n").0, flush(10, false));
         assert_eq!(err(b"flush_all x\r\n"), (BAD_EXPTIME, 13));
-        assert_eq!(err(b"flush_all x noreply\r\n"), (BAD_EXPTIME, 21));
+        assert_eq!(err(b"flush_all x noreply\r\n"), (&b""[..], 21));
         assert_eq!(err(b"flush_all 1 2 3\r\n"), (ERROR, 17));
     }
 

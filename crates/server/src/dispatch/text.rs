@@ -3,10 +3,14 @@
 //!
 //! Lines that start with a meta command (`mg ms md ma mn me`) go to the meta dispatcher.
 //!
-//! `noreply` suppresses the replies that report an outcome (`STORED`, `NOT_STORED`,
-//! `EXISTS`, `NOT_FOUND`, `DELETED`, `TOUCHED`, `OK`, an incr/decr value) but never an
-//! error (`ERROR`, `CLIENT_ERROR ...`, `SERVER_ERROR ...`): a client that asked not to
-//! be answered must still learn that its request was refused.
+//! `noreply` suppresses every reply of the command, errors included, byte for byte as
+//! memcached 1.6's `set_noreply_maybe` + `out_string`: outcomes (`STORED`, `NOT_FOUND`,
+//! `OK`, an incr/decr value, ...), `CLIENT_ERROR` replies (bad numbers, a non-numeric
+//! value for incr/decr; the parser already returns them empty) and `SERVER_ERROR object
+//! too large for cache` / `SERVER_ERROR out of memory ...` (checked against memcached
+//! 1.6.18: `set k 0 0 2000000 noreply` and its payload get no reply; the payload is still
+//! swallowed). Still sent: `ERROR` for an unknown command or a wrong token count (refused
+//! before `noreply` is read) and the replies of commands without a `noreply` form.
 
 use std::sync::atomic::Ordering;
 
@@ -107,17 +111,17 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
                 StoreOutcome::Exists => reply(session, noreply, EXISTS),
                 StoreOutcome::NotFound => reply(session, noreply, NOT_FOUND),
                 // An append or prepend whose result would not fit.
-                StoreOutcome::TooLarge => error(session, TOO_LARGE),
-                StoreOutcome::OutOfMemory => error(session, OUT_OF_MEMORY_STORING),
+                StoreOutcome::TooLarge => reply(session, noreply, TOO_LARGE),
+                StoreOutcome::OutOfMemory => reply(session, noreply, OUT_OF_MEMORY_STORING),
             }
         }
         TextRequest::StoreTooLarge {
             command,
             key,
             value_len,
-            noreply: _,
+            noreply,
         } => {
-            error(session, TOO_LARGE);
+            reply(session, noreply, TOO_LARGE);
             // memcached counts `store_too_large` and unlinks the old value of a refused
             // `set` (not `cas`), so that a client never reads the value it just tried to
             // replace. This is not a delete in the statistics.
@@ -155,8 +159,8 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
             }
             ArithOutcome::NotFound => reply(session, noreply, NOT_FOUND),
             ArithOutcome::Exists => reply(session, noreply, EXISTS),
-            ArithOutcome::NonNumeric => error(session, NON_NUMERIC),
-            ArithOutcome::OutOfMemory => error(session, OUT_OF_MEMORY),
+            ArithOutcome::NonNumeric => reply(session, noreply, NON_NUMERIC),
+            ArithOutcome::OutOfMemory => reply(session, noreply, OUT_OF_MEMORY),
         },
         TextRequest::Touch {
             key,
@@ -205,16 +209,16 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
         TextRequest::SlabsAutomove { level, noreply } => slabs_automove(session, level, noreply),
         TextRequest::CacheMemlimit { megabytes, noreply } => {
             if megabytes < MEMLIMIT_MIN_MEGABYTES {
-                error(session, MEMLIMIT_TOO_SMALL);
+                reply(session, noreply, MEMLIMIT_TOO_SMALL);
             } else if megabytes > MEMLIMIT_MAX_MEGABYTES {
-                error(session, MEMLIMIT_NOT_BYTES);
+                reply(session, noreply, MEMLIMIT_NOT_BYTES);
             } else if u64::from(megabytes) * 1024 * 1024 == engine.config().memory_limit_bytes {
                 // Asking for the limit already in force changes nothing.
                 reply(session, noreply, OK);
             } else {
                 // The engine sizes its page pool at start-up; memcached gives this reply
                 // when its memory cannot be adjusted at run time.
-                error(session, MEMLIMIT_FAILED);
+                reply(session, noreply, MEMLIMIT_FAILED);
             }
         }
     }
@@ -231,14 +235,14 @@ fn store_mode(command: StoreCommand) -> StoreMode {
     }
 }
 
-/// An outcome reply, which `noreply` suppresses.
+/// A reply of a command with a `noreply` form, which `noreply` suppresses (errors too).
 fn reply(session: &mut Session<'_>, noreply: bool, bytes: &[u8]) {
     if !noreply {
         session.out.extend_from_slice(bytes);
     }
 }
 
-/// An error reply, sent even under `noreply`.
+/// A reply of a command without a `noreply` form.
 fn error(session: &mut Session<'_>, bytes: &[u8]) {
     session.out.extend_from_slice(bytes);
 }
@@ -340,7 +344,7 @@ fn slabs_automove(session: &mut Session<'_>, level: u32, noreply: bool) {
     match session.engine.set_slab_automove(level) {
         Ok(()) => reply(session, noreply, OK),
         // The parser only passes 0..=2; memcached answers any other level with ERROR.
-        Err(_) => error(session, ERROR),
+        Err(_) => reply(session, noreply, ERROR),
     }
 }
 
@@ -562,13 +566,28 @@ mod tests {
             f.reply(b"incr d x\r\n"),
             "CLIENT_ERROR invalid numeric delta argument\r\n"
         );
+        assert_eq!(f.reply(b"incr d -1 noreply\r\n"), "");
+        // memcached 1.6.18 reads values and deltas with strtoull: the padded `9 ` plus an
+        // appended `0` reads as 9; signs, leading blanks and leading zeros are accepted.
         assert_eq!(
-            f.reply(b"incr d -1 noreply\r\n"),
-            "CLIENT_ERROR invalid numeric delta argument\r\n"
+            f.reply(b"set p 0 0 2\r\n10\r\ndecr p 1\r\nappend p 0 0 1\r\n0\r\ndecr p 0\r\n"),
+            "STORED\r\n9\r\nSTORED\r\n9\r\n"
+        );
+        assert_eq!(
+            f.reply(b"set p 0 0 2\r\n+3\r\nincr p 1\r\nset p 0 0 2\r\n 7\r\nincr p 1\r\n"),
+            "STORED\r\n4\r\nSTORED\r\n8\r\n"
+        );
+        assert_eq!(
+            f.reply(b"set p 0 0 6\r\n12 abc\r\nincr p 1\r\nset p 0 0 2\r\n-0\r\nincr p 1\r\n"),
+            "STORED\r\n13\r\nSTORED\r\n1\r\n"
+        );
+        assert_eq!(
+            f.reply(b"incr p -0\r\nincr p 00000000000000000000005\r\n"),
+            "1\r\n6\r\n"
         );
         assert_eq!(
             f.reply(b"set s 0 0 3\r\nabc\r\ndecr s 1 noreply\r\n"),
-            "STORED\r\nCLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
+            "STORED\r\n"
         );
     }
 
@@ -605,10 +624,7 @@ mod tests {
             f.reply(b"set k 0 0 1\r\nx\r\ntouch k -1 noreply\r\nget k\r\n"),
             "STORED\r\nEND\r\n"
         );
-        assert_eq!(
-            f.reply(b"touch k x noreply\r\n"),
-            "CLIENT_ERROR invalid exptime argument\r\n"
-        );
+        assert_eq!(f.reply(b"touch k x noreply\r\n"), "");
     }
 
     #[test]
@@ -666,7 +682,7 @@ mod tests {
     }
 
     #[test]
-    fn noreply_hides_outcomes_but_not_errors() {
+    fn noreply_hides_every_reply_but_error_for_unknown_or_miscounted_lines() {
         let f = Fixture::new();
         let quiet = b"set k 0 0 1 noreply\r\nx\r\nadd k 0 0 1 noreply\r\ny\r\n\
             replace k 0 0 1 noreply\r\nz\r\nappend k 0 0 1 noreply\r\n1\r\n\
@@ -675,22 +691,37 @@ mod tests {
             delete k noreply\r\nincr k 1 noreply\r\nflush_all noreply\r\n\
             flush_all 0 noreply\r\nslabs automove 1 noreply\r\n";
         assert_eq!(f.reply(quiet), "");
+        // Each reply below is memcached 1.6.18's for the same input.
         assert_eq!(
             f.reply(b"set k 0 0 1 noreply\r\nxy\r\n"),
             // memcached drops "xy\r" with the line; the "\n" left over is an empty line.
-            "CLIENT_ERROR bad data chunk\r\nERROR\r\n"
+            "ERROR\r\n"
         );
+        // A refused store line does not swallow its payload: `x` reads as a command.
+        assert_eq!(f.reply(b"set k abc 0 1 noreply\r\nx\r\n"), "ERROR\r\n");
+        let silenced: &[&[u8]] = &[
+            b"set k 0 0 -1 noreply\r\n",
+            b"flush_all abc noreply\r\n",
+            b"verbosity x noreply\r\n",
+            b"incr w x noreply\r\n",
+            b"decr k abc noreply\r\n",
+            b"touch k abc noreply\r\n",
+            b"delete k 5 noreply\r\n",
+            b"verbosity noreply\r\n",
+            b"slabs automove 9 noreply\r\n",
+            b"cache_memlimit x noreply\r\n",
+            b"cache_memlimit 1 noreply\r\n",
+            b"set v 0 0 3 noreply\r\nabc\r\nincr v 1 noreply\r\n",
+        ];
+        for input in silenced {
+            assert_eq!(f.reply(input), "", "{}", String::from_utf8_lossy(input));
+        }
+        assert_eq!(f.reply(b"incr noreply\r\n"), "ERROR\r\n");
+        assert_eq!(f.reply(b"foo noreply\r\n"), "ERROR\r\n");
+        assert_eq!(f.reply(b"touch k 1 2 noreply\r\n"), "ERROR\r\n");
         assert_eq!(
-            f.reply(b"set k 0 0 -1 noreply\r\n"),
-            "CLIENT_ERROR bad command line format\r\n"
-        );
-        assert_eq!(
-            f.reply(b"flush_all x noreply\r\n"),
+            f.reply(b"gat abc k noreply\r\n"),
             "CLIENT_ERROR invalid exptime argument\r\n"
-        );
-        assert_eq!(
-            f.reply(b"verbosity x noreply\r\n"),
-            "CLIENT_ERROR bad command line format\r\n"
         );
     }
 
@@ -721,14 +752,12 @@ mod tests {
         );
         assert_eq!(session_out, b"SERVER_ERROR object too large for cache\r\n");
         assert_eq!(f.reply(b"get k\r\n"), "END\r\n");
-        // Not for add/replace/append/prepend/cas, and not hidden by noreply.
+        // Not for add/replace/append/prepend/cas. noreply hides the error but the
+        // payload is still swallowed (memcached 1.6.18 answers only the `get`).
         let mut input = format!("add j 0 0 {too_big} noreply\r\n").into_bytes();
         input.resize(input.len() + too_big, b'z');
         input.extend_from_slice(b"\r\nget j\r\n");
-        assert_eq!(
-            f.reply(&input),
-            "SERVER_ERROR object too large for cache\r\nVALUE j 0 1\r\ny\r\nEND\r\n"
-        );
+        assert_eq!(f.reply(&input), "VALUE j 0 1\r\ny\r\nEND\r\n");
     }
 
     #[test]
