@@ -35,19 +35,7 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             consumed,
             swallow_bytes,
             close,
-        } => {
-            session.out.extend_from_slice(reply);
-            if close {
-                Step::Close
-            } else if swallow_bytes > 0 {
-                Step::Swallow {
-                    consumed,
-                    bytes: swallow_bytes,
-                }
-            } else {
-                Step::Consumed(consumed)
-            }
-        }
+        } => super::refuse(session, reply, consumed, swallow_bytes, close),
         Parsed::Complete { request, consumed } => execute(session, &request, consumed),
     }
 }

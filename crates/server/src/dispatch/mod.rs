@@ -4,3 +4,28 @@
 pub mod binary;
 pub mod meta;
 pub mod text;
+
+use crate::session::{Session, Step};
+
+/// Sends the error reply of a malformed request (`protocol::Parsed::Invalid`) and tells
+/// the runtime what to do with the bytes: drop the request, swallow a refused payload as
+/// it arrives, or close the connection.
+fn refuse(
+    session: &mut Session<'_>,
+    reply: &[u8],
+    consumed: usize,
+    swallow_bytes: usize,
+    close: bool,
+) -> Step {
+    session.out.extend_from_slice(reply);
+    if close {
+        Step::Close
+    } else if swallow_bytes > 0 {
+        Step::Swallow {
+            consumed,
+            bytes: swallow_bytes,
+        }
+    } else {
+        Step::Consumed(consumed)
+    }
+}
