@@ -1,0 +1,248 @@
+//! `fogbench`: command-line front end of the load generator.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use bench::proto::Protocol;
+use bench::report::series_csv;
+use bench::runner::RunConfig;
+use bench::workload::{KeyDistribution, ValueSize};
+use bench::{run_benchmark, BenchOptions};
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "fogbench",
+    version,
+    about = "Load generator for memcached-compatible servers"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a load (optionally after a YCSB-style load phase) against one server.
+    Run(RunArgs),
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum ProtocolArg {
+    Text,
+    Meta,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy)]
+enum DistributionArg {
+    Uniform,
+    /// Scrambled zipfian (YCSB-style) with --zipf-theta.
+    Zipf,
+    /// Every other request from the hot range [--hot-first, +--hot-keys) (seed 000, 5.2).
+    Hotset,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Server address, host:port.
+    #[arg(long, default_value = "127.0.0.1:11211")]
+    server: String,
+    #[arg(long, value_enum, default_value = "text")]
+    protocol: ProtocolArg,
+    /// Connections, spread evenly over --threads.
+    #[arg(long, default_value_t = 256)]
+    connections: usize,
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Length of the run phase in seconds (fractions allowed).
+    #[arg(long, default_value_t = 10.0)]
+    duration_s: f64,
+    /// Open loop at this total request rate (per second); closed loop when absent.
+    #[arg(long)]
+    rate: Option<f64>,
+    /// Open loop: most requests in flight per connection.
+    #[arg(long, default_value_t = 64)]
+    pipeline_max: usize,
+    /// Number of distinct keys.
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    #[arg(long, value_enum, default_value = "uniform")]
+    distribution: DistributionArg,
+    #[arg(long, default_value_t = 0.99)]
+    zipf_theta: f64,
+    #[arg(long, default_value_t = 0)]
+    hot_first: u64,
+    #[arg(long, default_value_t = 5000)]
+    hot_keys: u64,
+    /// Value size in bytes: "1024" or a uniform range "64-4096".
+    #[arg(long, default_value = "1024")]
+    value_size: String,
+    /// Share of gets in the run phase (the rest are sets).
+    #[arg(long, default_value_t = 0.9)]
+    get_ratio: f64,
+    /// Expiry time of every set, in seconds (0: never).
+    #[arg(long, default_value_t = 0)]
+    ttl_s: u32,
+    #[arg(long, default_value = "fb:")]
+    key_prefix: String,
+    /// Set every key once (closed loop) before the run phase.
+    #[arg(long)]
+    load: bool,
+    /// Longest the load phase may take, in seconds.
+    #[arg(long, default_value_t = 600)]
+    load_timeout_s: u64,
+    /// Check every value read against the pattern fogbench writes (so the keys under
+    /// --key-prefix must have been written by fogbench, e.g. with --load).
+    #[arg(long)]
+    verify: bool,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Do not poll the server's stats once a second.
+    #[arg(long)]
+    no_stats: bool,
+    /// No progress line.
+    #[arg(long)]
+    quiet: bool,
+    /// Write the full report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the run phase's per-second series as CSV here.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+}
+
+fn resolve(server: &str) -> anyhow::Result<SocketAddr> {
+    server
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {server}"))?
+        .next()
+        .with_context(|| format!("{server} resolves to no address"))
+}
+
+fn config_from(args: &RunArgs) -> anyhow::Result<RunConfig> {
+    if !(args.duration_s > 0.0 && args.duration_s <= 86_400.0) {
+        bail!("--duration-s must be in (0, 86400]");
+    }
+    if args.load_timeout_s == 0 || args.load_timeout_s > 86_400 {
+        bail!("--load-timeout-s must be in [1, 86400]");
+    }
+    if !(0.0..=1.0).contains(&args.get_ratio) {
+        bail!("--get-ratio must be in [0, 1]");
+    }
+    if let Some(rate) = args.rate {
+        if !(0.001..=1e9).contains(&rate) {
+            bail!("--rate must be in [0.001, 1e9] requests per second");
+        }
+    }
+    if args.connections == 0
+        || args.connections > 65_536
+        || args.threads == 0
+        || args.threads > 1024
+    {
+        bail!("--connections must be in [1, 65536] and --threads in [1, 1024]");
+    }
+    if args.pipeline_max == 0 || args.pipeline_max > 65_536 {
+        bail!("--pipeline-max must be in [1, 65536]");
+    }
+    if args.key_prefix.bytes().any(|b| b <= b' ' || b == 0x7f) || args.key_prefix.len() > 200 {
+        bail!("--key-prefix must be at most 200 bytes without spaces or control characters");
+    }
+    let distribution = match args.distribution {
+        DistributionArg::Uniform => KeyDistribution::uniform(args.keys)?,
+        DistributionArg::Zipf => KeyDistribution::scrambled_zipfian(args.keys, args.zipf_theta)?,
+        DistributionArg::Hotset => {
+            KeyDistribution::alternating_hot_set(args.keys, args.hot_first, args.hot_keys)?
+        }
+    };
+    Ok(RunConfig {
+        server: resolve(&args.server)?,
+        protocol: match args.protocol {
+            ProtocolArg::Text => Protocol::Text,
+            ProtocolArg::Meta => Protocol::Meta,
+        },
+        connections: args.connections,
+        threads: args.threads,
+        duration: Duration::from_secs_f64(args.duration_s),
+        rate_per_s: args.rate,
+        distribution,
+        value_size: ValueSize::parse(&args.value_size)?,
+        get_ratio: args.get_ratio,
+        ttl_s: args.ttl_s,
+        key_prefix: args.key_prefix.clone(),
+        verify: args.verify,
+        seed: args.seed,
+        pipeline_max: args.pipeline_max,
+        load_timeout: Duration::from_secs(args.load_timeout_s),
+    })
+}
+
+fn run(args: &RunArgs) -> anyhow::Result<bool> {
+    let config = config_from(args)?;
+    let options = BenchOptions {
+        load: args.load,
+        poll_stats: !args.no_stats,
+        progress: !args.quiet,
+    };
+    let report = run_benchmark(&config, options)?;
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report).context("encoding the report")?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(path) = &args.csv {
+        std::fs::write(path, series_csv(&report.run))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if let Some(load) = &report.load {
+        println!(
+            "load: {} sets in {:.2} s ({:.0} ops/s)",
+            load.ops, load.elapsed_s, load.ops_per_s
+        );
+    }
+    let run = &report.run;
+    println!(
+        "run: {} ops in {:.2} s ({:.0} ops/s), hits {} misses {} errors {} verify failures {} connection failures {}",
+        run.ops,
+        run.elapsed_s,
+        run.ops_per_s,
+        run.counts.hits,
+        run.counts.misses,
+        run.counts.error_replies,
+        run.counts.verify_failures,
+        run.connection_failures
+    );
+    for (op, latency) in &run.latency {
+        println!(
+            "  {op:<4} n={:<10} p50 {:>9.1} us  p90 {:>9.1} us  p99 {:>9.1} us  p99.9 {:>9.1} us  max {:>9.1} us",
+            latency.count, latency.p50_us, latency.p90_us, latency.p99_us, latency.p999_us, latency.max_us
+        );
+    }
+    if run.open_loop_unsent > 0 || run.unanswered > 0 {
+        println!(
+            "  open loop: {} sends held back (pipeline full: the server did not keep up), {} requests unanswered",
+            run.open_loop_unsent, run.unanswered
+        );
+    }
+    if let Some(error) = &run.first_error {
+        println!("  first error: {error}");
+    }
+    // A run with broken values or lost connections is a failed run for scripts.
+    Ok(run.counts.verify_failures == 0 && run.connection_failures == 0)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Run(args) => run(args),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(2),
+        Err(error) => {
+            eprintln!("fogbench: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! Per-thread measurements, their merge, and the JSON / CSV renderings.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use anyhow::Context;
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::workload::OpKind;
+
+/// Largest latency a histogram tracks; slower replies are clamped to it (and still
+/// counted), 60 s being far beyond any useful cache latency.
+const LATENCY_MAX_NS: u64 = 60_000_000_000;
+/// Significant figures of the whole-run histograms (0.1% resolution).
+const RUN_SIGFIG: u8 = 3;
+/// Per-second histograms are coarser (1%) to keep a long run's memory small.
+const INTERVAL_SIGFIG: u8 = 2;
+
+pub fn new_histogram(sigfig: u8) -> anyhow::Result<Histogram<u64>> {
+    Histogram::new_with_bounds(1, LATENCY_MAX_NS, sigfig).context("creating a latency histogram")
+}
+
+/// Outcome counters of a phase (or one second of it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub gets: u64,
+    pub sets: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub not_stored: u64,
+    /// ERROR / CLIENT_ERROR / SERVER_ERROR replies.
+    pub error_replies: u64,
+    /// Hits whose value was not the one fogbench writes for that key (only with --verify).
+    pub verify_failures: u64,
+}
+
+impl Counts {
+    pub fn ops(&self) -> u64 {
+        self.gets + self.sets
+    }
+
+    pub fn add(&mut self, other: &Counts) {
+        self.gets += other.gets;
+        self.sets += other.sets;
+        self.hits += other.hits;
+        self.misses += other.misses;
+        self.not_stored += other.not_stored;
+        self.error_replies += other.error_replies;
+        self.verify_failures += other.verify_failures;
+    }
+
+    pub fn count_op(&mut self, op: OpKind) {
+        match op {
+            OpKind::Get => self.gets += 1,
+            OpKind::Set => self.sets += 1,
+        }
+    }
+}
+
+/// One second of one thread (or, after merging, of the whole run).
+#[derive(Debug, Clone)]
+pub struct Interval {
+    pub counts: Counts,
+    pub latency: Histogram<u64>,
+}
+
+impl Interval {
+    pub fn new() -> anyhow::Result<Interval> {
+        Ok(Interval {
+            counts: Counts::default(),
+            latency: new_histogram(INTERVAL_SIGFIG)?,
+        })
+    }
+}
+
+/// Everything one worker thread measured in one phase.
+#[derive(Debug, Clone)]
+pub struct Measurements {
+    pub counts: Counts,
+    /// Indexed by [`OpKind::index`].
+    pub latency: [Histogram<u64>; 2],
+    pub series: Vec<Interval>,
+    /// Connections lost to an I/O or protocol error.
+    pub connection_failures: u64,
+    /// Requests sent but never answered (lost connection or drain timeout).
+    pub unanswered: u64,
+    /// Open loop: sends that were due before the end but could not go out because the
+    /// connection's pipeline was full. Non-zero means the server could not keep up.
+    pub open_loop_unsent: u64,
+    /// The first connection error, for the report.
+    pub first_error: Option<String>,
+}
+
+impl Measurements {
+    pub fn new() -> anyhow::Result<Measurements> {
+        Ok(Measurements {
+            counts: Counts::default(),
+            latency: [new_histogram(RUN_SIGFIG)?, new_histogram(RUN_SIGFIG)?],
+            series: Vec::new(),
+            connection_failures: 0,
+            unanswered: 0,
+            open_loop_unsent: 0,
+            first_error: None,
+        })
+    }
+
+    /// Records a completed operation `second` seconds into the phase; `series_max`
+    /// bounds the series (later completions land in its last second).
+    pub fn record(
+        &mut self,
+        op: OpKind,
+        latency_ns: u64,
+        second: usize,
+        series_max: usize,
+    ) -> anyhow::Result<()> {
+        let latency_ns = latency_ns.max(1);
+        self.latency[op.index()].saturating_record(latency_ns);
+        let second = second.min(series_max.saturating_sub(1));
+        while self.series.len() <= second {
+            self.series.push(Interval::new()?);
+        }
+        let interval = &mut self.series[second];
+        interval.counts.count_op(op);
+        interval.latency.saturating_record(latency_ns);
+        self.counts.count_op(op);
+        Ok(())
+    }
+
+    /// Records an outcome counter in both the totals and the second's interval.
+    pub fn note(
+        &mut self,
+        second: usize,
+        series_max: usize,
+        update: impl Fn(&mut Counts),
+    ) -> anyhow::Result<()> {
+        update(&mut self.counts);
+        let second = second.min(series_max.saturating_sub(1));
+        while self.series.len() <= second {
+            self.series.push(Interval::new()?);
+        }
+        update(&mut self.series[second].counts);
+        Ok(())
+    }
+
+    /// Folds another thread's measurements into these.
+    pub fn merge(&mut self, other: &Measurements) -> anyhow::Result<()> {
+        self.counts.add(&other.counts);
+        for (mine, theirs) in self.latency.iter_mut().zip(other.latency.iter()) {
+            mine.add(theirs).context("merging latency histograms")?;
+        }
+        while self.series.len() < other.series.len() {
+            self.series.push(Interval::new()?);
+        }
+        for (mine, theirs) in self.series.iter_mut().zip(other.series.iter()) {
+            mine.counts.add(&theirs.counts);
+            mine.latency
+                .add(&theirs.latency)
+                .context("merging interval histograms")?;
+        }
+        self.connection_failures += other.connection_failures;
+        self.unanswered += other.unanswered;
+        self.open_loop_unsent += other.open_loop_unsent;
+        if self.first_error.is_none() {
+            self.first_error.clone_from(&other.first_error);
+        }
+        Ok(())
+    }
+}
+
+/// Percentiles of one histogram, in microseconds.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub mean_us: f64,
+    pub p50_us: f64,
+    pub p90_us: f64,
+    pub p99_us: f64,
+    pub p999_us: f64,
+    pub max_us: f64,
+    /// (percentile, latency_us) at fixed percentiles, for distribution plots.
+    pub distribution: Vec<(f64, f64)>,
+}
+
+const DISTRIBUTION_PERCENTILES: [f64; 14] = [
+    0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0,
+];
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+impl LatencySummary {
+    pub fn of(histogram: &Histogram<u64>) -> LatencySummary {
+        let at = |q: f64| us(histogram.value_at_quantile(q));
+        LatencySummary {
+            count: histogram.len(),
+            mean_us: histogram.mean() / 1000.0,
+            p50_us: at(0.50),
+            p90_us: at(0.90),
+            p99_us: at(0.99),
+            p999_us: at(0.999),
+            max_us: us(histogram.max()),
+            distribution: DISTRIBUTION_PERCENTILES
+                .iter()
+                .map(|&p| (p, us(histogram.value_at_percentile(p))))
+                .collect(),
+        }
+    }
+}
+
+/// One server `stats` sample: the selected fields that the server reported.
+pub type ServerSample = BTreeMap<String, u64>;
+
+/// The `stats` fields recorded in the time series, when the server has them.
+pub const SERVER_FIELDS: [&str; 13] = [
+    "curr_items",
+    "evictions",
+    "get_hits",
+    "get_misses",
+    "tier_dram_items",
+    "tier_slow_items",
+    "tier_dram_bytes",
+    "tier_slow_bytes",
+    "tier_dram_get_hits",
+    "tier_slow_get_hits",
+    "promotions",
+    "demotions",
+    "migrations_raced",
+];
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SecondReport {
+    pub second: usize,
+    pub ops: u64,
+    pub counts: Counts,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub max_us: f64,
+    /// The server's counters sampled at the end of this second (absent if the poll failed).
+    pub server: Option<ServerSample>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseReport {
+    pub elapsed_s: f64,
+    pub ops: u64,
+    pub ops_per_s: f64,
+    pub counts: Counts,
+    pub connection_failures: u64,
+    pub unanswered: u64,
+    pub open_loop_unsent: u64,
+    pub first_error: Option<String>,
+    /// Keyed by operation ("get", "set") plus "all".
+    pub latency: BTreeMap<String, LatencySummary>,
+    pub series: Vec<SecondReport>,
+}
+
+impl PhaseReport {
+    pub fn build(
+        measurements: &Measurements,
+        elapsed_s: f64,
+        samples: &[Option<ServerSample>],
+    ) -> anyhow::Result<PhaseReport> {
+        let mut latency = BTreeMap::new();
+        let mut all = new_histogram(RUN_SIGFIG)?;
+        for op in OpKind::ALL {
+            let histogram = &measurements.latency[op.index()];
+            all.add(histogram).context("merging per-op histograms")?;
+            if !histogram.is_empty() {
+                latency.insert(op.name().to_owned(), LatencySummary::of(histogram));
+            }
+        }
+        latency.insert("all".to_owned(), LatencySummary::of(&all));
+        let seconds = measurements.series.len().max(samples.len());
+        let mut series = Vec::with_capacity(seconds);
+        for second in 0..seconds {
+            let interval = measurements.series.get(second);
+            let counts = interval.map(|i| i.counts.clone()).unwrap_or_default();
+            let at = |q: f64| interval.map_or(0.0, |i| us(i.latency.value_at_quantile(q)));
+            series.push(SecondReport {
+                second,
+                ops: counts.ops(),
+                counts,
+                p50_us: at(0.5),
+                p99_us: at(0.99),
+                max_us: interval.map_or(0.0, |i| us(i.latency.max())),
+                server: samples.get(second).cloned().flatten(),
+            });
+        }
+        let ops = measurements.counts.ops();
+        Ok(PhaseReport {
+            elapsed_s,
+            ops,
+            ops_per_s: if elapsed_s > 0.0 {
+                ops as f64 / elapsed_s
+            } else {
+                0.0
+            },
+            counts: measurements.counts.clone(),
+            connection_failures: measurements.connection_failures,
+            unanswered: measurements.unanswered,
+            open_loop_unsent: measurements.open_loop_unsent,
+            first_error: measurements.first_error.clone(),
+            latency,
+            series,
+        })
+    }
+}
+
+/// The whole run, as written to `--json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub tool: &'static str,
+    pub config: BTreeMap<String, serde_json::Value>,
+    pub load: Option<PhaseReport>,
+    pub run: PhaseReport,
+}
+
+/// The run phase's time series as CSV: one row per second.
+pub fn series_csv(phase: &PhaseReport) -> String {
+    let mut csv = String::from(
+        "second,ops,gets,sets,hits,misses,not_stored,error_replies,verify_failures,p50_us,p99_us,max_us",
+    );
+    for field in SERVER_FIELDS {
+        csv.push(',');
+        csv.push_str(field);
+    }
+    csv.push('\n');
+    for row in &phase.series {
+        let c = &row.counts;
+        // Writing to a String cannot fail.
+        let _ = write!(
+            csv,
+            "{},{},{},{},{},{},{},{},{},{:.1},{:.1},{:.1}",
+            row.second,
+            row.ops,
+            c.gets,
+            c.sets,
+            c.hits,
+            c.misses,
+            c.not_stored,
+            c.error_replies,
+            c.verify_failures,
+            row.p50_us,
+            row.p99_us,
+            row.max_us
+        );
+        for field in SERVER_FIELDS {
+            csv.push(',');
+            if let Some(value) = row.server.as_ref().and_then(|s| s.get(field)) {
+                let _ = write!(csv, "{value}");
+            }
+        }
+        csv.push('\n');
+    }
+    csv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measurements_from_threads_merge_into_one_distribution() {
+        let mut first = Measurements::new().unwrap();
+        let mut second = Measurements::new().unwrap();
+        for i in 1..=1000u64 {
+            first.record(OpKind::Get, i * 1000, 0, 10).unwrap();
+        }
+        for i in 1001..=2000u64 {
+            second.record(OpKind::Get, i * 1000, 2, 10).unwrap();
+        }
+        second.record(OpKind::Set, 5_000_000, 2, 10).unwrap();
+        second.note(2, 10, |c| c.verify_failures += 1).unwrap();
+        first.merge(&second).unwrap();
+
+        assert_eq!(first.counts.gets, 2000);
+        assert_eq!(first.counts.sets, 1);
+        assert_eq!(first.counts.verify_failures, 1);
+        let gets = LatencySummary::of(&first.latency[OpKind::Get.index()]);
+        assert_eq!(gets.count, 2000);
+        // 1..2000 µs uniformly: the median is ~1000 µs, the max 2000 µs (0.1% precision).
+        assert!((gets.p50_us - 1000.0).abs() <= 2.0, "{}", gets.p50_us);
+        assert!((gets.max_us - 2000.0).abs() <= 2.0, "{}", gets.max_us);
+        assert_eq!(first.series.len(), 3);
+        assert_eq!(first.series[0].counts.gets, 1000);
+        assert_eq!(first.series[1].counts.ops(), 0);
+        assert_eq!(first.series[2].counts.ops(), 1001);
+        assert_eq!(first.series[2].counts.verify_failures, 1);
+
+        let phase = PhaseReport::build(&first, 3.0, &[]).unwrap();
+        assert_eq!(phase.ops, 2001);
+        assert_eq!(phase.latency["all"].count, 2001);
+        assert_eq!(phase.latency["set"].count, 1);
+        let csv = series_csv(&phase);
+        assert_eq!(csv.lines().count(), 4);
+        assert!(csv
+            .lines()
+            .nth(3)
+            .unwrap()
+            .starts_with("2,1001,1000,1,0,0,0,0,1,"));
+    }
+
+    #[test]
+    fn the_series_is_bounded() {
+        let mut m = Measurements::new().unwrap();
+        m.record(OpKind::Get, 10, 1_000_000, 5).unwrap();
+        assert_eq!(m.series.len(), 5);
+    }
+}

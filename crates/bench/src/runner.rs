@@ -1,0 +1,586 @@
+//! Drives the load: N connections spread over a few threads, each thread running its own
+//! mio event loop.
+//!
+//! Why mio rather than a blocking socket per connection: open loop needs to send on a
+//! schedule whether or not earlier replies came back (otherwise a slow server silently
+//! lowers the offered load — coordinated omission), and hundreds of connections on a
+//! 2-core machine should not need hundreds of threads competing with the server under
+//! test. One readiness loop per thread can pipeline sends and reads on each of its
+//! connections and time everything against the intended send instant.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream as StdTcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+
+use crate::proto::{encode_get, encode_set, parse_reply, Protocol, Reply};
+use crate::report::{Measurements, ServerSample, SERVER_FIELDS};
+use crate::workload::{
+    check_value, next_op, write_key, write_value, KeyDistribution, KeyGenerator, OpKind, Rng,
+    ValueSize,
+};
+
+/// How long, after the end of a phase, outstanding replies are still awaited.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest a single poll sleeps, so that the end of a phase is noticed promptly.
+const POLL_MAX_WAIT: Duration = Duration::from_millis(50);
+/// Bytes read per `read` call.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// A connection whose unparsed input grows past this is broken (largest value + slack).
+const INPUT_MAX_BYTES: usize = crate::workload::VALUE_MAX_BYTES + 64 * 1024;
+/// Connect timeout per connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Extra seconds kept in a phase's time series beyond its nominal length (drain).
+const SERIES_SLACK_S: usize = 4;
+
+/// Everything a run needs; built from the command line.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub server: SocketAddr,
+    pub protocol: Protocol,
+    pub connections: usize,
+    pub threads: usize,
+    pub duration: Duration,
+    /// Open loop at this many requests per second in total; closed loop if None.
+    pub rate_per_s: Option<f64>,
+    pub distribution: KeyDistribution,
+    pub value_size: ValueSize,
+    /// Share of gets in the run phase, in [0, 1].
+    pub get_ratio: f64,
+    pub ttl_s: u32,
+    pub key_prefix: String,
+    pub verify: bool,
+    pub seed: u64,
+    /// Open loop: most requests in flight per connection before sends are held back.
+    pub pipeline_max: usize,
+    /// Bound on the load phase's length.
+    pub load_timeout: Duration,
+}
+
+/// Which phase the workers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// YCSB-style load: every key in [0, keys) set once, closed loop.
+    Load,
+    /// The measured run phase.
+    Run,
+}
+
+struct Pending {
+    op: OpKind,
+    key_id: u64,
+    intended: Instant,
+}
+
+struct Conn {
+    stream: TcpStream,
+    out: Vec<u8>,
+    out_pos: usize,
+    input: Vec<u8>,
+    pending: VecDeque<Pending>,
+    keys: KeyGenerator,
+    rng: Rng,
+    /// Open loop: when the next request is due.
+    next_due: Instant,
+    alive: bool,
+}
+
+/// Shared between the workers and the progress/stats thread.
+#[derive(Debug, Default)]
+pub struct Live {
+    pub completed_ops: AtomicU64,
+    /// Load phase: the next key to set.
+    pub next_load_key: AtomicU64,
+    /// Set by the operator (or a fatal error) to end the phase early.
+    pub stop: AtomicBool,
+}
+
+/// Opens `count` connections to the server (blocking connect, then non-blocking).
+fn connect_all(config: &RunConfig, first_index: usize, count: usize) -> anyhow::Result<Vec<Conn>> {
+    let mut conns = Vec::with_capacity(count);
+    for i in 0..count {
+        let index = (first_index + i) as u64;
+        let stream = StdTcpStream::connect_timeout(&config.server, CONNECT_TIMEOUT)
+            .with_context(|| format!("connecting to {}", config.server))?;
+        stream.set_nodelay(true).context("TCP_NODELAY")?;
+        stream.set_nonblocking(true).context("non-blocking mode")?;
+        conns.push(Conn {
+            stream: TcpStream::from_std(stream),
+            out: Vec::new(),
+            out_pos: 0,
+            input: Vec::new(),
+            pending: VecDeque::new(),
+            keys: KeyGenerator::new(config.distribution.clone()),
+            // Distinct, reproducible streams per connection.
+            rng: Rng::new(config.seed ^ index.wrapping_mul(0xA076_1D64_78BD_642F)),
+            next_due: Instant::now(),
+            alive: true,
+        });
+    }
+    Ok(conns)
+}
+
+/// Runs one phase on `threads` threads, returning the merged measurements and the
+/// phase's wall time. `on_tick` is called about once a second on the calling thread with
+/// the elapsed seconds (for progress and server stats polling).
+pub fn run_phase(
+    config: &RunConfig,
+    phase: Phase,
+    live: &Live,
+    mut on_tick: impl FnMut(usize, &Live),
+) -> anyhow::Result<(Measurements, Duration)> {
+    if config.connections == 0 || config.threads == 0 {
+        bail!("need at least one connection and one thread");
+    }
+    let threads = config.threads.min(config.connections);
+    let mut thread_conns = Vec::with_capacity(threads);
+    let mut first = 0;
+    for t in 0..threads {
+        let count = config.connections / threads + usize::from(t < config.connections % threads);
+        thread_conns.push((first, connect_all(config, first, count)?));
+        first += count;
+    }
+    live.completed_ops.store(0, Ordering::Relaxed);
+    live.next_load_key.store(0, Ordering::Relaxed);
+    let start = Instant::now();
+    let length = match phase {
+        Phase::Load => config.load_timeout,
+        Phase::Run => config.duration,
+    };
+    let end = start + length;
+    let series_max = length.as_secs() as usize + 1 + SERIES_SLACK_S;
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = thread_conns
+            .into_iter()
+            .map(|(first, conns)| {
+                scope.spawn(move || {
+                    worker(config, phase, live, conns, first, start, end, series_max)
+                })
+            })
+            .collect();
+        let mut next_tick = 1;
+        while !handles.iter().all(|h| h.is_finished()) {
+            let tick_at = start + Duration::from_secs(next_tick as u64);
+            let now = Instant::now();
+            if now >= tick_at {
+                on_tick(next_tick, live);
+                next_tick += 1;
+            } else {
+                std::thread::sleep((tick_at - now).min(Duration::from_millis(20)));
+            }
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("a worker thread panicked"))?
+            })
+            .collect::<anyhow::Result<Vec<Measurements>>>()
+    })?;
+    let elapsed = start.elapsed();
+    let mut merged = Measurements::new()?;
+    for result in &results {
+        merged.merge(result)?;
+    }
+    Ok((merged, elapsed))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn worker(
+    config: &RunConfig,
+    phase: Phase,
+    live: &Live,
+    mut conns: Vec<Conn>,
+    first_index: usize,
+    start: Instant,
+    end: Instant,
+    series_max: usize,
+) -> anyhow::Result<Measurements> {
+    let mut poll = Poll::new().context("creating a poll")?;
+    let mut events = Events::with_capacity(1024);
+    let mut measurements = Measurements::new()?;
+    let interval = match (phase, config.rate_per_s) {
+        (Phase::Run, Some(rate)) => Some(
+            Duration::try_from_secs_f64(config.connections as f64 / rate)
+                .ok()
+                .filter(|i| !i.is_zero())
+                .with_context(|| format!("--rate {rate} gives no usable send interval"))?,
+        ),
+        _ => None,
+    };
+    for (i, conn) in conns.iter_mut().enumerate() {
+        poll.registry()
+            .register(
+                &mut conn.stream,
+                Token(i),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .context("registering a connection")?;
+        if let Some(interval) = interval {
+            // Spread the connections' schedules evenly over one interval.
+            let global = (first_index + i) as f64 / config.connections as f64;
+            conn.next_due = start + interval.mul_f64(global);
+        }
+    }
+    let keys = config.distribution.keys();
+    let mut key_buf = Vec::new();
+    let mut value_buf = Vec::new();
+    let mut read_buf = vec![0u8; READ_CHUNK_BYTES];
+    // The last instant at which due requests were issued: sends due later than this
+    // were not held back by a full pipeline, only cut off by the end of the phase.
+    let mut last_issue_check = start;
+    loop {
+        let now = Instant::now();
+        let issuing = now < end && !live.stop.load(Ordering::Relaxed);
+        if issuing {
+            last_issue_check = now;
+        }
+        let mut load_done = false;
+        if issuing {
+            for conn in conns.iter_mut().filter(|c| c.alive) {
+                let mut issued = false;
+                match interval {
+                    None => {
+                        if conn.pending.is_empty() {
+                            let request = match phase {
+                                Phase::Load => {
+                                    let key = live.next_load_key.fetch_add(1, Ordering::Relaxed);
+                                    if key >= keys {
+                                        load_done = true;
+                                        None
+                                    } else {
+                                        Some((OpKind::Set, key))
+                                    }
+                                }
+                                Phase::Run => {
+                                    let op = next_op(config.get_ratio, &mut conn.rng);
+                                    Some((op, conn.keys.next_key(&mut conn.rng)))
+                                }
+                            };
+                            if let Some((op, key_id)) = request {
+                                issue(config, conn, op, key_id, now, &mut key_buf, &mut value_buf);
+                                issued = true;
+                            }
+                        }
+                    }
+                    Some(interval) => {
+                        while conn.next_due <= now && conn.pending.len() < config.pipeline_max {
+                            let op = next_op(config.get_ratio, &mut conn.rng);
+                            let key_id = conn.keys.next_key(&mut conn.rng);
+                            let due = conn.next_due;
+                            issue(config, conn, op, key_id, due, &mut key_buf, &mut value_buf);
+                            conn.next_due += interval;
+                            issued = true;
+                        }
+                    }
+                }
+                if issued {
+                    flush(conn, &mut measurements);
+                }
+            }
+        }
+        let outstanding: usize = conns
+            .iter()
+            .filter(|c| c.alive)
+            .map(|c| c.pending.len())
+            .sum();
+        let live_conns = conns.iter().filter(|c| c.alive).count();
+        if live_conns == 0 || ((!issuing || load_done) && outstanding == 0) {
+            break;
+        }
+        if !issuing && now >= end + DRAIN_TIMEOUT {
+            measurements.unanswered += outstanding as u64;
+            break;
+        }
+        let mut wait = POLL_MAX_WAIT;
+        if let (Some(_), true) = (interval, issuing) {
+            if let Some(due) = conns.iter().filter(|c| c.alive).map(|c| c.next_due).min() {
+                wait = wait.min(due.saturating_duration_since(now));
+            }
+        }
+        match poll.poll(&mut events, Some(wait)) {
+            Ok(()) => {}
+            Err(error) if error.kind() == ErrorKind::Interrupted => continue,
+            Err(error) => return Err(error).context("polling"),
+        }
+        for event in events.iter() {
+            let Some(conn) = conns.get_mut(event.token().0) else {
+                continue;
+            };
+            if !conn.alive {
+                continue;
+            }
+            if event.is_writable() {
+                flush(conn, &mut measurements);
+            }
+            if event.is_readable() || event.is_read_closed() || event.is_error() {
+                receive(
+                    config,
+                    conn,
+                    &mut read_buf,
+                    &mut measurements,
+                    start,
+                    series_max,
+                    live,
+                );
+            }
+        }
+    }
+    if let Some(interval) = interval {
+        // Requests that were due before the end but never sent (pipeline full).
+        for conn in conns.iter().filter(|c| c.alive) {
+            if conn.next_due <= last_issue_check {
+                let behind = last_issue_check.duration_since(conn.next_due).as_secs_f64()
+                    / interval.as_secs_f64();
+                measurements.open_loop_unsent += behind as u64 + 1;
+            }
+        }
+    }
+    Ok(measurements)
+}
+
+fn issue(
+    config: &RunConfig,
+    conn: &mut Conn,
+    op: OpKind,
+    key_id: u64,
+    intended: Instant,
+    key_buf: &mut Vec<u8>,
+    value_buf: &mut Vec<u8>,
+) {
+    key_buf.clear();
+    write_key(&config.key_prefix, key_id, key_buf);
+    match op {
+        OpKind::Get => encode_get(config.protocol, key_buf, &mut conn.out),
+        OpKind::Set => {
+            value_buf.clear();
+            let size = config.value_size.next_size(&mut conn.rng);
+            write_value(key_id, size, value_buf);
+            encode_set(
+                config.protocol,
+                key_buf,
+                value_buf,
+                config.ttl_s,
+                &mut conn.out,
+            );
+        }
+    }
+    conn.pending.push_back(Pending {
+        op,
+        key_id,
+        intended,
+    });
+}
+
+fn fail(conn: &mut Conn, measurements: &mut Measurements, error: String) {
+    conn.alive = false;
+    measurements.connection_failures += 1;
+    measurements.unanswered += conn.pending.len() as u64;
+    conn.pending.clear();
+    if measurements.first_error.is_none() {
+        measurements.first_error = Some(error);
+    }
+}
+
+fn flush(conn: &mut Conn, measurements: &mut Measurements) {
+    while conn.out_pos < conn.out.len() {
+        match conn.stream.write(&conn.out[conn.out_pos..]) {
+            Ok(0) => {
+                fail(
+                    conn,
+                    measurements,
+                    "connection closed while writing".to_owned(),
+                );
+                return;
+            }
+            Ok(n) => conn.out_pos += n,
+            Err(error) if error.kind() == ErrorKind::WouldBlock => return,
+            Err(error) if error.kind() == ErrorKind::Interrupted => {}
+            Err(error) => {
+                fail(conn, measurements, format!("write: {error}"));
+                return;
+            }
+        }
+    }
+    conn.out.clear();
+    conn.out_pos = 0;
+}
+
+fn receive(
+    config: &RunConfig,
+    conn: &mut Conn,
+    read_buf: &mut [u8],
+    measurements: &mut Measurements,
+    start: Instant,
+    series_max: usize,
+    live: &Live,
+) {
+    loop {
+        match conn.stream.read(read_buf) {
+            Ok(0) => {
+                if !conn.pending.is_empty() {
+                    fail(
+                        conn,
+                        measurements,
+                        "server closed the connection".to_owned(),
+                    );
+                } else {
+                    conn.alive = false;
+                }
+                return;
+            }
+            Ok(n) => {
+                conn.input.extend_from_slice(&read_buf[..n]);
+                if let Err(error) = consume(config, conn, measurements, start, series_max, live) {
+                    fail(conn, measurements, format!("{error:#}"));
+                    return;
+                }
+            }
+            Err(error) if error.kind() == ErrorKind::WouldBlock => return,
+            Err(error) if error.kind() == ErrorKind::Interrupted => {}
+            Err(error) => {
+                fail(conn, measurements, format!("read: {error}"));
+                return;
+            }
+        }
+    }
+}
+
+/// Parses every complete reply in the connection's input and records it.
+fn consume(
+    config: &RunConfig,
+    conn: &mut Conn,
+    measurements: &mut Measurements,
+    start: Instant,
+    series_max: usize,
+    live: &Live,
+) -> anyhow::Result<()> {
+    let mut position = 0;
+    while let Some(front) = conn.pending.front() {
+        let Some((reply, used)) = parse_reply(config.protocol, front.op, &conn.input[position..])?
+        else {
+            break;
+        };
+        let now = Instant::now();
+        let second = now.saturating_duration_since(start).as_secs() as usize;
+        let latency_ns = u64::try_from(now.saturating_duration_since(front.intended).as_nanos())
+            .unwrap_or(u64::MAX);
+        measurements.record(front.op, latency_ns, second, series_max)?;
+        match reply {
+            Reply::Hit(value) => {
+                let good = !config.verify || check_value(front.key_id, value);
+                measurements.note(second, series_max, |c| {
+                    c.hits += 1;
+                    if !good {
+                        c.verify_failures += 1;
+                    }
+                })?;
+            }
+            Reply::Miss => measurements.note(second, series_max, |c| c.misses += 1)?,
+            Reply::Stored => {}
+            Reply::NotStored => measurements.note(second, series_max, |c| c.not_stored += 1)?,
+            Reply::Error(line) => {
+                if measurements.first_error.is_none() {
+                    measurements.first_error = Some(String::from_utf8_lossy(line).into_owned());
+                }
+                measurements.note(second, series_max, |c| c.error_replies += 1)?;
+            }
+        }
+        live.completed_ops.fetch_add(1, Ordering::Relaxed);
+        position += used;
+        conn.pending.pop_front();
+    }
+    conn.input.drain(..position);
+    if conn.input.len() > INPUT_MAX_BYTES {
+        bail!("more than {INPUT_MAX_BYTES} bytes of unparsed input");
+    }
+    if conn.pending.is_empty() && !conn.input.is_empty() {
+        bail!(
+            "{} bytes received with no request outstanding",
+            conn.input.len()
+        );
+    }
+    Ok(())
+}
+
+/// Polls the server's `stats` on its own blocking connection (bounded by timeouts).
+pub struct StatsPoller {
+    stream: StdTcpStream,
+    buffer: Vec<u8>,
+}
+
+/// Bounds a `stats` reply; the general group is a few KiB.
+const STATS_MAX_BYTES: usize = 1024 * 1024;
+
+impl StatsPoller {
+    pub fn connect(server: SocketAddr) -> anyhow::Result<StatsPoller> {
+        let stream = StdTcpStream::connect_timeout(&server, CONNECT_TIMEOUT)
+            .context("connecting the stats poller")?;
+        stream.set_read_timeout(Some(Duration::from_secs(1)))?;
+        stream.set_write_timeout(Some(Duration::from_secs(1)))?;
+        Ok(StatsPoller {
+            stream,
+            buffer: Vec::new(),
+        })
+    }
+
+    /// One `stats` round trip: the fields of [`SERVER_FIELDS`] the server reports.
+    pub fn sample(&mut self) -> anyhow::Result<ServerSample> {
+        self.stream
+            .write_all(b"stats\r\n")
+            .context("sending stats")?;
+        self.buffer.clear();
+        let mut chunk = [0u8; 16 * 1024];
+        while !self.buffer.ends_with(b"END\r\n") {
+            let n = self.stream.read(&mut chunk).context("reading stats")?;
+            if n == 0 {
+                bail!("server closed the stats connection");
+            }
+            self.buffer.extend_from_slice(&chunk[..n]);
+            if self.buffer.len() > STATS_MAX_BYTES {
+                bail!("stats reply larger than {STATS_MAX_BYTES} bytes");
+            }
+        }
+        Ok(parse_stats(&self.buffer))
+    }
+}
+
+/// Picks the selected numeric `STAT name value` lines out of a stats reply.
+pub fn parse_stats(reply: &[u8]) -> ServerSample {
+    let text = String::from_utf8_lossy(reply);
+    let mut sample = ServerSample::new();
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        if fields.next() != Some("STAT") {
+            continue;
+        }
+        let (Some(name), Some(value)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        if SERVER_FIELDS.contains(&name) {
+            if let Ok(value) = value.parse::<u64>() {
+                sample.insert(name.to_owned(), value);
+            }
+        }
+    }
+    sample
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_fields_are_selected_when_present() {
+        let reply = b"STAT pid 12\r\nSTAT curr_items 5\r\nSTAT tier_dram_get_hits 7\r\nSTAT version 1.6\r\nEND\r\n";
+        let sample = parse_stats(reply);
+        assert_eq!(sample.len(), 2);
+        assert_eq!(sample["curr_items"], 5);
+        assert_eq!(sample["tier_dram_get_hits"], 7);
+    }
+}
