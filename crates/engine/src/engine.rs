@@ -1311,12 +1311,25 @@ impl Engine {
         }
     }
 
-    /// Moves the emptiest page of `src` to `dst` (0: leave it in the pool).
+    /// Moves the emptiest page of `src` to `dst` (0: leave it in the pool). In DRAM
+    /// with a slow tier the page's items are demoted first, so none is lost.
     pub(crate) fn move_page(&self, tier: &Tier, src: usize, dst: usize) -> bool {
         let Some(page) = self.emptiest_page(tier, src) else {
             return false;
         };
         let keep = dst != 0 && dst != self.geometry.large && src != self.geometry.large;
+        if self.page_moves_demote(tier) {
+            // Tiered: the page's items go to the slow tier; only what cannot be
+            // demoted is evicted below.
+            self.demote_page_items(tier, src, page);
+            if src == self.geometry.large
+                && !tier.classes[src].0.lock().pages.contains(&(page as u32))
+            {
+                // The large item's demotion already returned its run to the pool.
+                self.rare.slabs_moved.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
         if !self.evacuate_page(tier, src, page, REASSIGN_RETRIES, keep) {
             return false;
         }

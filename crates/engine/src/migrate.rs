@@ -325,6 +325,10 @@ impl Engine {
         };
         let Some(dst_addr) = dst_addr else {
             self.clear_queued_if_same(&req, locking);
+            if direction == Direction::ToDram {
+                // The automover gives this class a DRAM page (no lock is held here).
+                self.dram().classes[class_id].0.lock().dram_pressure += 1;
+            }
             return Outcome::NoSpace;
         };
         // 3. Re-check, copy, swap.
@@ -433,6 +437,8 @@ impl Engine {
         let dram = self.dram();
         let req = {
             let mut cs = dram.classes[class_id].0.lock();
+            // Every caller found no free DRAM chunk for the class: tell the automover.
+            cs.dram_pressure += 1;
             let now = self.clock.now_s();
             if cs.lru.tail[COLD] == NIL {
                 // As memcached's allocation does: let HOT and WARM flow into COLD.
@@ -462,6 +468,62 @@ impl Engine {
         match req {
             Some(req) => self.migrate(req, Direction::ToSlow, locking),
             None => false,
+        }
+    }
+
+    /// Whether a DRAM page being moved can hand its items to the slow tier instead of
+    /// evicting them.
+    pub(crate) fn page_moves_demote(&self, tier: &Tier) -> bool {
+        tier.id == TierId::Dram
+            && tier.page_count > 0
+            && self.slow().is_some_and(|t| t.page_count > 0)
+    }
+
+    /// Before a DRAM page of class `src` is emptied by the slab mover: demotes every
+    /// live item in it to the slow tier (one copy each), so a page move loses no item.
+    /// The page is marked as moving first, so freed chunks (and the free ones already
+    /// in it) stay off the free list; `evacuate_page` then finishes the move and evicts
+    /// (and counts) only what could not be demoted. Bounded by the chunks of one page.
+    /// The caller holds no lock (demotions wait for shard locks).
+    pub(crate) fn demote_page_items(&self, tier: &Tier, src: usize, page: usize) {
+        let reqs: Vec<MoveReq> = {
+            let mut cs = tier.classes[src].0.lock();
+            if !cs.pages.contains(&(page as u32))
+                || cs.moving_page.is_some_and(|p| p as usize != page)
+            {
+                return;
+            }
+            let now = self.clock.now_s();
+            let base = page * SLAB_PAGE_SIZE_BYTES;
+            let chunks = if src == self.geometry.large {
+                // A large item's run starts at its first page; nothing to reserve.
+                1
+            } else {
+                cs.moving_page = Some(page as u32);
+                cs.per_page
+            };
+            let mut reqs = Vec::with_capacity(chunks);
+            for i in 0..chunks {
+                let addr = tier.mem.addr_at(base + i * cs.chunk_bytes);
+                let h = tier.mem.header(addr);
+                let bits = h.state.load(Ordering::Relaxed);
+                if bits & state::FREE != 0 && src != self.geometry.large {
+                    cs.unlink_free(&tier.mem, addr);
+                } else if bits & state::LINKED != 0 && self.dead_reason(h, now).is_none() {
+                    // Even if already queued: a second entry for the same item is
+                    // harmless (the address + CAS check of `migrate`).
+                    h.set(state::QUEUED);
+                    reqs.push(MoveReq {
+                        addr,
+                        cas: h.cas.load(Ordering::Relaxed),
+                        key_hash: h.key_hash.load(Ordering::Relaxed),
+                    });
+                }
+            }
+            reqs
+        };
+        for req in reqs {
+            self.migrate(req, Direction::ToSlow, ShardLocking::Wait);
         }
     }
 

@@ -163,6 +163,11 @@ pub(crate) struct ClassState {
     pub pages: Vec<u32>,
     /// The page being emptied by the slab mover: its chunks never re-enter the free list.
     pub moving_page: Option<u32>,
+    /// DRAM only: times this class needed a DRAM chunk and found none free (a store or
+    /// promotion that had to demote, a promotion that failed). DRAM rarely evicts in a
+    /// tiered engine (it demotes), so this is the automover's "needs memory" signal
+    /// next to evictions. Monotonic; the automover looks at deltas.
+    pub dram_pressure: u64,
     pub lru: Lru,
     pub stats: ClassStats,
 }
@@ -177,6 +182,7 @@ impl ClassState {
             free_chunks: 0,
             pages: Vec::new(),
             moving_page: None,
+            dram_pressure: 0,
             lru: Lru::new(),
             stats: ClassStats::default(),
         }

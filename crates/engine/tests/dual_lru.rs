@@ -583,3 +583,82 @@ fn defect_001_dram_stays_occupied_and_serving_hits_and_hot_items_are_promoted() 
     );
     assert!(window_dram_hits * 10 >= window_hits * 7);
 }
+
+/// Calcification across tiers: DRAM's pages all belong to the class of the first value
+/// size, then a hot set of another size lives in the slow tier. DRAM never evicts (it
+/// demotes), so the automover must read promotion pressure as "this class needs a
+/// page", and move a page by demoting its items rather than losing them.
+#[test]
+fn automove_gives_dram_pages_to_a_class_whose_promotions_fail() {
+    const OLD_KEYS: u32 = 6000;
+    const OLD_LEN: usize = 900;
+    const HOT_KEYS: u32 = 300;
+    const HOT_LEN: usize = 3000;
+    const STEPS: u32 = 80;
+    const QUIET_STEPS: u32 = 15;
+    let (e, clock) = engine_with(tiered(4, 64));
+    fill(&e, OLD_KEYS, OLD_LEN);
+    let hot_key = |i: u32| format!("hot:{i:04}");
+    for i in 0..HOT_KEYS {
+        let k = hot_key(i);
+        assert!(
+            stored(set(&e, k.as_bytes(), &val(&k, 0, HOT_LEN))),
+            "set {k}"
+        );
+    }
+    settle(&e);
+    let hot_in_dram = |e: &Engine| {
+        (0..HOT_KEYS)
+            .filter(|&i| e.tier_of_key(hot_key(i).as_bytes()) == Some(TierId::Dram))
+            .count()
+    };
+    assert_eq!(hot_in_dram(&e), 0, "the hot set starts in the slow tier");
+    let mut failed_before_quiet = 0;
+    for step in 0..STEPS {
+        clock.advance_s(1);
+        for i in 0..HOT_KEYS {
+            let k = hot_key(i);
+            let got = read_n(&e, &k, READS_TO_PROMOTE);
+            assert_eq!(got, Some(val(&k, 0, HOT_LEN)), "{k}");
+        }
+        for _ in 0..10 {
+            let moved = e.lru_maintainer_tier_step(0) + e.lru_maintainer_tier_step(1);
+            if e.migration_step() == 0 && moved == 0 {
+                break;
+            }
+        }
+        e.slab_automove_step();
+        if step == STEPS - QUIET_STEPS {
+            failed_before_quiet = e.migration_counts().promotions_failed;
+        }
+    }
+    let m = e.migration_counts();
+    let in_dram = hot_in_dram(&e);
+    println!(
+        "hot in DRAM: {in_dram}/{HOT_KEYS}; slabs_moved {}; evictions {}; \
+         promotions_failed {failed_before_quiet} -> {}; {m:?}",
+        stat(&e, "slabs_moved"),
+        stat(&e, "evictions"),
+        m.promotions_failed
+    );
+    assert!(
+        in_dram * 10 >= HOT_KEYS as usize * 9,
+        "only {in_dram} of {HOT_KEYS} hot keys in DRAM; {m:?}"
+    );
+    assert_eq!(
+        m.promotions_failed, failed_before_quiet,
+        "promotions kept failing in the last {QUIET_STEPS} steps; {m:?}"
+    );
+    assert!(stat(&e, "slabs_moved") >= 1);
+    // No item was lost because a page moved: everything is still readable.
+    assert_eq!(stat(&e, "evictions"), 0);
+    assert_eq!(stat(&e, "slab_reassign_evictions_nomem"), 0);
+    for i in 0..OLD_KEYS {
+        let k = key(i);
+        assert_eq!(value(&e, k.as_bytes()), Some(val(&k, 0, OLD_LEN)), "{k}");
+    }
+    for i in 0..HOT_KEYS {
+        let k = hot_key(i);
+        assert_eq!(value(&e, k.as_bytes()), Some(val(&k, 0, HOT_LEN)), "{k}");
+    }
+}
