@@ -14,7 +14,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::json;
 
-use crate::report::{PhaseReport, Report, ServerSample};
+use crate::report::{LookasideReport, PhaseReport, Report, ServerSample};
 use crate::runner::{run_phase, Live, Phase, RunConfig, StatsPoller};
 
 /// Options of a benchmark beyond the load itself.
@@ -33,16 +33,27 @@ pub fn run_benchmark(config: &RunConfig, options: BenchOptions) -> anyhow::Resul
     let live = Live::default();
     let progress = options.progress && std::io::stderr().is_terminal();
     let load = if options.load {
-        let (measurements, elapsed) = run_phase(config, Phase::Load, &live, |second, live| {
-            if progress {
-                let done = live.completed_ops.load(Ordering::Relaxed);
-                eprint!(
-                    "\rload {second:>4} s: {done}/{} keys",
-                    config.distribution.keys()
-                );
-                let _ = std::io::stderr().flush();
-            }
-        })?;
+        // In look-aside mode the load phase fills the origin (the "database"); the edge
+        // starts cold and is filled by the run's misses.
+        let load_config = match &config.origin {
+            Some(origin) => RunConfig {
+                server: origin.server,
+                origin: None,
+                ..config.clone()
+            },
+            None => config.clone(),
+        };
+        let (measurements, elapsed) =
+            run_phase(&load_config, Phase::Load, &live, |second, live| {
+                if progress {
+                    let done = live.completed_ops.load(Ordering::Relaxed);
+                    eprint!(
+                        "\rload {second:>4} s: {done}/{} keys",
+                        config.distribution.keys()
+                    );
+                    let _ = std::io::stderr().flush();
+                }
+            })?;
         if progress {
             eprintln!();
         }
@@ -93,7 +104,14 @@ pub fn run_benchmark(config: &RunConfig, options: BenchOptions) -> anyhow::Resul
     if progress {
         eprintln!();
     }
-    let run = PhaseReport::build(&measurements, elapsed.as_secs_f64(), &samples)?;
+    let mut run = PhaseReport::build(&measurements, elapsed.as_secs_f64(), &samples)?;
+    if let Some(origin) = &config.origin {
+        run.lookaside = Some(LookasideReport::build(
+            &measurements,
+            origin.server.to_string(),
+            duration_us(origin.delay),
+        ));
+    }
     Ok(Report {
         tool: "fogbench",
         config: describe(config, options),
@@ -145,5 +163,13 @@ fn describe(config: &RunConfig, options: BenchOptions) -> BTreeMap<String, serde
     put("seed", json!(config.seed));
     put("pipeline_max", json!(config.pipeline_max));
     put("load_phase", json!(options.load));
+    if let Some(origin) = &config.origin {
+        put("origin", json!(origin.server.to_string()));
+        put("origin_delay_us", json!(duration_us(origin.delay)));
+    }
     map
+}
+
+fn duration_us(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_micros()).unwrap_or(u64::MAX)
 }

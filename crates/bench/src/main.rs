@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use bench::proto::Protocol;
 use bench::report::series_csv;
-use bench::runner::RunConfig;
+use bench::runner::{Origin, RunConfig};
 use bench::workload::{KeyDistribution, ValueSize};
 use bench::{run_benchmark, BenchOptions};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -106,6 +106,14 @@ struct RunArgs {
     /// No progress line.
     #[arg(long)]
     quiet: bool,
+    /// Edge-cloud look-aside: --server is the edge; a get that misses there is read from
+    /// this origin (host:port) after --origin-delay-us, then set into the edge. With
+    /// --load, the load phase fills the origin instead of the edge.
+    #[arg(long)]
+    origin: Option<String>,
+    /// Delay added in the client before each origin fetch, in microseconds.
+    #[arg(long, default_value_t = 1000, requires = "origin")]
+    origin_delay_us: u64,
     /// Write the full report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -157,6 +165,16 @@ fn config_from(args: &RunArgs) -> anyhow::Result<RunConfig> {
             KeyDistribution::alternating_hot_set(args.keys, args.hot_first, args.hot_keys)?
         }
     };
+    if args.origin_delay_us > 60_000_000 {
+        bail!("--origin-delay-us must be at most 60000000 (60 s)");
+    }
+    let origin = match &args.origin {
+        Some(origin) => Some(Origin {
+            server: resolve(origin)?,
+            delay: Duration::from_micros(args.origin_delay_us),
+        }),
+        None => None,
+    };
     Ok(RunConfig {
         server: resolve(&args.server)?,
         protocol: match args.protocol {
@@ -176,6 +194,7 @@ fn config_from(args: &RunArgs) -> anyhow::Result<RunConfig> {
         seed: args.seed,
         pipeline_max: args.pipeline_max,
         load_timeout: Duration::from_secs(args.load_timeout_s),
+        origin,
     })
 }
 
@@ -218,6 +237,23 @@ fn run(args: &RunArgs) -> anyhow::Result<bool> {
             "  {op:<4} n={:<10} p50 {:>9.1} us  p90 {:>9.1} us  p99 {:>9.1} us  p99.9 {:>9.1} us  max {:>9.1} us",
             latency.count, latency.p50_us, latency.p90_us, latency.p99_us, latency.p999_us, latency.max_us
         );
+    }
+    if let Some(la) = &run.lookaside {
+        let c = &la.counts;
+        println!(
+            "  look-aside via {} (origin delay {} us): edge hit ratio {:.4}, origin fetches {} (hits {} misses {}), edge fills {}, origin fills {}, fill failures {}",
+            la.origin, la.origin_delay_us, la.edge_hit_ratio, c.origin_fetches, c.origin_hits,
+            c.origin_misses, c.edge_fills, c.origin_fills, c.fill_failures
+        );
+        for (name, latency) in [
+            ("edge hit", &la.edge_hit_latency),
+            ("via origin", &la.origin_served_latency),
+        ] {
+            println!(
+                "  {name:<10} n={:<10} p50 {:>9.1} us  p90 {:>9.1} us  p99 {:>9.1} us  p99.9 {:>9.1} us  max {:>9.1} us",
+                latency.count, latency.p50_us, latency.p90_us, latency.p99_us, latency.p999_us, latency.max_us
+            );
+        }
     }
     if run.open_loop_unsent > 0 || run.unanswered > 0 {
         println!(

@@ -58,6 +58,34 @@ impl Counts {
     }
 }
 
+/// Look-aside counters (only non-zero with `--origin`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LookasideCounts {
+    /// Gets answered by the origin after an edge miss (hit or miss at the origin).
+    pub origin_fetches: u64,
+    pub origin_hits: u64,
+    /// Origin misses: the client generated the value as the "database" would and set it
+    /// in both the origin and the edge.
+    pub origin_misses: u64,
+    /// Sets of an origin miss's generated value into the origin that were stored.
+    pub origin_fills: u64,
+    /// Sets of the fetched (or generated) value into the edge that were stored.
+    pub edge_fills: u64,
+    /// Fill sets (edge or origin) refused or answered with an error.
+    pub fill_failures: u64,
+}
+
+impl LookasideCounts {
+    pub fn add(&mut self, other: &LookasideCounts) {
+        self.origin_fetches += other.origin_fetches;
+        self.origin_hits += other.origin_hits;
+        self.origin_misses += other.origin_misses;
+        self.origin_fills += other.origin_fills;
+        self.edge_fills += other.edge_fills;
+        self.fill_failures += other.fill_failures;
+    }
+}
+
 /// One second of one thread (or, after merging, of the whole run).
 #[derive(Debug, Clone)]
 pub struct Interval {
@@ -90,6 +118,12 @@ pub struct Measurements {
     pub open_loop_unsent: u64,
     /// The first connection error, for the report.
     pub first_error: Option<String>,
+    pub lookaside: LookasideCounts,
+    /// Look-aside: gets answered by the edge.
+    pub edge_hit_latency: Histogram<u64>,
+    /// Look-aside: gets that missed at the edge and were answered via the origin (from
+    /// the intended send of the edge get to the origin's reply, delay included).
+    pub origin_served_latency: Histogram<u64>,
 }
 
 impl Measurements {
@@ -102,6 +136,9 @@ impl Measurements {
             unanswered: 0,
             open_loop_unsent: 0,
             first_error: None,
+            lookaside: LookasideCounts::default(),
+            edge_hit_latency: new_histogram(RUN_SIGFIG)?,
+            origin_served_latency: new_histogram(RUN_SIGFIG)?,
         })
     }
 
@@ -164,6 +201,13 @@ impl Measurements {
         if self.first_error.is_none() {
             self.first_error.clone_from(&other.first_error);
         }
+        self.lookaside.add(&other.lookaside);
+        self.edge_hit_latency
+            .add(&other.edge_hit_latency)
+            .context("merging edge hit histograms")?;
+        self.origin_served_latency
+            .add(&other.origin_served_latency)
+            .context("merging origin-served histograms")?;
         Ok(())
     }
 }
@@ -254,6 +298,50 @@ pub struct PhaseReport {
     /// Keyed by operation ("get", "set") plus "all".
     pub latency: BTreeMap<String, LatencySummary>,
     pub series: Vec<SecondReport>,
+    /// Present with `--origin` (run phase only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lookaside: Option<LookasideReport>,
+}
+
+/// What the edge-cloud look-aside mode measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct LookasideReport {
+    pub origin: String,
+    /// Delay added by the client before each origin fetch.
+    pub origin_delay_us: u64,
+    /// Edge hits over edge gets (hits + misses); 0 when there were no gets.
+    pub edge_hit_ratio: f64,
+    pub edge_hits: u64,
+    pub edge_misses: u64,
+    #[serde(flatten)]
+    pub counts: LookasideCounts,
+    /// Latency seen by the client for gets the edge answered.
+    pub edge_hit_latency: LatencySummary,
+    /// Latency seen by the client for gets that missed at the edge and were served via
+    /// the origin (the added delay included).
+    pub origin_served_latency: LatencySummary,
+}
+
+impl LookasideReport {
+    pub fn build(measurements: &Measurements, origin: String, delay_us: u64) -> LookasideReport {
+        let hits = measurements.counts.hits;
+        let misses = measurements.counts.misses;
+        let gets = hits + misses;
+        LookasideReport {
+            origin,
+            origin_delay_us: delay_us,
+            edge_hit_ratio: if gets == 0 {
+                0.0
+            } else {
+                hits as f64 / gets as f64
+            },
+            edge_hits: hits,
+            edge_misses: misses,
+            counts: measurements.lookaside.clone(),
+            edge_hit_latency: LatencySummary::of(&measurements.edge_hit_latency),
+            origin_served_latency: LatencySummary::of(&measurements.origin_served_latency),
+        }
+    }
 }
 
 impl PhaseReport {
@@ -304,6 +392,7 @@ impl PhaseReport {
             first_error: measurements.first_error.clone(),
             latency,
             series,
+            lookaside: None,
         })
     }
 }

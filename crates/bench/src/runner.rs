@@ -8,7 +8,8 @@
 //! test. One readiness loop per thread can pipeline sends and reads on each of its
 //! connections and time everything against the intended send instant.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream as StdTcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -60,6 +61,23 @@ pub struct RunConfig {
     pub pipeline_max: usize,
     /// Bound on the load phase's length.
     pub load_timeout: Duration,
+    /// Edge-cloud look-aside mode: `server` is the edge, this the origin.
+    pub origin: Option<Origin>,
+}
+
+/// The origin of the look-aside mode (seeds 003/001).
+///
+/// A get that misses at the edge waits `delay` in the client (scheduled in the worker's
+/// event loop, so other connections keep running), is then read from the origin, and
+/// the edge is filled with a set of the value read. If the origin misses too, the client
+/// generates the key's value as the "database" would (the same checkable pattern
+/// `--verify` expects) and sets it in the origin and in the edge, so that later reads of
+/// the key behave as if it had always been in the database. The delay is added once per
+/// fetch, before the origin request; run-phase sets go to the edge only.
+#[derive(Debug, Clone, Copy)]
+pub struct Origin {
+    pub server: SocketAddr,
+    pub delay: Duration,
 }
 
 /// Which phase the workers run.
@@ -75,6 +93,85 @@ struct Pending {
     op: OpKind,
     key_id: u64,
     intended: Instant,
+    /// A look-aside fill of the edge, not an operation of the workload.
+    fill: bool,
+}
+
+/// A request on the origin connection.
+enum OriginPending {
+    /// The fetch of a key that missed at the edge; `intended` is the edge get's.
+    Fetch { key_id: u64, intended: Instant },
+    /// The set of a generated value after an origin miss.
+    Fill,
+}
+
+/// The connection to the origin that belongs to one edge connection.
+struct OriginLink {
+    stream: TcpStream,
+    out: Vec<u8>,
+    out_pos: usize,
+    input: Vec<u8>,
+    pending: VecDeque<OriginPending>,
+}
+
+/// An edge miss waiting out the origin delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelayedFetch {
+    pub conn: usize,
+    pub key_id: u64,
+    pub intended: Instant,
+}
+
+/// Items released in order of their due instant (first in, first out among equal
+/// instants). One per worker thread: its length is bounded by the requests in flight
+/// (connections x pipeline), since every entry stands for an outstanding get.
+#[derive(Debug)]
+pub struct DelayQueue<T> {
+    heap: BinaryHeap<Reverse<(Instant, u64)>>,
+    items: std::collections::HashMap<u64, T>,
+    next_seq: u64,
+}
+
+impl<T> Default for DelayQueue<T> {
+    fn default() -> Self {
+        DelayQueue {
+            heap: BinaryHeap::new(),
+            items: std::collections::HashMap::new(),
+            next_seq: 0,
+        }
+    }
+}
+
+impl<T> DelayQueue<T> {
+    pub fn push(&mut self, due: Instant, item: T) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.heap.push(Reverse((due, seq)));
+        self.items.insert(seq, item);
+    }
+
+    /// The earliest due instant, if any.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.heap.peek().map(|Reverse((due, _))| *due)
+    }
+
+    /// Removes and returns the earliest item due at or before `now`.
+    pub fn pop_due(&mut self, now: Instant) -> Option<T> {
+        match self.heap.peek() {
+            Some(Reverse((due, _))) if *due <= now => {}
+            _ => return None,
+        }
+        let Reverse((_, seq)) = self.heap.pop()?;
+        self.items.remove(&seq)
+    }
+
+    pub fn len(&self) -> usize {
+        self.heap.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.heap.is_empty()
+    }
 }
 
 struct Conn {
@@ -88,6 +185,19 @@ struct Conn {
     /// Open loop: when the next request is due.
     next_due: Instant,
     alive: bool,
+    /// Look-aside mode only.
+    origin: Option<OriginLink>,
+    /// Edge misses of this connection waiting in the thread's delay queue.
+    delayed: usize,
+}
+
+impl Conn {
+    /// Requests of this connection not yet answered: edge requests (fills included),
+    /// edge misses waiting out the origin delay, and origin requests. The closed loop
+    /// issues the next operation only when this is zero.
+    fn outstanding(&self) -> usize {
+        self.pending.len() + self.delayed + self.origin.as_ref().map_or(0, |o| o.pending.len())
+    }
 }
 
 /// Shared between the workers and the progress/stats thread.
@@ -101,16 +211,30 @@ pub struct Live {
 }
 
 /// Opens `count` connections to the server (blocking connect, then non-blocking).
+fn connect_one(server: SocketAddr) -> anyhow::Result<TcpStream> {
+    let stream = StdTcpStream::connect_timeout(&server, CONNECT_TIMEOUT)
+        .with_context(|| format!("connecting to {server}"))?;
+    stream.set_nodelay(true).context("TCP_NODELAY")?;
+    stream.set_nonblocking(true).context("non-blocking mode")?;
+    Ok(TcpStream::from_std(stream))
+}
+
 fn connect_all(config: &RunConfig, first_index: usize, count: usize) -> anyhow::Result<Vec<Conn>> {
     let mut conns = Vec::with_capacity(count);
     for i in 0..count {
         let index = (first_index + i) as u64;
-        let stream = StdTcpStream::connect_timeout(&config.server, CONNECT_TIMEOUT)
-            .with_context(|| format!("connecting to {}", config.server))?;
-        stream.set_nodelay(true).context("TCP_NODELAY")?;
-        stream.set_nonblocking(true).context("non-blocking mode")?;
+        let origin = match &config.origin {
+            Some(origin) => Some(OriginLink {
+                stream: connect_one(origin.server)?,
+                out: Vec::new(),
+                out_pos: 0,
+                input: Vec::new(),
+                pending: VecDeque::new(),
+            }),
+            None => None,
+        };
         conns.push(Conn {
-            stream: TcpStream::from_std(stream),
+            stream: connect_one(config.server)?,
             out: Vec::new(),
             out_pos: 0,
             input: Vec::new(),
@@ -120,6 +244,8 @@ fn connect_all(config: &RunConfig, first_index: usize, count: usize) -> anyhow::
             rng: Rng::new(config.seed ^ index.wrapping_mul(0xA076_1D64_78BD_642F)),
             next_due: Instant::now(),
             alive: true,
+            origin,
+            delayed: 0,
         });
     }
     Ok(conns)
@@ -214,13 +340,23 @@ fn worker(
         _ => None,
     };
     for (i, conn) in conns.iter_mut().enumerate() {
+        // Edge connection i is token 2i, its origin connection 2i + 1.
         poll.registry()
             .register(
                 &mut conn.stream,
-                Token(i),
+                Token(2 * i),
                 Interest::READABLE | Interest::WRITABLE,
             )
             .context("registering a connection")?;
+        if let Some(origin) = conn.origin.as_mut() {
+            poll.registry()
+                .register(
+                    &mut origin.stream,
+                    Token(2 * i + 1),
+                    Interest::READABLE | Interest::WRITABLE,
+                )
+                .context("registering an origin connection")?;
+        }
         if let Some(interval) = interval {
             // Spread the connections' schedules evenly over one interval.
             let global = (first_index + i) as f64 / config.connections as f64;
@@ -231,6 +367,8 @@ fn worker(
     let mut key_buf = Vec::new();
     let mut value_buf = Vec::new();
     let mut read_buf = vec![0u8; READ_CHUNK_BYTES];
+    let mut delays: DelayQueue<DelayedFetch> = DelayQueue::default();
+    let series_ctx = SeriesCtx { start, series_max };
     // The last instant at which due requests were issued: sends due later than this
     // were not held back by a full pipeline, only cut off by the end of the phase.
     let mut last_issue_check = start;
@@ -240,13 +378,34 @@ fn worker(
         if issuing {
             last_issue_check = now;
         }
+        // Edge misses whose origin delay is over go to the origin now, whether or not the
+        // phase is still issuing (they are outstanding requests being drained).
+        while let Some(fetch) = delays.pop_due(now) {
+            let Some(conn) = conns.get_mut(fetch.conn) else {
+                continue;
+            };
+            conn.delayed = conn.delayed.saturating_sub(1);
+            if !conn.alive {
+                continue;
+            }
+            if let Some(origin) = conn.origin.as_mut() {
+                key_buf.clear();
+                write_key(&config.key_prefix, fetch.key_id, &mut key_buf);
+                encode_get(config.protocol, &key_buf, &mut origin.out);
+                origin.pending.push_back(OriginPending::Fetch {
+                    key_id: fetch.key_id,
+                    intended: fetch.intended,
+                });
+            }
+            flush(conn, &mut measurements);
+        }
         let mut load_done = false;
         if issuing {
             for conn in conns.iter_mut().filter(|c| c.alive) {
                 let mut issued = false;
                 match interval {
                     None => {
-                        if conn.pending.is_empty() {
+                        if conn.outstanding() == 0 {
                             let request = match phase {
                                 Phase::Load => {
                                     let key = live.next_load_key.fetch_add(1, Ordering::Relaxed);
@@ -269,7 +428,7 @@ fn worker(
                         }
                     }
                     Some(interval) => {
-                        while conn.next_due <= now && conn.pending.len() < config.pipeline_max {
+                        while conn.next_due <= now && conn.outstanding() < config.pipeline_max {
                             let op = next_op(config.get_ratio, &mut conn.rng);
                             let key_id = conn.keys.next_key(&mut conn.rng);
                             let due = conn.next_due;
@@ -287,7 +446,7 @@ fn worker(
         let outstanding: usize = conns
             .iter()
             .filter(|c| c.alive)
-            .map(|c| c.pending.len())
+            .map(Conn::outstanding)
             .sum();
         let live_conns = conns.iter().filter(|c| c.alive).count();
         if live_conns == 0 || ((!issuing || load_done) && outstanding == 0) {
@@ -303,13 +462,18 @@ fn worker(
                 wait = wait.min(due.saturating_duration_since(now));
             }
         }
+        if let Some(due) = delays.next_due() {
+            wait = wait.min(due.saturating_duration_since(now));
+        }
         match poll.poll(&mut events, Some(wait)) {
             Ok(()) => {}
             Err(error) if error.kind() == ErrorKind::Interrupted => continue,
             Err(error) => return Err(error).context("polling"),
         }
         for event in events.iter() {
-            let Some(conn) = conns.get_mut(event.token().0) else {
+            let index = event.token().0 / 2;
+            let is_origin = event.token().0 % 2 == 1;
+            let Some(conn) = conns.get_mut(index) else {
                 continue;
             };
             if !conn.alive {
@@ -319,15 +483,23 @@ fn worker(
                 flush(conn, &mut measurements);
             }
             if event.is_readable() || event.is_read_closed() || event.is_error() {
-                receive(
+                let mut ctx = Ctx {
                     config,
-                    conn,
-                    &mut read_buf,
-                    &mut measurements,
-                    start,
-                    series_max,
+                    measurements: &mut measurements,
+                    series: series_ctx,
                     live,
-                );
+                    delays: &mut delays,
+                    index,
+                };
+                if is_origin {
+                    receive_origin(&mut ctx, conn, &mut read_buf);
+                } else {
+                    receive(&mut ctx, conn, &mut read_buf);
+                }
+                // Fills queued while consuming replies go out now.
+                if conn.alive {
+                    flush(conn, &mut measurements);
+                }
             }
         }
     }
@@ -374,59 +546,77 @@ fn issue(
         op,
         key_id,
         intended,
+        fill: false,
     });
 }
 
 fn fail(conn: &mut Conn, measurements: &mut Measurements, error: String) {
     conn.alive = false;
     measurements.connection_failures += 1;
-    measurements.unanswered += conn.pending.len() as u64;
+    measurements.unanswered += conn.outstanding() as u64;
     conn.pending.clear();
+    if let Some(origin) = conn.origin.as_mut() {
+        origin.pending.clear();
+    }
+    // Its entries in the delay queue are dropped when they come due.
     if measurements.first_error.is_none() {
         measurements.first_error = Some(error);
     }
 }
 
+/// Writes as much of the edge's and the origin's output as the sockets take.
 fn flush(conn: &mut Conn, measurements: &mut Measurements) {
-    while conn.out_pos < conn.out.len() {
-        match conn.stream.write(&conn.out[conn.out_pos..]) {
-            Ok(0) => {
-                fail(
-                    conn,
-                    measurements,
-                    "connection closed while writing".to_owned(),
-                );
-                return;
-            }
-            Ok(n) => conn.out_pos += n,
-            Err(error) if error.kind() == ErrorKind::WouldBlock => return,
-            Err(error) if error.kind() == ErrorKind::Interrupted => {}
-            Err(error) => {
-                fail(conn, measurements, format!("write: {error}"));
-                return;
-            }
-        }
+    let mut result = write_out(&mut conn.stream, &mut conn.out, &mut conn.out_pos);
+    if let (Ok(()), Some(origin)) = (&result, conn.origin.as_mut()) {
+        result = write_out(&mut origin.stream, &mut origin.out, &mut origin.out_pos)
+            .map_err(|error| format!("origin: {error}"));
     }
-    conn.out.clear();
-    conn.out_pos = 0;
+    if let Err(error) = result {
+        fail(conn, measurements, error);
+    }
 }
 
-fn receive(
-    config: &RunConfig,
-    conn: &mut Conn,
-    read_buf: &mut [u8],
-    measurements: &mut Measurements,
+fn write_out(stream: &mut TcpStream, out: &mut Vec<u8>, out_pos: &mut usize) -> Result<(), String> {
+    while *out_pos < out.len() {
+        match stream.write(&out[*out_pos..]) {
+            Ok(0) => return Err("connection closed while writing".to_owned()),
+            Ok(n) => *out_pos += n,
+            Err(error) if error.kind() == ErrorKind::WouldBlock => return Ok(()),
+            Err(error) if error.kind() == ErrorKind::Interrupted => {}
+            Err(error) => return Err(format!("write: {error}")),
+        }
+    }
+    out.clear();
+    *out_pos = 0;
+    Ok(())
+}
+
+/// Where in the phase's time series completions land.
+#[derive(Clone, Copy)]
+struct SeriesCtx {
     start: Instant,
     series_max: usize,
-    live: &Live,
-) {
+}
+
+/// What reply handling needs besides the connection.
+struct Ctx<'a> {
+    config: &'a RunConfig,
+    measurements: &'a mut Measurements,
+    series: SeriesCtx,
+    live: &'a Live,
+    delays: &'a mut DelayQueue<DelayedFetch>,
+    /// The connection's index in its thread.
+    index: usize,
+}
+
+fn receive(ctx: &mut Ctx<'_>, conn: &mut Conn, read_buf: &mut [u8]) {
     loop {
         match conn.stream.read(read_buf) {
             Ok(0) => {
-                if !conn.pending.is_empty() {
+                if conn.outstanding() > 0 {
                     fail(
                         conn,
-                        measurements,
+                        ctx.measurements,
                         "server closed the connection".to_owned(),
                     );
                 } else {
@@ -436,30 +626,42 @@ fn receive(
             }
             Ok(n) => {
                 conn.input.extend_from_slice(&read_buf[..n]);
-                if let Err(error) = consume(config, conn, measurements, start, series_max, live) {
-                    fail(conn, measurements, format!("{error:#}"));
+                if let Err(error) = consume(ctx, conn) {
+                    fail(conn, ctx.measurements, format!("{error:#}"));
                     return;
                 }
             }
             Err(error) if error.kind() == ErrorKind::WouldBlock => return,
             Err(error) if error.kind() == ErrorKind::Interrupted => {}
             Err(error) => {
-                fail(conn, measurements, format!("read: {error}"));
+                fail(conn, ctx.measurements, format!("read: {error}"));
                 return;
             }
         }
     }
 }
 
+/// Counts an error reply and keeps the first one for the report.
+fn note_error(ctx: &mut Ctx<'_>, second: usize, line: &[u8]) -> anyhow::Result<()> {
+    if ctx.measurements.first_error.is_none() {
+        ctx.measurements.first_error = Some(String::from_utf8_lossy(line).into_owned());
+    }
+    ctx.measurements
+        .note(second, ctx.series.series_max, |c| c.error_replies += 1)
+}
+
+/// Nanoseconds from `intended` to `now`, and the series second `now` falls in.
+fn elapsed_since(ctx: &Ctx<'_>, intended: Instant, now: Instant) -> (u64, usize) {
+    let second = now.saturating_duration_since(ctx.series.start).as_secs() as usize;
+    let latency_ns =
+        u64::try_from(now.saturating_duration_since(intended).as_nanos()).unwrap_or(u64::MAX);
+    (latency_ns, second)
+}
+
 /// Parses every complete reply in the connection's input and records it.
-fn consume(
-    config: &RunConfig,
-    conn: &mut Conn,
-    measurements: &mut Measurements,
-    start: Instant,
-    series_max: usize,
-    live: &Live,
-) -> anyhow::Result<()> {
+fn consume(ctx: &mut Ctx<'_>, conn: &mut Conn) -> anyhow::Result<()> {
+    let config = ctx.config;
+    let series_max = ctx.series.series_max;
     let mut position = 0;
     while let Some(front) = conn.pending.front() {
         let Some((reply, used)) = parse_reply(config.protocol, front.op, &conn.input[position..])?
@@ -467,31 +669,69 @@ fn consume(
             break;
         };
         let now = Instant::now();
-        let second = now.saturating_duration_since(start).as_secs() as usize;
-        let latency_ns = u64::try_from(now.saturating_duration_since(front.intended).as_nanos())
-            .unwrap_or(u64::MAX);
-        measurements.record(front.op, latency_ns, second, series_max)?;
+        let (latency_ns, second) = elapsed_since(ctx, front.intended, now);
+        if front.fill {
+            // Fills are the look-aside's own traffic, not workload operations.
+            match reply {
+                Reply::Stored => ctx.measurements.lookaside.edge_fills += 1,
+                Reply::Error(line) => {
+                    ctx.measurements.lookaside.fill_failures += 1;
+                    note_error(ctx, second, line)?;
+                }
+                _ => ctx.measurements.lookaside.fill_failures += 1,
+            }
+            position += used;
+            conn.pending.pop_front();
+            continue;
+        }
+        let edge_miss_to_origin =
+            config.origin.is_some() && front.op == OpKind::Get && reply == Reply::Miss;
+        if edge_miss_to_origin {
+            // Completed (and timed) when the origin answers.
+            ctx.measurements
+                .note(second, series_max, |c| c.misses += 1)?;
+            if let Some(origin) = &config.origin {
+                ctx.delays.push(
+                    now + origin.delay,
+                    DelayedFetch {
+                        conn: ctx.index,
+                        key_id: front.key_id,
+                        intended: front.intended,
+                    },
+                );
+                conn.delayed += 1;
+            }
+            position += used;
+            conn.pending.pop_front();
+            continue;
+        }
+        ctx.measurements
+            .record(front.op, latency_ns, second, series_max)?;
         match reply {
             Reply::Hit(value) => {
                 let good = !config.verify || check_value(front.key_id, value);
-                measurements.note(second, series_max, |c| {
+                if config.origin.is_some() {
+                    ctx.measurements
+                        .edge_hit_latency
+                        .saturating_record(latency_ns.max(1));
+                }
+                ctx.measurements.note(second, series_max, |c| {
                     c.hits += 1;
                     if !good {
                         c.verify_failures += 1;
                     }
                 })?;
             }
-            Reply::Miss => measurements.note(second, series_max, |c| c.misses += 1)?,
+            Reply::Miss => ctx
+                .measurements
+                .note(second, series_max, |c| c.misses += 1)?,
             Reply::Stored => {}
-            Reply::NotStored => measurements.note(second, series_max, |c| c.not_stored += 1)?,
-            Reply::Error(line) => {
-                if measurements.first_error.is_none() {
-                    measurements.first_error = Some(String::from_utf8_lossy(line).into_owned());
-                }
-                measurements.note(second, series_max, |c| c.error_replies += 1)?;
-            }
+            Reply::NotStored => ctx
+                .measurements
+                .note(second, series_max, |c| c.not_stored += 1)?,
+            Reply::Error(line) => note_error(ctx, second, line)?,
         }
-        live.completed_ops.fetch_add(1, Ordering::Relaxed);
+        ctx.live.completed_ops.fetch_add(1, Ordering::Relaxed);
         position += used;
         conn.pending.pop_front();
     }
@@ -503,6 +743,158 @@ fn consume(
         bail!(
             "{} bytes received with no request outstanding",
             conn.input.len()
+        );
+    }
+    Ok(())
+}
+
+fn receive_origin(ctx: &mut Ctx<'_>, conn: &mut Conn, read_buf: &mut [u8]) {
+    loop {
+        let Some(origin) = conn.origin.as_mut() else {
+            return;
+        };
+        match origin.stream.read(read_buf) {
+            Ok(0) => {
+                if conn.outstanding() > 0 {
+                    fail(
+                        conn,
+                        ctx.measurements,
+                        "origin closed the connection".to_owned(),
+                    );
+                } else {
+                    conn.alive = false;
+                }
+                return;
+            }
+            Ok(n) => {
+                origin.input.extend_from_slice(&read_buf[..n]);
+                if let Err(error) = consume_origin(ctx, conn) {
+                    fail(conn, ctx.measurements, format!("origin: {error:#}"));
+                    return;
+                }
+            }
+            Err(error) if error.kind() == ErrorKind::WouldBlock => return,
+            Err(error) if error.kind() == ErrorKind::Interrupted => {}
+            Err(error) => {
+                fail(conn, ctx.measurements, format!("origin read: {error}"));
+                return;
+            }
+        }
+    }
+}
+
+/// Parses the origin's replies: completes the fetched gets and queues the fills.
+fn consume_origin(ctx: &mut Ctx<'_>, conn: &mut Conn) -> anyhow::Result<()> {
+    let config = ctx.config;
+    let series_max = ctx.series.series_max;
+    let Conn {
+        origin,
+        out,
+        pending,
+        rng,
+        ..
+    } = conn;
+    let Some(origin) = origin.as_mut() else {
+        return Ok(());
+    };
+    let mut key_buf = Vec::new();
+    let mut generated = Vec::new();
+    let mut position = 0;
+    while let Some(front) = origin.pending.front() {
+        let op = match front {
+            OriginPending::Fetch { .. } => OpKind::Get,
+            OriginPending::Fill => OpKind::Set,
+        };
+        let Some((reply, used)) = parse_reply(config.protocol, op, &origin.input[position..])?
+        else {
+            break;
+        };
+        let now = Instant::now();
+        match *front {
+            OriginPending::Fill => match reply {
+                Reply::Stored => ctx.measurements.lookaside.origin_fills += 1,
+                Reply::Error(line) => {
+                    ctx.measurements.lookaside.fill_failures += 1;
+                    let (_, second) = elapsed_since(ctx, now, now);
+                    note_error(ctx, second, line)?;
+                }
+                _ => ctx.measurements.lookaside.fill_failures += 1,
+            },
+            OriginPending::Fetch { key_id, intended } => {
+                let (latency_ns, second) = elapsed_since(ctx, intended, now);
+                ctx.measurements
+                    .record(OpKind::Get, latency_ns, second, series_max)?;
+                ctx.measurements
+                    .origin_served_latency
+                    .saturating_record(latency_ns.max(1));
+                ctx.measurements.lookaside.origin_fetches += 1;
+                key_buf.clear();
+                write_key(&config.key_prefix, key_id, &mut key_buf);
+                let fill_value: &[u8] = match reply {
+                    Reply::Hit(value) => {
+                        ctx.measurements.lookaside.origin_hits += 1;
+                        if config.verify && !check_value(key_id, value) {
+                            ctx.measurements
+                                .note(second, series_max, |c| c.verify_failures += 1)?;
+                        }
+                        value
+                    }
+                    Reply::Miss => {
+                        // The "database" has no row yet: make the value it would hold
+                        // and store it at the origin as well as at the edge.
+                        ctx.measurements.lookaside.origin_misses += 1;
+                        generated.clear();
+                        let size = config.value_size.next_size(rng);
+                        write_value(key_id, size, &mut generated);
+                        encode_set(
+                            config.protocol,
+                            &key_buf,
+                            &generated,
+                            config.ttl_s,
+                            &mut origin.out,
+                        );
+                        // Pushed after the loop's borrow of the front ends (below).
+                        &generated
+                    }
+                    Reply::Error(line) => {
+                        note_error(ctx, second, line)?;
+                        &[]
+                    }
+                    Reply::Stored | Reply::NotStored => {
+                        bail!("origin answered a get with a store reply")
+                    }
+                };
+                let origin_missed = matches!(reply, Reply::Miss);
+                let fetched = !matches!(reply, Reply::Error(_));
+                if fetched {
+                    encode_set(config.protocol, &key_buf, fill_value, config.ttl_s, out);
+                    pending.push_back(Pending {
+                        op: OpKind::Set,
+                        key_id,
+                        intended: now,
+                        fill: true,
+                    });
+                }
+                ctx.live.completed_ops.fetch_add(1, Ordering::Relaxed);
+                position += used;
+                origin.pending.pop_front();
+                if origin_missed {
+                    origin.pending.push_back(OriginPending::Fill);
+                }
+                continue;
+            }
+        }
+        position += used;
+        origin.pending.pop_front();
+    }
+    origin.input.drain(..position);
+    if origin.input.len() > INPUT_MAX_BYTES {
+        bail!("more than {INPUT_MAX_BYTES} bytes of unparsed input");
+    }
+    if origin.pending.is_empty() && !origin.input.is_empty() {
+        bail!(
+            "{} bytes received with no request outstanding",
+            origin.input.len()
         );
     }
     Ok(())
@@ -574,6 +966,36 @@ pub fn parse_stats(reply: &[u8]) -> ServerSample {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delay_queue_releases_in_due_order_and_only_when_due() {
+        let base = Instant::now();
+        let at = |ms: u64| base + Duration::from_millis(ms);
+        let mut queue = DelayQueue::default();
+        assert!(queue.is_empty());
+        assert_eq!(queue.pop_due(at(1_000)), None);
+        queue.push(at(30), "c");
+        queue.push(at(10), "a");
+        queue.push(at(20), "b1");
+        queue.push(at(20), "b2");
+        queue.push(at(40), "d");
+        assert_eq!(queue.len(), 5);
+        assert_eq!(queue.next_due(), Some(at(10)));
+        // Nothing is released before it is due.
+        assert_eq!(queue.pop_due(at(9)), None);
+        assert_eq!(queue.pop_due(at(10)), Some("a"));
+        // Equal due instants come out in insertion order.
+        assert_eq!(queue.pop_due(at(25)), Some("b1"));
+        assert_eq!(queue.pop_due(at(25)), Some("b2"));
+        assert_eq!(queue.pop_due(at(25)), None);
+        assert_eq!(queue.next_due(), Some(at(30)));
+        // A late poll releases everything due, earliest first.
+        assert_eq!(queue.pop_due(at(100)), Some("c"));
+        assert_eq!(queue.pop_due(at(100)), Some("d"));
+        assert_eq!(queue.pop_due(at(100)), None);
+        assert!(queue.is_empty());
+        assert_eq!(queue.next_due(), None);
+    }
 
     #[test]
     fn stats_fields_are_selected_when_present() {

@@ -182,3 +182,116 @@ fn unreachable_server_is_an_error_not_a_hang() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("connecting to 127.0.0.1"));
     assert!(started.elapsed() < RUN_TIMEOUT);
 }
+
+fn curr_items(server: &ServerProcess) -> u64 {
+    let mut client = testkit::RawClient::connect(server.addr()).expect("connecting for stats");
+    let stats = client.stats("").expect("stats");
+    testkit::stat(&stats, "curr_items")
+        .and_then(|v| v.parse().ok())
+        .expect("curr_items in stats")
+}
+
+fn lookaside_u64(report: &Value, field: &str) -> u64 {
+    report["run"]["lookaside"][field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("run.lookaside.{field} missing in {report:#}"))
+}
+
+#[test]
+fn look_aside_fills_the_edge_from_the_delayed_origin() {
+    const KEYS: u64 = 100;
+    const DELAY_US: u64 = 2000;
+    let edge = ServerProcess::fogcached(&["--slow-size", "0"]).expect("starting the edge");
+    let origin = ServerProcess::fogcached(&["--slow-size", "0"]).expect("starting the origin");
+    let origin_arg = origin.addr().to_string();
+    let delay_arg = DELAY_US.to_string();
+    let keys_arg = KEYS.to_string();
+    let common = [
+        "--origin",
+        &origin_arg,
+        "--origin-delay-us",
+        &delay_arg,
+        "--keys",
+        &keys_arg,
+        "--get-ratio",
+        "1",
+        "--value-size",
+        "16-512",
+        "--verify",
+        "--no-stats",
+    ];
+
+    // First pass: the load phase fills the origin only; the edge starts cold.
+    let mut first_args = common.to_vec();
+    first_args.extend([
+        "--load",
+        "--duration-s",
+        "1",
+        "--connections",
+        "4",
+        "--threads",
+        "2",
+    ]);
+    let (first_code, first) = fogbench(&edge, &first_args);
+    let origin_items = curr_items(&origin);
+    let edge_items = curr_items(&edge);
+
+    // Second pass over the same keys, one connection so that every edge miss would be
+    // counted exactly once.
+    let mut second_args = common.to_vec();
+    second_args.extend([
+        "--duration-s",
+        "0.5",
+        "--connections",
+        "1",
+        "--threads",
+        "1",
+    ]);
+    let (second_code, second) = fogbench(&edge, &second_args);
+    edge.stop().expect("stopping the edge");
+    origin.stop().expect("stopping the origin");
+
+    assert_eq!(first_code, Some(0), "first pass failed: {first:#}");
+    assert_eq!(first["load"]["ops"], KEYS, "the origin is preloaded");
+    assert_eq!(first["config"]["origin_delay_us"], DELAY_US);
+    assert_eq!(first["run"]["lookaside"]["origin_delay_us"], DELAY_US);
+    assert_eq!(count(&first, "run", "verify_failures"), 0);
+    assert_eq!(count(&first, "run", "error_replies"), 0);
+    // The cold edge misses, every miss is fetched from the origin (which has every key)
+    // and each fetch fills the edge.
+    let fetches = lookaside_u64(&first, "origin_fetches");
+    assert!(fetches > 0, "no origin fetches: {first:#}");
+    assert_eq!(lookaside_u64(&first, "edge_misses"), fetches);
+    assert_eq!(lookaside_u64(&first, "origin_hits"), fetches);
+    assert_eq!(lookaside_u64(&first, "origin_misses"), 0);
+    assert_eq!(lookaside_u64(&first, "edge_fills"), fetches);
+    assert_eq!(lookaside_u64(&first, "fill_failures"), 0);
+    assert_eq!(origin_items, KEYS);
+    // Thousands of uniform gets over 100 keys request every key (a key left out has
+    // probability below 1e-10 at 3000 gets), so the fills cover the key space.
+    assert_eq!(
+        edge_items, KEYS,
+        "the first pass filled every key into the edge"
+    );
+    assert!(fetches >= KEYS, "each key missed at the edge at least once");
+    // Latency seen for a miss includes the client-side origin delay: its smallest value
+    // (the 0th percentile) is at least the delay; edge hits do not wait for it.
+    let via_origin = &first["run"]["lookaside"]["origin_served_latency"];
+    assert_eq!(via_origin["count"], fetches);
+    let fastest_us = via_origin["distribution"][0][1].as_f64().expect("p0");
+    assert!(
+        fastest_us >= DELAY_US as f64,
+        "a miss served via the origin took {fastest_us} us < the {DELAY_US} us delay"
+    );
+    assert_eq!(
+        first["run"]["lookaside"]["edge_hit_latency"]["count"],
+        lookaside_u64(&first, "edge_hits")
+    );
+
+    assert_eq!(second_code, Some(0), "second pass failed: {second:#}");
+    assert!(lookaside_u64(&second, "edge_hits") > 0);
+    assert_eq!(lookaside_u64(&second, "edge_misses"), 0, "{second:#}");
+    assert_eq!(lookaside_u64(&second, "origin_fetches"), 0);
+    assert_eq!(second["run"]["lookaside"]["edge_hit_ratio"], 1.0);
+    assert_eq!(count(&second, "run", "verify_failures"), 0);
+}
