@@ -18,13 +18,12 @@
 //! The test name starts with `external_tool_` so that `scripts/test.sh` runs it in a step
 //! of its own, with the tool output shown.
 
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use anyhow::{bail, Context};
-use testkit::ServerProcess;
+use anyhow::Context;
+use testkit::{run_bounded, ServerProcess};
 
 /// memcaslap's `--cfg_cmd` file: key sizes, value sizes (bytes) and the command mix
 /// (type 0 = set, 1 = get). Passing it also keeps a `~/.memaslap.cnf` from changing the
@@ -194,55 +193,6 @@ impl Drop for WorkloadFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
-}
-
-struct ToolRun {
-    success: bool,
-    /// stdout followed by stderr.
-    output: String,
-}
-
-/// Runs `command` to completion, killing it after `timeout`; captures all its output.
-fn run_bounded(command: &mut Command, timeout: Duration) -> anyhow::Result<ToolRun> {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("spawning {command:?}"))?;
-    // Readers on their own threads, so a chatty tool never blocks on a full pipe.
-    let stdout = child.stdout.take().context("no stdout pipe")?;
-    let stderr = child.stderr.take().context("no stderr pipe")?;
-    let stdout_reader = std::thread::spawn(move || read_all(stdout));
-    let stderr_reader = std::thread::spawn(move || read_all(stderr));
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut output = stdout_reader.join().unwrap_or_default();
-    output.push_str(&stderr_reader.join().unwrap_or_default());
-    match status {
-        Some(status) => Ok(ToolRun {
-            success: status.success(),
-            output,
-        }),
-        None => bail!("{command:?} did not finish within {timeout:?}; output so far:\n{output}"),
-    }
-}
-
-fn read_all(mut pipe: impl Read) -> String {
-    let mut bytes = Vec::new();
-    // A read error just truncates the captured output; the exit status still decides.
-    let _ = pipe.read_to_end(&mut bytes);
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 #[test]

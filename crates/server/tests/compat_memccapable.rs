@@ -9,12 +9,11 @@
 //! The test names start with `external_tool_` so that `scripts/test.sh` can run them in a
 //! step of their own, with the tool output shown.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use anyhow::{bail, Context};
-use testkit::ServerProcess;
+use anyhow::Context;
+use testkit::{run_bounded, ServerProcess, ToolRun};
 
 /// Checks memccapable runs against a conforming server (27 ASCII + 27 binary).
 const EXPECTED_CHECKS: usize = 54;
@@ -48,12 +47,6 @@ fn external_tool_memccapable_passes_every_check_on_memcached() -> anyhow::Result
     let run = run_memccapable(server.port(), &[])?;
     assert_all_checks_pass(&run);
     Ok(())
-}
-
-struct ToolRun {
-    success: bool,
-    /// Everything it printed.
-    output: String,
 }
 
 /// One check line of memccapable's output, e.g. ("binary getq", "pass").
@@ -126,49 +119,6 @@ fn run_memccapable(port: u16, extra_args: &[&str]) -> anyhow::Result<ToolRun> {
         TOOL_RUN_TIMEOUT,
     )
     .context("running memccapable (Debian package libmemcached-tools; scripts/test.sh installs it)")
-}
-
-/// Runs `command` to completion, killing it after `timeout`; captures all its output.
-fn run_bounded(command: &mut Command, timeout: Duration) -> anyhow::Result<ToolRun> {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("spawning {command:?}"))?;
-    // Readers on their own threads, so a chatty tool never blocks on a full pipe.
-    let stdout = child.stdout.take().context("no stdout pipe")?;
-    let stderr = child.stderr.take().context("no stderr pipe")?;
-    let stdout_reader = std::thread::spawn(move || read_all(stdout));
-    let stderr_reader = std::thread::spawn(move || read_all(stderr));
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut output = stdout_reader.join().unwrap_or_default();
-    output.push_str(&stderr_reader.join().unwrap_or_default());
-    match status {
-        Some(status) => Ok(ToolRun {
-            success: status.success(),
-            output,
-        }),
-        None => bail!("{command:?} did not finish within {timeout:?}; output so far:\n{output}"),
-    }
-}
-
-fn read_all(mut pipe: impl Read) -> String {
-    let mut bytes = Vec::new();
-    // A read error just truncates the captured output; the exit status still decides.
-    let _ = pipe.read_to_end(&mut bytes);
-    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 #[test]

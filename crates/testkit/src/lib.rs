@@ -417,6 +417,57 @@ pub fn stat<'a>(stats: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
+/// What an external tool (`memccapable`, `memcaslap`, ...) did: its exit status and all
+/// it printed.
+pub struct ToolRun {
+    pub success: bool,
+    /// stdout followed by stderr.
+    pub output: String,
+}
+
+/// Runs `command` to completion, killing it after `timeout`; captures all its output.
+pub fn run_bounded(command: &mut Command, timeout: Duration) -> anyhow::Result<ToolRun> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("spawning {command:?}"))?;
+    // Readers on their own threads, so a chatty tool never blocks on a full pipe.
+    let stdout = child.stdout.take().context("no stdout pipe")?;
+    let stderr = child.stderr.take().context("no stderr pipe")?;
+    let stdout_reader = std::thread::spawn(move || read_all(stdout));
+    let stderr_reader = std::thread::spawn(move || read_all(stderr));
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut output = stdout_reader.join().unwrap_or_default();
+    output.push_str(&stderr_reader.join().unwrap_or_default());
+    match status {
+        Some(status) => Ok(ToolRun {
+            success: status.success(),
+            output,
+        }),
+        None => bail!("{command:?} did not finish within {timeout:?}; output so far:\n{output}"),
+    }
+}
+
+fn read_all(mut pipe: impl Read) -> String {
+    let mut bytes = Vec::new();
+    // A read error just truncates the captured output; the exit status still decides.
+    let _ = pipe.read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
