@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use bench::proto::Protocol;
 use bench::report::series_csv;
-use bench::runner::{Origin, RunConfig};
+use bench::runner::{Origin, RunConfig, SERVERS_MAX};
 use bench::workload::{KeyDistribution, ValueSize};
 use bench::{run_benchmark, BenchOptions};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -26,7 +26,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run a load (optionally after a YCSB-style load phase) against one server.
+    /// Run a load (optionally after a YCSB-style load phase) against one or more servers.
     Run(RunArgs),
 }
 
@@ -34,6 +34,7 @@ enum Command {
 enum ProtocolArg {
     Text,
     Meta,
+    Binary,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
@@ -47,9 +48,11 @@ enum DistributionArg {
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
-    /// Server address, host:port.
-    #[arg(long, default_value = "127.0.0.1:11211")]
-    server: String,
+    /// Server address, host:port. Several servers: a comma-separated list and/or the
+    /// option repeated; keys are then spread over them by ketama consistent hashing
+    /// (MD5, 160 points per server, as libmemcached and twemproxy do).
+    #[arg(long, value_delimiter = ',', default_value = "127.0.0.1:11211")]
+    server: Vec<String>,
     #[arg(long, value_enum, default_value = "text")]
     protocol: ProtocolArg,
     /// Connections, spread evenly over --threads.
@@ -77,10 +80,17 @@ struct RunArgs {
     hot_first: u64,
     #[arg(long, default_value_t = 5000)]
     hot_keys: u64,
-    /// Value size in bytes: "1024" or a uniform range "64-4096".
+    /// Value size in bytes: "1024", a uniform range "64-4096", or "@path" for sizes
+    /// drawn from a file (as --value-size-file).
     #[arg(long, default_value = "1024")]
     value_size: String,
-    /// Share of gets in the run phase (the rest are sets).
+    /// Draw value sizes from this file: one "size" or "size weight" per line (weights
+    /// default to 1; "#" starts a comment), i.e. an empirical distribution.
+    #[arg(long, conflicts_with = "value_size")]
+    value_size_file: Option<PathBuf>,
+    /// Share of gets in the run phase (the rest are sets). After --load every key
+    /// exists, so the sets are what YCSB calls updates (e.g. workload A: --get-ratio 0.5,
+    /// workload B: 0.95, workload C: 1).
     #[arg(long, default_value_t = 0.9)]
     get_ratio: f64,
     /// Expiry time of every set, in seconds (0: never).
@@ -100,13 +110,14 @@ struct RunArgs {
     verify: bool,
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Do not poll the server's stats once a second.
+    /// Do not poll the servers' stats once a second.
     #[arg(long)]
     no_stats: bool,
-    /// No progress line.
+    /// No progress bar.
     #[arg(long)]
     quiet: bool,
-    /// Edge-cloud look-aside: --server is the edge; a get that misses there is read from
+    /// Edge-cloud look-aside: --server is the edge (with several servers, each key's edge
+    /// is its ketama server); a get that misses there is read from
     /// this origin (host:port) after --origin-delay-us, then set into the edge. With
     /// --load, the load phase fills the origin instead of the edge.
     #[arg(long)]
@@ -175,18 +186,35 @@ fn config_from(args: &RunArgs) -> anyhow::Result<RunConfig> {
         }),
         None => None,
     };
+    let mut servers = Vec::with_capacity(args.server.len());
+    for server in &args.server {
+        let addr = resolve(server.trim())?;
+        if servers.contains(&addr) {
+            bail!("--server {server} is listed twice");
+        }
+        servers.push(addr);
+    }
+    if servers.is_empty() || servers.len() > SERVERS_MAX {
+        bail!("--server takes between 1 and {SERVERS_MAX} servers");
+    }
+    let value_size = match (&args.value_size_file, args.value_size.strip_prefix('@')) {
+        (Some(path), _) => ValueSize::from_file(path)?,
+        (None, Some(path)) => ValueSize::from_file(path.as_ref())?,
+        (None, None) => ValueSize::parse(&args.value_size)?,
+    };
     Ok(RunConfig {
-        server: resolve(&args.server)?,
+        servers,
         protocol: match args.protocol {
             ProtocolArg::Text => Protocol::Text,
             ProtocolArg::Meta => Protocol::Meta,
+            ProtocolArg::Binary => Protocol::Binary,
         },
         connections: args.connections,
         threads: args.threads,
         duration: Duration::from_secs_f64(args.duration_s),
         rate_per_s: args.rate,
         distribution,
-        value_size: ValueSize::parse(&args.value_size)?,
+        value_size,
         get_ratio: args.get_ratio,
         ttl_s: args.ttl_s,
         key_prefix: args.key_prefix.clone(),

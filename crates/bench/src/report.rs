@@ -256,8 +256,22 @@ impl LatencySummary {
 /// One server `stats` sample: the selected fields that the server reported.
 pub type ServerSample = BTreeMap<String, u64>;
 
-/// The `stats` fields recorded in the time series, when the server has them.
-pub const SERVER_FIELDS: [&str; 13] = [
+/// The field-wise sum of several servers' samples (a field any of them reported).
+pub fn sum_samples<'a>(samples: impl IntoIterator<Item = &'a ServerSample>) -> ServerSample {
+    let mut sum = ServerSample::new();
+    for sample in samples {
+        for (name, value) in sample {
+            let total = sum.entry(name.clone()).or_insert(0);
+            *total = total.saturating_add(*value);
+        }
+    }
+    sum
+}
+
+/// The `stats` fields recorded in the time series, when the server has them (the
+/// `tier_*`, `slow_*`, promotion and demotion fields are fogcached's own; memcached
+/// reports only the first four).
+pub const SERVER_FIELDS: &[&str] = &[
     "curr_items",
     "evictions",
     "get_hits",
@@ -266,11 +280,19 @@ pub const SERVER_FIELDS: [&str; 13] = [
     "tier_slow_items",
     "tier_dram_bytes",
     "tier_slow_bytes",
+    "tier_dram_limit_bytes",
+    "tier_slow_limit_bytes",
     "tier_dram_get_hits",
     "tier_slow_get_hits",
+    "slow_lines_read",
+    "slow_lines_written",
     "promotions",
     "demotions",
+    "promotions_failed",
+    "demotions_failed",
     "migrations_raced",
+    "move_to_dram_queue_len",
+    "move_to_slow_queue_len",
 ];
 
 #[derive(Debug, Clone, Serialize)]
@@ -281,8 +303,13 @@ pub struct SecondReport {
     pub p50_us: f64,
     pub p99_us: f64,
     pub max_us: f64,
-    /// The server's counters sampled at the end of this second (absent if the poll failed).
+    /// The server's counters sampled at the end of this second (absent if the poll
+    /// failed). With several servers: their sum (absent unless every server answered).
     pub server: Option<ServerSample>,
+    /// With several servers only: each server's sample, keyed by `host:port` (a server
+    /// whose poll failed is missing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub servers: Option<BTreeMap<String, ServerSample>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -374,6 +401,7 @@ impl PhaseReport {
                 p99_us: at(0.99),
                 max_us: interval.map_or(0.0, |i| us(i.latency.max())),
                 server: samples.get(second).cloned().flatten(),
+                servers: None,
             });
         }
         let ops = measurements.counts.ops();
@@ -411,7 +439,7 @@ pub fn series_csv(phase: &PhaseReport) -> String {
     let mut csv = String::from(
         "second,ops,gets,sets,hits,misses,not_stored,error_replies,verify_failures,p50_us,p99_us,max_us",
     );
-    for field in SERVER_FIELDS {
+    for &field in SERVER_FIELDS {
         csv.push(',');
         csv.push_str(field);
     }
@@ -435,7 +463,7 @@ pub fn series_csv(phase: &PhaseReport) -> String {
             row.p99_us,
             row.max_us
         );
-        for field in SERVER_FIELDS {
+        for &field in SERVER_FIELDS {
             csv.push(',');
             if let Some(value) = row.server.as_ref().and_then(|s| s.get(field)) {
                 let _ = write!(csv, "{value}");
@@ -489,6 +517,61 @@ mod tests {
             .nth(3)
             .unwrap()
             .starts_with("2,1001,1000,1,0,0,0,0,1,"));
+    }
+
+    #[test]
+    fn merging_two_threads_equals_one_histogram_of_all_values() {
+        // Skewed latencies (a long tail), split between two "threads" unevenly.
+        let latencies_ns: Vec<u64> = (0..20_000u64)
+            .map(|i| 20_000 + (i * i) % 9_000_000 + if i % 97 == 0 { 40_000_000 } else { 0 })
+            .collect();
+        let mut single = Measurements::new().unwrap();
+        let mut first = Measurements::new().unwrap();
+        let mut second = Measurements::new().unwrap();
+        for (i, &ns) in latencies_ns.iter().enumerate() {
+            let op = if i % 5 == 0 { OpKind::Set } else { OpKind::Get };
+            let at_second = i % 4;
+            single.record(op, ns, at_second, 10).unwrap();
+            let thread = if i % 3 == 0 { &mut first } else { &mut second };
+            thread.record(op, ns, at_second, 10).unwrap();
+            if i % 7 == 0 {
+                single.note(at_second, 10, |c| c.hits += 1).unwrap();
+                thread.note(at_second, 10, |c| c.hits += 1).unwrap();
+            }
+        }
+        first.merge(&second).unwrap();
+        assert_eq!(first.counts, single.counts);
+        for op in OpKind::ALL {
+            assert_eq!(
+                LatencySummary::of(&first.latency[op.index()]),
+                LatencySummary::of(&single.latency[op.index()]),
+                "{op:?}"
+            );
+        }
+        let merged = PhaseReport::build(&first, 4.0, &[]).unwrap();
+        let whole = PhaseReport::build(&single, 4.0, &[]).unwrap();
+        assert_eq!(merged.latency, whole.latency);
+        assert_eq!(merged.latency["all"].count, 20_000);
+        assert_eq!(merged.series.len(), 4);
+        for (a, b) in merged.series.iter().zip(&whole.series) {
+            assert_eq!(a.counts, b.counts);
+            assert_eq!(
+                (a.p50_us, a.p99_us, a.max_us),
+                (b.p50_us, b.p99_us, b.max_us)
+            );
+        }
+    }
+
+    #[test]
+    fn samples_of_several_servers_sum_field_by_field() {
+        let a: ServerSample = [("curr_items".to_owned(), 3), ("promotions".to_owned(), 1)]
+            .into_iter()
+            .collect();
+        let b: ServerSample = [("curr_items".to_owned(), 4)].into_iter().collect();
+        let sum = sum_samples([&a, &b]);
+        assert_eq!(sum.len(), 2);
+        assert_eq!(sum["curr_items"], 7);
+        assert_eq!(sum["promotions"], 1);
     }
 
     #[test]

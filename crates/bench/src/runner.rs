@@ -19,6 +19,7 @@ use anyhow::{bail, Context};
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
 
+use crate::ketama::Ketama;
 use crate::proto::{encode_get, encode_set, parse_reply, Protocol, Reply};
 use crate::report::{Measurements, ServerSample, SERVER_FIELDS};
 use crate::workload::{
@@ -39,10 +40,16 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Extra seconds kept in a phase's time series beyond its nominal length (drain).
 const SERIES_SLACK_S: usize = 4;
 
+/// Most servers one run spreads its keys over.
+pub const SERVERS_MAX: usize = 64;
+
 /// Everything a run needs; built from the command line.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    pub server: SocketAddr,
+    /// The servers under test. With several, every key lives on the server ketama
+    /// consistent hashing picks for it (see [`crate::ketama`]), and every logical
+    /// connection holds one socket per server.
+    pub servers: Vec<SocketAddr>,
     pub protocol: Protocol,
     pub connections: usize,
     pub threads: usize,
@@ -61,7 +68,7 @@ pub struct RunConfig {
     pub pipeline_max: usize,
     /// Bound on the load phase's length.
     pub load_timeout: Duration,
-    /// Edge-cloud look-aside mode: `server` is the edge, this the origin.
+    /// Edge-cloud look-aside mode: `servers` are the edge, this the origin.
     pub origin: Option<Origin>,
 }
 
@@ -89,7 +96,10 @@ pub enum Phase {
     Run,
 }
 
+#[derive(Clone, Copy)]
 struct Pending {
+    /// Binary protocol: the number the server must echo (checked in order).
+    opaque: u32,
     op: OpKind,
     key_id: u64,
     intended: Instant,
@@ -98,21 +108,56 @@ struct Pending {
 }
 
 /// A request on the origin connection.
+#[derive(Clone, Copy)]
 enum OriginPending {
     /// The fetch of a key that missed at the edge; `intended` is the edge get's.
-    Fetch { key_id: u64, intended: Instant },
+    Fetch {
+        opaque: u32,
+        key_id: u64,
+        intended: Instant,
+    },
     /// The set of a generated value after an origin miss.
-    Fill,
+    Fill { opaque: u32 },
 }
 
-/// The connection to the origin that belongs to one edge connection.
-struct OriginLink {
+/// One socket of a logical connection, with its own output, unparsed input and queue of
+/// requests awaiting replies (replies come back in request order on each socket).
+struct Link<P> {
     stream: TcpStream,
     out: Vec<u8>,
     out_pos: usize,
     input: Vec<u8>,
-    pending: VecDeque<OriginPending>,
+    pending: VecDeque<P>,
+    next_opaque: u32,
 }
+
+impl<P> Link<P> {
+    fn new(stream: TcpStream) -> Link<P> {
+        Link {
+            stream,
+            out: Vec::new(),
+            out_pos: 0,
+            input: Vec::new(),
+            pending: VecDeque::new(),
+            next_opaque: 0,
+        }
+    }
+
+    /// The opaque of the next request on this socket.
+    fn take_opaque(&mut self) -> u32 {
+        next_opaque(&mut self.next_opaque)
+    }
+}
+
+/// Returns `counter` and advances it (wrapping: only the order matters).
+fn next_opaque(counter: &mut u32) -> u32 {
+    let opaque = *counter;
+    *counter = counter.wrapping_add(1);
+    opaque
+}
+
+/// The connection to the origin that belongs to one edge connection.
+type OriginLink = Link<OriginPending>;
 
 /// An edge miss waiting out the origin delay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,12 +219,10 @@ impl<T> DelayQueue<T> {
     }
 }
 
+/// One logical connection: a socket to each server (indexed as `RunConfig::servers`),
+/// each request going to its key's server.
 struct Conn {
-    stream: TcpStream,
-    out: Vec<u8>,
-    out_pos: usize,
-    input: Vec<u8>,
-    pending: VecDeque<Pending>,
+    links: Vec<Link<Pending>>,
     keys: KeyGenerator,
     rng: Rng,
     /// Open loop: when the next request is due.
@@ -196,7 +239,9 @@ impl Conn {
     /// edge misses waiting out the origin delay, and origin requests. The closed loop
     /// issues the next operation only when this is zero.
     fn outstanding(&self) -> usize {
-        self.pending.len() + self.delayed + self.origin.as_ref().map_or(0, |o| o.pending.len())
+        self.links.iter().map(|l| l.pending.len()).sum::<usize>()
+            + self.delayed
+            + self.origin.as_ref().map_or(0, |o| o.pending.len())
     }
 }
 
@@ -224,21 +269,16 @@ fn connect_all(config: &RunConfig, first_index: usize, count: usize) -> anyhow::
     for i in 0..count {
         let index = (first_index + i) as u64;
         let origin = match &config.origin {
-            Some(origin) => Some(OriginLink {
-                stream: connect_one(origin.server)?,
-                out: Vec::new(),
-                out_pos: 0,
-                input: Vec::new(),
-                pending: VecDeque::new(),
-            }),
+            Some(origin) => Some(Link::new(connect_one(origin.server)?)),
             None => None,
         };
+        let links = config
+            .servers
+            .iter()
+            .map(|&server| connect_one(server).map(Link::new))
+            .collect::<anyhow::Result<Vec<_>>>()?;
         conns.push(Conn {
-            stream: connect_one(config.server)?,
-            out: Vec::new(),
-            out_pos: 0,
-            input: Vec::new(),
-            pending: VecDeque::new(),
+            links,
             keys: KeyGenerator::new(config.distribution.clone()),
             // Distinct, reproducible streams per connection.
             rng: Rng::new(config.seed ^ index.wrapping_mul(0xA076_1D64_78BD_642F)),
@@ -263,6 +303,11 @@ pub fn run_phase(
     if config.connections == 0 || config.threads == 0 {
         bail!("need at least one connection and one thread");
     }
+    if config.servers.is_empty() || config.servers.len() > SERVERS_MAX {
+        bail!("need between 1 and {SERVERS_MAX} servers");
+    }
+    let ring = Ketama::for_addrs(&config.servers);
+    let ring = &ring;
     let threads = config.threads.min(config.connections);
     let mut thread_conns = Vec::with_capacity(threads);
     let mut first = 0;
@@ -285,7 +330,9 @@ pub fn run_phase(
             .into_iter()
             .map(|(first, conns)| {
                 scope.spawn(move || {
-                    worker(config, phase, live, conns, first, start, end, series_max)
+                    worker(
+                        config, ring, phase, live, conns, first, start, end, series_max,
+                    )
                 })
             })
             .collect();
@@ -319,6 +366,7 @@ pub fn run_phase(
 #[allow(clippy::too_many_arguments)]
 fn worker(
     config: &RunConfig,
+    ring: &Ketama,
     phase: Phase,
     live: &Live,
     mut conns: Vec<Conn>,
@@ -339,20 +387,24 @@ fn worker(
         ),
         _ => None,
     };
+    // Connection i's socket to server s is token i * stride + s, its origin socket
+    // i * stride + servers.
+    let stride = config.servers.len() + 1;
     for (i, conn) in conns.iter_mut().enumerate() {
-        // Edge connection i is token 2i, its origin connection 2i + 1.
-        poll.registry()
-            .register(
-                &mut conn.stream,
-                Token(2 * i),
-                Interest::READABLE | Interest::WRITABLE,
-            )
-            .context("registering a connection")?;
+        for (s, link) in conn.links.iter_mut().enumerate() {
+            poll.registry()
+                .register(
+                    &mut link.stream,
+                    Token(i * stride + s),
+                    Interest::READABLE | Interest::WRITABLE,
+                )
+                .context("registering a connection")?;
+        }
         if let Some(origin) = conn.origin.as_mut() {
             poll.registry()
                 .register(
                     &mut origin.stream,
-                    Token(2 * i + 1),
+                    Token(i * stride + stride - 1),
                     Interest::READABLE | Interest::WRITABLE,
                 )
                 .context("registering an origin connection")?;
@@ -391,8 +443,10 @@ fn worker(
             if let Some(origin) = conn.origin.as_mut() {
                 key_buf.clear();
                 write_key(&config.key_prefix, fetch.key_id, &mut key_buf);
-                encode_get(config.protocol, &key_buf, &mut origin.out);
+                let opaque = origin.take_opaque();
+                encode_get(config.protocol, &key_buf, opaque, &mut origin.out);
                 origin.pending.push_back(OriginPending::Fetch {
+                    opaque,
                     key_id: fetch.key_id,
                     intended: fetch.intended,
                 });
@@ -422,7 +476,16 @@ fn worker(
                                 }
                             };
                             if let Some((op, key_id)) = request {
-                                issue(config, conn, op, key_id, now, &mut key_buf, &mut value_buf);
+                                issue(
+                                    config,
+                                    ring,
+                                    conn,
+                                    op,
+                                    key_id,
+                                    now,
+                                    &mut key_buf,
+                                    &mut value_buf,
+                                );
                                 issued = true;
                             }
                         }
@@ -432,7 +495,16 @@ fn worker(
                             let op = next_op(config.get_ratio, &mut conn.rng);
                             let key_id = conn.keys.next_key(&mut conn.rng);
                             let due = conn.next_due;
-                            issue(config, conn, op, key_id, due, &mut key_buf, &mut value_buf);
+                            issue(
+                                config,
+                                ring,
+                                conn,
+                                op,
+                                key_id,
+                                due,
+                                &mut key_buf,
+                                &mut value_buf,
+                            );
                             conn.next_due += interval;
                             issued = true;
                         }
@@ -471,8 +543,9 @@ fn worker(
             Err(error) => return Err(error).context("polling"),
         }
         for event in events.iter() {
-            let index = event.token().0 / 2;
-            let is_origin = event.token().0 % 2 == 1;
+            let index = event.token().0 / stride;
+            let link = event.token().0 % stride;
+            let is_origin = link == stride - 1;
             let Some(conn) = conns.get_mut(index) else {
                 continue;
             };
@@ -490,11 +563,12 @@ fn worker(
                     live,
                     delays: &mut delays,
                     index,
+                    ring,
                 };
                 if is_origin {
                     receive_origin(&mut ctx, conn, &mut read_buf);
                 } else {
-                    receive(&mut ctx, conn, &mut read_buf);
+                    receive(&mut ctx, conn, link, &mut read_buf);
                 }
                 // Fills queued while consuming replies go out now.
                 if conn.alive {
@@ -516,8 +590,10 @@ fn worker(
     Ok(measurements)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn issue(
     config: &RunConfig,
+    ring: &Ketama,
     conn: &mut Conn,
     op: OpKind,
     key_id: u64,
@@ -527,8 +603,12 @@ fn issue(
 ) {
     key_buf.clear();
     write_key(&config.key_prefix, key_id, key_buf);
+    let Some(link) = conn.links.get_mut(ring.server_for(key_buf)) else {
+        return;
+    };
+    let opaque = link.take_opaque();
     match op {
-        OpKind::Get => encode_get(config.protocol, key_buf, &mut conn.out),
+        OpKind::Get => encode_get(config.protocol, key_buf, opaque, &mut link.out),
         OpKind::Set => {
             value_buf.clear();
             let size = config.value_size.next_size(&mut conn.rng);
@@ -538,11 +618,13 @@ fn issue(
                 key_buf,
                 value_buf,
                 config.ttl_s,
-                &mut conn.out,
+                opaque,
+                &mut link.out,
             );
         }
     }
-    conn.pending.push_back(Pending {
+    link.pending.push_back(Pending {
+        opaque,
         op,
         key_id,
         intended,
@@ -554,7 +636,9 @@ fn fail(conn: &mut Conn, measurements: &mut Measurements, error: String) {
     conn.alive = false;
     measurements.connection_failures += 1;
     measurements.unanswered += conn.outstanding() as u64;
-    conn.pending.clear();
+    for link in &mut conn.links {
+        link.pending.clear();
+    }
     if let Some(origin) = conn.origin.as_mut() {
         origin.pending.clear();
     }
@@ -564,9 +648,16 @@ fn fail(conn: &mut Conn, measurements: &mut Measurements, error: String) {
     }
 }
 
-/// Writes as much of the edge's and the origin's output as the sockets take.
+/// Writes as much of the servers' and the origin's output as the sockets take (a socket
+/// with nothing to send costs no system call).
 fn flush(conn: &mut Conn, measurements: &mut Measurements) {
-    let mut result = write_out(&mut conn.stream, &mut conn.out, &mut conn.out_pos);
+    let mut result = Ok(());
+    for link in &mut conn.links {
+        result = write_out(&mut link.stream, &mut link.out, &mut link.out_pos);
+        if result.is_err() {
+            break;
+        }
+    }
     if let (Ok(()), Some(origin)) = (&result, conn.origin.as_mut()) {
         result = write_out(&mut origin.stream, &mut origin.out, &mut origin.out_pos)
             .map_err(|error| format!("origin: {error}"));
@@ -607,11 +698,16 @@ struct Ctx<'a> {
     delays: &'a mut DelayQueue<DelayedFetch>,
     /// The connection's index in its thread.
     index: usize,
+    /// Where look-aside fills of the edge go.
+    ring: &'a Ketama,
 }
 
-fn receive(ctx: &mut Ctx<'_>, conn: &mut Conn, read_buf: &mut [u8]) {
+fn receive(ctx: &mut Ctx<'_>, conn: &mut Conn, link: usize, read_buf: &mut [u8]) {
     loop {
-        match conn.stream.read(read_buf) {
+        let Some(socket) = conn.links.get_mut(link) else {
+            return;
+        };
+        match socket.stream.read(read_buf) {
             Ok(0) => {
                 if conn.outstanding() > 0 {
                     fail(
@@ -625,8 +721,8 @@ fn receive(ctx: &mut Ctx<'_>, conn: &mut Conn, read_buf: &mut [u8]) {
                 return;
             }
             Ok(n) => {
-                conn.input.extend_from_slice(&read_buf[..n]);
-                if let Err(error) = consume(ctx, conn) {
+                socket.input.extend_from_slice(&read_buf[..n]);
+                if let Err(error) = consume(ctx, conn, link) {
                     fail(conn, ctx.measurements, format!("{error:#}"));
                     return;
                 }
@@ -658,16 +754,28 @@ fn elapsed_since(ctx: &Ctx<'_>, intended: Instant, now: Instant) -> (u64, usize)
     (latency_ns, second)
 }
 
-/// Parses every complete reply in the connection's input and records it.
-fn consume(ctx: &mut Ctx<'_>, conn: &mut Conn) -> anyhow::Result<()> {
+/// Parses every complete reply in the input of the connection's socket `link` and
+/// records it.
+fn consume(ctx: &mut Ctx<'_>, conn: &mut Conn, link: usize) -> anyhow::Result<()> {
     let config = ctx.config;
     let series_max = ctx.series.series_max;
+    let Conn { links, delayed, .. } = conn;
+    let Some(socket) = links.get_mut(link) else {
+        return Ok(());
+    };
     let mut position = 0;
-    while let Some(front) = conn.pending.front() {
-        let Some((reply, used)) = parse_reply(config.protocol, front.op, &conn.input[position..])?
+    while let Some(&front) = socket.pending.front() {
+        let Some((reply, used)) = parse_reply(
+            config.protocol,
+            front.op,
+            front.opaque,
+            &socket.input[position..],
+        )?
         else {
             break;
         };
+        position += used;
+        socket.pending.pop_front();
         let now = Instant::now();
         let (latency_ns, second) = elapsed_since(ctx, front.intended, now);
         if front.fill {
@@ -676,12 +784,10 @@ fn consume(ctx: &mut Ctx<'_>, conn: &mut Conn) -> anyhow::Result<()> {
                 Reply::Stored => ctx.measurements.lookaside.edge_fills += 1,
                 Reply::Error(line) => {
                     ctx.measurements.lookaside.fill_failures += 1;
-                    note_error(ctx, second, line)?;
+                    note_error(ctx, second, &line)?;
                 }
                 _ => ctx.measurements.lookaside.fill_failures += 1,
             }
-            position += used;
-            conn.pending.pop_front();
             continue;
         }
         let edge_miss_to_origin =
@@ -699,10 +805,8 @@ fn consume(ctx: &mut Ctx<'_>, conn: &mut Conn) -> anyhow::Result<()> {
                         intended: front.intended,
                     },
                 );
-                conn.delayed += 1;
+                *delayed += 1;
             }
-            position += used;
-            conn.pending.pop_front();
             continue;
         }
         ctx.measurements
@@ -729,20 +833,18 @@ fn consume(ctx: &mut Ctx<'_>, conn: &mut Conn) -> anyhow::Result<()> {
             Reply::NotStored => ctx
                 .measurements
                 .note(second, series_max, |c| c.not_stored += 1)?,
-            Reply::Error(line) => note_error(ctx, second, line)?,
+            Reply::Error(line) => note_error(ctx, second, &line)?,
         }
         ctx.live.completed_ops.fetch_add(1, Ordering::Relaxed);
-        position += used;
-        conn.pending.pop_front();
     }
-    conn.input.drain(..position);
-    if conn.input.len() > INPUT_MAX_BYTES {
+    socket.input.drain(..position);
+    if socket.input.len() > INPUT_MAX_BYTES {
         bail!("more than {INPUT_MAX_BYTES} bytes of unparsed input");
     }
-    if conn.pending.is_empty() && !conn.input.is_empty() {
+    if socket.pending.is_empty() && !socket.input.is_empty() {
         bail!(
             "{} bytes received with no request outstanding",
-            conn.input.len()
+            socket.input.len()
         );
     }
     Ok(())
@@ -788,11 +890,7 @@ fn consume_origin(ctx: &mut Ctx<'_>, conn: &mut Conn) -> anyhow::Result<()> {
     let config = ctx.config;
     let series_max = ctx.series.series_max;
     let Conn {
-        origin,
-        out,
-        pending,
-        rng,
-        ..
+        origin, links, rng, ..
     } = conn;
     let Some(origin) = origin.as_mut() else {
         return Ok(());
@@ -800,92 +898,101 @@ fn consume_origin(ctx: &mut Ctx<'_>, conn: &mut Conn) -> anyhow::Result<()> {
     let mut key_buf = Vec::new();
     let mut generated = Vec::new();
     let mut position = 0;
-    while let Some(front) = origin.pending.front() {
-        let op = match front {
-            OriginPending::Fetch { .. } => OpKind::Get,
-            OriginPending::Fill => OpKind::Set,
+    while let Some(&front) = origin.pending.front() {
+        let (op, opaque) = match front {
+            OriginPending::Fetch { opaque, .. } => (OpKind::Get, opaque),
+            OriginPending::Fill { opaque } => (OpKind::Set, opaque),
         };
-        let Some((reply, used)) = parse_reply(config.protocol, op, &origin.input[position..])?
+        let Some((reply, used)) =
+            parse_reply(config.protocol, op, opaque, &origin.input[position..])?
         else {
             break;
         };
+        position += used;
+        origin.pending.pop_front();
         let now = Instant::now();
-        match *front {
-            OriginPending::Fill => match reply {
+        let OriginPending::Fetch {
+            key_id, intended, ..
+        } = front
+        else {
+            match reply {
                 Reply::Stored => ctx.measurements.lookaside.origin_fills += 1,
                 Reply::Error(line) => {
                     ctx.measurements.lookaside.fill_failures += 1;
                     let (_, second) = elapsed_since(ctx, now, now);
-                    note_error(ctx, second, line)?;
+                    note_error(ctx, second, &line)?;
                 }
                 _ => ctx.measurements.lookaside.fill_failures += 1,
-            },
-            OriginPending::Fetch { key_id, intended } => {
-                let (latency_ns, second) = elapsed_since(ctx, intended, now);
-                ctx.measurements
-                    .record(OpKind::Get, latency_ns, second, series_max)?;
-                ctx.measurements
-                    .origin_served_latency
-                    .saturating_record(latency_ns.max(1));
-                ctx.measurements.lookaside.origin_fetches += 1;
-                key_buf.clear();
-                write_key(&config.key_prefix, key_id, &mut key_buf);
-                let fill_value: &[u8] = match reply {
-                    Reply::Hit(value) => {
-                        ctx.measurements.lookaside.origin_hits += 1;
-                        if config.verify && !check_value(key_id, value) {
-                            ctx.measurements
-                                .note(second, series_max, |c| c.verify_failures += 1)?;
-                        }
-                        value
-                    }
-                    Reply::Miss => {
-                        // The "database" has no row yet: make the value it would hold
-                        // and store it at the origin as well as at the edge.
-                        ctx.measurements.lookaside.origin_misses += 1;
-                        generated.clear();
-                        let size = config.value_size.next_size(rng);
-                        write_value(key_id, size, &mut generated);
-                        encode_set(
-                            config.protocol,
-                            &key_buf,
-                            &generated,
-                            config.ttl_s,
-                            &mut origin.out,
-                        );
-                        // Pushed after the loop's borrow of the front ends (below).
-                        &generated
-                    }
-                    Reply::Error(line) => {
-                        note_error(ctx, second, line)?;
-                        &[]
-                    }
-                    Reply::Stored | Reply::NotStored => {
-                        bail!("origin answered a get with a store reply")
-                    }
-                };
-                let origin_missed = matches!(reply, Reply::Miss);
-                let fetched = !matches!(reply, Reply::Error(_));
-                if fetched {
-                    encode_set(config.protocol, &key_buf, fill_value, config.ttl_s, out);
-                    pending.push_back(Pending {
-                        op: OpKind::Set,
-                        key_id,
-                        intended: now,
-                        fill: true,
-                    });
+            }
+            continue;
+        };
+        let (latency_ns, second) = elapsed_since(ctx, intended, now);
+        ctx.measurements
+            .record(OpKind::Get, latency_ns, second, series_max)?;
+        ctx.measurements
+            .origin_served_latency
+            .saturating_record(latency_ns.max(1));
+        ctx.measurements.lookaside.origin_fetches += 1;
+        key_buf.clear();
+        write_key(&config.key_prefix, key_id, &mut key_buf);
+        let fill_value: &[u8] = match &reply {
+            Reply::Hit(value) => {
+                ctx.measurements.lookaside.origin_hits += 1;
+                if config.verify && !check_value(key_id, value) {
+                    ctx.measurements
+                        .note(second, series_max, |c| c.verify_failures += 1)?;
                 }
-                ctx.live.completed_ops.fetch_add(1, Ordering::Relaxed);
-                position += used;
-                origin.pending.pop_front();
-                if origin_missed {
-                    origin.pending.push_back(OriginPending::Fill);
-                }
-                continue;
+                value
+            }
+            Reply::Miss => {
+                // The "database" has no row yet: make the value it would hold and store
+                // it at the origin as well as at the edge.
+                ctx.measurements.lookaside.origin_misses += 1;
+                generated.clear();
+                let size = config.value_size.next_size(rng);
+                write_value(key_id, size, &mut generated);
+                let opaque = next_opaque(&mut origin.next_opaque);
+                encode_set(
+                    config.protocol,
+                    &key_buf,
+                    &generated,
+                    config.ttl_s,
+                    opaque,
+                    &mut origin.out,
+                );
+                origin.pending.push_back(OriginPending::Fill { opaque });
+                &generated
+            }
+            Reply::Error(line) => {
+                note_error(ctx, second, line)?;
+                &[]
+            }
+            Reply::Stored | Reply::NotStored => {
+                bail!("origin answered a get with a store reply")
+            }
+        };
+        if !matches!(reply, Reply::Error(_)) {
+            // The fill goes to the key's edge server.
+            if let Some(edge) = links.get_mut(ctx.ring.server_for(&key_buf)) {
+                let opaque = edge.take_opaque();
+                encode_set(
+                    config.protocol,
+                    &key_buf,
+                    fill_value,
+                    config.ttl_s,
+                    opaque,
+                    &mut edge.out,
+                );
+                edge.pending.push_back(Pending {
+                    opaque,
+                    op: OpKind::Set,
+                    key_id,
+                    intended: now,
+                    fill: true,
+                });
             }
         }
-        position += used;
-        origin.pending.pop_front();
+        ctx.live.completed_ops.fetch_add(1, Ordering::Relaxed);
     }
     origin.input.drain(..position);
     if origin.input.len() > INPUT_MAX_BYTES {

@@ -4,6 +4,10 @@
 //! Nothing here touches the network or the clock, so every distribution can be tested
 //! by counting draws from a fixed seed.
 
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
 use anyhow::{bail, Context};
 
 /// SplitMix64: tiny, fast, and good enough for load generation; seeded per connection so
@@ -225,7 +229,7 @@ impl KeyGenerator {
 }
 
 /// Value sizes of writes, in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ValueSize {
     Fixed(usize),
     /// Uniform in [min, max], both inclusive.
@@ -233,10 +237,128 @@ pub enum ValueSize {
         min: usize,
         max: usize,
     },
+    /// Drawn from an empirical distribution (`--value-size-file`).
+    Empirical(Arc<EmpiricalSizes>),
 }
 
 /// Bigger values than this are refused: memcached's default item limit is 1 MiB.
 pub const VALUE_MAX_BYTES: usize = 1024 * 1024;
+/// Largest value-size file read (a table of sizes, not data).
+const SIZE_FILE_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// Most entries of a value-size table.
+const SIZE_TABLE_MAX_ENTRIES: usize = 1_000_000;
+
+/// Sizes with weights: size i is drawn with probability weight_i / sum of weights.
+#[derive(Debug, PartialEq)]
+pub struct EmpiricalSizes {
+    /// Where the table came from (a path), for the report.
+    pub source: String,
+    sizes: Vec<usize>,
+    /// Running sum of the weights, one per size, strictly increasing.
+    cumulative: Vec<f64>,
+}
+
+impl EmpiricalSizes {
+    /// Parses a table: per line `size` or `size weight` (weight a non-negative number,
+    /// 1 when absent), blank lines and `#` comments ignored. Errors name `source` and
+    /// the line number.
+    pub fn parse(text: &str, source: &str) -> anyhow::Result<EmpiricalSizes> {
+        let mut sizes = Vec::new();
+        let mut cumulative = Vec::new();
+        let mut total = 0.0f64;
+        for (index, raw) in text.lines().enumerate() {
+            let line_no = index + 1;
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let mut fields = line.split_whitespace();
+            let (Some(size_text), weight_text, None) =
+                (fields.next(), fields.next(), fields.next())
+            else {
+                bail!("{source}:{line_no}: expected \"size\" or \"size weight\", got {raw:?}");
+            };
+            let size: usize = size_text.parse().map_err(|_| {
+                anyhow::anyhow!(
+                    "{source}:{line_no}: size {size_text:?} is not a whole number of bytes"
+                )
+            })?;
+            if size == 0 || size > VALUE_MAX_BYTES {
+                bail!("{source}:{line_no}: size {size} is outside [1, {VALUE_MAX_BYTES}] bytes");
+            }
+            let weight: f64 = match weight_text {
+                None => 1.0,
+                Some(text) => text
+                    .parse()
+                    .ok()
+                    .filter(|w: &f64| w.is_finite() && *w >= 0.0)
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "{source}:{line_no}: weight {text:?} is not a non-negative number"
+                        )
+                    })?,
+            };
+            if weight == 0.0 {
+                // Listed but never drawn.
+                continue;
+            }
+            if sizes.len() >= SIZE_TABLE_MAX_ENTRIES {
+                bail!("{source}:{line_no}: more than {SIZE_TABLE_MAX_ENTRIES} sizes");
+            }
+            total += weight;
+            sizes.push(size);
+            cumulative.push(total);
+        }
+        if sizes.is_empty() {
+            bail!("{source}: no size with a positive weight");
+        }
+        Ok(EmpiricalSizes {
+            source: source.to_owned(),
+            sizes,
+            cumulative,
+        })
+    }
+
+    /// Distinct entries of the table (with a positive weight).
+    pub fn len(&self) -> usize {
+        self.sizes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sizes.is_empty()
+    }
+
+    /// The probability of drawing `size` (summed over the lines that list it).
+    pub fn probability(&self, size: usize) -> f64 {
+        let total = self.cumulative.last().copied().unwrap_or(0.0);
+        let mut weight = 0.0;
+        let mut previous = 0.0;
+        for (&s, &c) in self.sizes.iter().zip(&self.cumulative) {
+            if s == size {
+                weight += c - previous;
+            }
+            previous = c;
+        }
+        if total > 0.0 {
+            weight / total
+        } else {
+            0.0
+        }
+    }
+
+    fn bounds(&self) -> (usize, usize) {
+        let min = self.sizes.iter().copied().min().unwrap_or(1);
+        let max = self.sizes.iter().copied().max().unwrap_or(1);
+        (min, max)
+    }
+
+    fn draw(&self, rng: &mut Rng) -> usize {
+        let total = self.cumulative.last().copied().unwrap_or(0.0);
+        let point = rng.next_f64() * total;
+        let index = self.cumulative.partition_point(|&c| c <= point);
+        self.sizes[index.min(self.sizes.len() - 1)]
+    }
+}
 
 impl ValueSize {
     /// Parses `"1024"` or `"64-4096"`.
@@ -255,17 +377,46 @@ impl ValueSize {
         Ok(size)
     }
 
+    /// Reads an empirical size table (see [`EmpiricalSizes::parse`]) from `path`.
+    pub fn from_file(path: &Path) -> anyhow::Result<ValueSize> {
+        let file = std::fs::File::open(path)
+            .with_context(|| format!("opening value-size file {}", path.display()))?;
+        let mut text = String::new();
+        file.take(SIZE_FILE_MAX_BYTES + 1)
+            .read_to_string(&mut text)
+            .with_context(|| format!("reading value-size file {}", path.display()))?;
+        if text.len() as u64 > SIZE_FILE_MAX_BYTES {
+            bail!(
+                "value-size file {} is larger than {SIZE_FILE_MAX_BYTES} bytes",
+                path.display()
+            );
+        }
+        let sizes = EmpiricalSizes::parse(&text, &path.display().to_string())?;
+        Ok(ValueSize::Empirical(Arc::new(sizes)))
+    }
+
     pub fn bounds(&self) -> (usize, usize) {
-        match *self {
-            ValueSize::Fixed(size) => (size, size),
-            ValueSize::Uniform { min, max } => (min, max),
+        match self {
+            ValueSize::Fixed(size) => (*size, *size),
+            ValueSize::Uniform { min, max } => (*min, *max),
+            ValueSize::Empirical(sizes) => sizes.bounds(),
+        }
+    }
+
+    /// How the report names the sizes: `1024`, `64-4096` or `file:<path>`.
+    pub fn describe(&self) -> String {
+        match self {
+            ValueSize::Fixed(size) => size.to_string(),
+            ValueSize::Uniform { min, max } => format!("{min}-{max}"),
+            ValueSize::Empirical(sizes) => format!("file:{}", sizes.source),
         }
     }
 
     pub fn next_size(&self, rng: &mut Rng) -> usize {
-        match *self {
-            ValueSize::Fixed(size) => size,
+        match self {
+            ValueSize::Fixed(size) => *size,
             ValueSize::Uniform { min, max } => min + rng.below((max - min + 1) as u64) as usize,
+            ValueSize::Empirical(sizes) => sizes.draw(rng),
         }
     }
 }
@@ -429,6 +580,72 @@ mod tests {
     }
 
     #[test]
+    fn scrambled_zipf_scatters_the_hottest_ranks_over_the_key_space() {
+        // The 100 most popular ranks land all over the key space, not in its first 1%:
+        // each tenth of the key space gets some, none gets a large share.
+        let keys = 100_000u64;
+        let mut per_tenth = [0u32; 10];
+        for rank in 0..100u64 {
+            per_tenth[(fnv1a_64(rank) % keys * 10 / keys) as usize] += 1;
+        }
+        assert!(
+            per_tenth.iter().all(|&n| (2..=25).contains(&n)),
+            "{per_tenth:?}"
+        );
+        // The same holds for the keys a generator actually draws most often.
+        let dist = KeyDistribution::scrambled_zipfian(keys, 0.99).unwrap();
+        let mut generator = KeyGenerator::new(dist);
+        let mut rng = Rng::new(11);
+        let mut counts = std::collections::HashMap::new();
+        for _ in 0..300_000 {
+            *counts.entry(generator.next_key(&mut rng)).or_insert(0u64) += 1;
+        }
+        let mut by_count: Vec<(u64, u64)> = counts.into_iter().collect();
+        by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let hottest: Vec<u64> = by_count.iter().take(20).map(|&(key, _)| key).collect();
+        let top_ranks: Vec<u64> = (0..20).map(|r| fnv1a_64(r) % keys).collect();
+        // The 5 hottest keys are exactly where ranks 0..5 hash to.
+        for key in &hottest[..5] {
+            assert!(top_ranks[..5].contains(key), "{hottest:?} vs {top_ranks:?}");
+        }
+        let spread = hottest.iter().max().unwrap() - hottest.iter().min().unwrap();
+        assert!(spread > keys / 2, "hot keys bunched together: {hottest:?}");
+    }
+
+    #[test]
+    fn hot_set_alternates_exactly_and_the_cold_draws_cover_the_rest() {
+        let (keys, hot_first, hot_keys) = (2_000u64, 500u64, 200u64);
+        let dist = KeyDistribution::alternating_hot_set(keys, hot_first, hot_keys).unwrap();
+        let mut generator = KeyGenerator::new(dist);
+        let mut rng = Rng::new(9);
+        let mut cold_seen = vec![false; keys as usize];
+        let mut hot_counts = vec![0u64; hot_keys as usize];
+        for i in 0..100_000u64 {
+            let key = generator.next_key(&mut rng);
+            assert!(key < keys);
+            let hot = (hot_first..hot_first + hot_keys).contains(&key);
+            if i % 2 == 1 {
+                assert!(hot, "draw {i} ({key}) must come from the hot range");
+                hot_counts[(key - hot_first) as usize] += 1;
+            } else {
+                cold_seen[key as usize] = true;
+            }
+        }
+        // The other half is uniform over all keys: every key outside the hot range is
+        // drawn (25 times each on average).
+        let outside_missed: Vec<usize> = (0..keys as usize)
+            .filter(|&k| !(hot_first..hot_first + hot_keys).contains(&(k as u64)))
+            .filter(|&k| !cold_seen[k])
+            .collect();
+        assert!(outside_missed.is_empty(), "never drawn: {outside_missed:?}");
+        // And the hot half is uniform over the hot range (250 each on average).
+        assert!(
+            hot_counts.iter().all(|&n| (150..350).contains(&n)),
+            "{hot_counts:?}"
+        );
+    }
+
+    #[test]
     fn uniform_covers_the_key_space_evenly() {
         let mut generator = KeyGenerator::new(KeyDistribution::uniform(10).unwrap());
         let mut rng = Rng::new(1);
@@ -466,6 +683,85 @@ mod tests {
         for bad in ["0", "20-10", "x", "1-2000000"] {
             assert!(ValueSize::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn value_size_tables_are_drawn_with_their_weights() {
+        let table = "# sizes seen in production\n\n100 1\n1000 3 # most common\n  5000\n7 0\n";
+        let sizes = EmpiricalSizes::parse(table, "sizes.txt").unwrap();
+        assert_eq!(sizes.len(), 3, "the zero-weight line is never drawn");
+        assert_eq!(sizes.probability(1000), 0.6);
+        let size = ValueSize::Empirical(Arc::new(sizes));
+        assert_eq!(size.bounds(), (100, 5000));
+        assert_eq!(size.describe(), "file:sizes.txt");
+        let mut rng = Rng::new(17);
+        let draws = 100_000;
+        let mut counts = std::collections::BTreeMap::new();
+        for _ in 0..draws {
+            *counts.entry(size.next_size(&mut rng)).or_insert(0u32) += 1;
+        }
+        assert_eq!(
+            counts.keys().copied().collect::<Vec<_>>(),
+            [100, 1000, 5000]
+        );
+        for (value, expected) in [(100, 0.2), (1000, 0.6), (5000, 0.2)] {
+            let share = f64::from(counts[&value]) / f64::from(draws);
+            assert!((share - expected).abs() < 0.01, "{value}: {share}");
+        }
+        // Fractional weights and a repeated size (its weights add up).
+        let sizes = EmpiricalSizes::parse("10 0.25\n20 0.5\n10 0.25\n", "t").unwrap();
+        assert_eq!(sizes.probability(10), 0.5);
+        let one = ValueSize::Empirical(Arc::new(EmpiricalSizes::parse("42", "t").unwrap()));
+        assert!((0..100).all(|_| one.next_size(&mut rng) == 42));
+    }
+
+    #[test]
+    fn bad_value_size_tables_name_the_line() {
+        let error = |text: &str| {
+            EmpiricalSizes::parse(text, "sizes.txt")
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            error("100\nabc\n"),
+            "sizes.txt:2: size \"abc\" is not a whole number of bytes"
+        );
+        assert_eq!(
+            error("# c\n0\n"),
+            "sizes.txt:2: size 0 is outside [1, 1048576] bytes"
+        );
+        assert_eq!(
+            error("1048577"),
+            "sizes.txt:1: size 1048577 is outside [1, 1048576] bytes"
+        );
+        assert_eq!(
+            error("10 -1"),
+            "sizes.txt:1: weight \"-1\" is not a non-negative number"
+        );
+        assert_eq!(
+            error("10 NaN"),
+            "sizes.txt:1: weight \"NaN\" is not a non-negative number"
+        );
+        assert_eq!(
+            error("1\n2\n3 1 x\n"),
+            "sizes.txt:3: expected \"size\" or \"size weight\", got \"3 1 x\""
+        );
+        assert_eq!(
+            error("# only comments\n"),
+            "sizes.txt: no size with a positive weight"
+        );
+        assert_eq!(error("5 0\n"), "sizes.txt: no size with a positive weight");
+    }
+
+    #[test]
+    fn value_size_files_are_read() {
+        let path = std::env::temp_dir().join(format!("fogbench-sizes-{}.txt", std::process::id()));
+        std::fs::write(&path, "64 1\n4096 1\n").unwrap();
+        let size = ValueSize::from_file(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(size.bounds(), (64, 4096));
+        let missing = ValueSize::from_file(Path::new("/nonexistent/fogbench-sizes")).unwrap_err();
+        assert!(format!("{missing:#}").contains("/nonexistent/fogbench-sizes"));
     }
 
     #[test]

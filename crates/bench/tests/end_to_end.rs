@@ -295,3 +295,139 @@ fn look_aside_fills_the_edge_from_the_delayed_origin() {
     assert_eq!(second["run"]["lookaside"]["edge_hit_ratio"], 1.0);
     assert_eq!(count(&second, "run", "verify_failures"), 0);
 }
+
+fn raw_request(server: &ServerProcess, request: &[u8], terminator: &[u8]) -> Vec<u8> {
+    let mut client = testkit::RawClient::connect(server.addr()).expect("connecting");
+    client.request(request, terminator).expect("raw request")
+}
+
+#[test]
+fn binary_protocol_with_verify_against_fogcached() {
+    let server = ServerProcess::fogcached(&["--slow-size", "0"]).expect("starting fogcached");
+    let binary_run = |extra: &[&str]| {
+        let mut args = vec![
+            "--protocol",
+            "binary",
+            "--connections",
+            "32",
+            "--threads",
+            "2",
+            "--keys",
+            "500",
+            "--value-size",
+            "1-4000",
+            "--verify",
+        ];
+        args.extend_from_slice(extra);
+        fogbench(&server, &args)
+    };
+    let (code, report) = binary_run(&["--load", "--duration-s", "1", "--get-ratio", "0.8"]);
+    // Every key exists now; one is overwritten (in the text protocol) with a value
+    // fogbench did not write, which a verified binary get must catch.
+    let stored = raw_request(&server, b"set fb:7 0 0 5\r\nwrong\r\n", b"\r\n");
+    let (bad_code, bad) = binary_run(&["--duration-s", "0.5", "--get-ratio", "1"]);
+    server.stop().expect("stopping fogcached");
+
+    assert_eq!(code, Some(0), "fogbench failed: {report:#}");
+    assert_eq!(report["config"]["protocol"], "binary");
+    assert_eq!(report["load"]["ops"], 500);
+    assert_eq!(count(&report, "load", "error_replies"), 0);
+    assert_eq!(count(&report, "run", "verify_failures"), 0);
+    assert_eq!(count(&report, "run", "error_replies"), 0);
+    assert_eq!(count(&report, "run", "misses"), 0);
+    assert!(count(&report, "run", "hits") > 0);
+    assert!(count(&report, "run", "sets") > 0);
+    assert_eq!(report["run"]["connection_failures"], 0);
+    for op in ["get", "set", "all"] {
+        assert_latency_fields(&report, op);
+    }
+
+    assert_eq!(stored, b"STORED\r\n");
+    assert_eq!(bad_code, Some(2), "a verify failure fails the run: {bad:#}");
+    assert!(count(&bad, "run", "verify_failures") > 0, "{bad:#}");
+    // Only the overwritten key fails: every other hit checks out.
+    assert!(count(&bad, "run", "verify_failures") < count(&bad, "run", "hits"));
+    assert_eq!(bad["run"]["connection_failures"], 0);
+}
+
+#[test]
+fn binary_protocol_open_loop_against_memcached() {
+    let server = ServerProcess::memcached(&[]).expect("starting memcached");
+    let (code, report) = fogbench(
+        &server,
+        &[
+            "--protocol",
+            "binary",
+            "--duration-s",
+            "1",
+            "--rate",
+            "2000",
+            "--connections",
+            "16",
+            "--threads",
+            "2",
+            "--keys",
+            "1000",
+            "--value-size",
+            "100-2000",
+            "--get-ratio",
+            "0.5",
+            "--ttl-s",
+            "60",
+            "--verify",
+        ],
+    );
+    // The items fogbench wrote in binary read back in text as the values it writes.
+    let mut probe_request = b"get".to_vec();
+    for id in 0..50 {
+        probe_request.extend_from_slice(format!(" fb:{id}").as_bytes());
+    }
+    probe_request.extend_from_slice(b"\r\n");
+    let probe = raw_request(&server, &probe_request, b"END\r\n");
+    server.stop().expect("stopping memcached");
+
+    assert_eq!(code, Some(0), "fogbench failed: {report:#}");
+    assert_eq!(report["config"]["protocol"], "binary");
+    assert_eq!(report["config"]["mode"], "open");
+    assert_eq!(count(&report, "run", "verify_failures"), 0);
+    assert_eq!(count(&report, "run", "error_replies"), 0);
+    assert_eq!(count(&report, "run", "not_stored"), 0);
+    // No load phase: some gets miss (status 1) and, once set, some hit.
+    assert!(count(&report, "run", "misses") > 0);
+    assert!(count(&report, "run", "hits") > 0);
+    assert_eq!(report["run"]["connection_failures"], 0);
+    let values = text_values(&probe);
+    assert!(!values.is_empty(), "none of 50 keys was set");
+    for (id, value) in &values {
+        assert!(
+            bench::workload::check_value(*id, value),
+            "fb:{id} holds {:?}",
+            String::from_utf8_lossy(value)
+        );
+    }
+    for op in ["get", "set", "all"] {
+        assert_latency_fields(&report, op);
+    }
+}
+
+/// The (key id, value) pairs of a text multi-get reply for keys `fb:<id>`.
+fn text_values(reply: &[u8]) -> Vec<(u64, Vec<u8>)> {
+    let mut values = Vec::new();
+    let mut rest = reply;
+    while let Some(line_end) = rest.windows(2).position(|w| w == b"\r\n") {
+        let line = String::from_utf8_lossy(&rest[..line_end]).into_owned();
+        rest = &rest[line_end + 2..];
+        let fields: Vec<&str> = line.split(' ').collect();
+        if fields.first() != Some(&"VALUE") {
+            break;
+        }
+        let id: u64 = fields[1]
+            .strip_prefix("fb:")
+            .and_then(|id| id.parse().ok())
+            .expect("a fogbench key");
+        let len: usize = fields[3].parse().expect("a value length");
+        values.push((id, rest[..len].to_vec()));
+        rest = &rest[len + 2..];
+    }
+    values
+}

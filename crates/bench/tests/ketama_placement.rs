@@ -1,0 +1,203 @@
+//! End-to-end: fogbench spreading keys over two fogcached servers with ketama, checked
+//! key by key with a raw client on each server.
+
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+
+use bench::ketama::Ketama;
+use serde_json::Value;
+use testkit::{RawClient, ServerProcess};
+
+const KEYS: u64 = 600;
+
+fn run_fogbench(servers: &[SocketAddr], protocol: &str, json: &std::path::Path) -> Value {
+    let list = servers
+        .iter()
+        .map(SocketAddr::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    let run = testkit::run_bounded(
+        Command::new(env!("CARGO_BIN_EXE_fogbench"))
+            .args(["run", "--quiet", "--server", &list, "--protocol", protocol])
+            .args(["--keys", &KEYS.to_string(), "--load", "--verify"])
+            .args([
+                "--duration-s",
+                "1.2",
+                "--connections",
+                "8",
+                "--threads",
+                "2",
+            ])
+            .args(["--value-size", "10-300", "--get-ratio", "0.9", "--json"])
+            .arg(json),
+        Duration::from_secs(60),
+    )
+    .expect("running fogbench");
+    assert!(run.success, "fogbench failed:\n{}", run.output);
+    let text = std::fs::read_to_string(json).expect("fogbench wrote no JSON report");
+    let _ = std::fs::remove_file(json);
+    serde_json::from_str(&text).expect("the report is JSON")
+}
+
+/// True if `server` holds `key` (a text get).
+fn holds(client: &mut RawClient, key: &str) -> bool {
+    let reply = client
+        .request(format!("get {key}\r\n").as_bytes(), b"END\r\n")
+        .expect("get");
+    reply.starts_with(b"VALUE ")
+}
+
+fn check_placement(protocol: &str) {
+    let a = ServerProcess::fogcached(&["--slow-size", "0"]).expect("starting fogcached a");
+    let b = ServerProcess::fogcached(&["--slow-size", "0"]).expect("starting fogcached b");
+    let servers = [a.addr(), b.addr()];
+    let json = std::env::temp_dir().join(format!(
+        "fogbench-ketama-{}-{}-{protocol}.json",
+        std::process::id(),
+        a.port()
+    ));
+    let report = run_fogbench(&servers, protocol, &json);
+
+    let ring = Ketama::for_addrs(&servers);
+    let mut clients = [
+        RawClient::connect(a.addr()).expect("connecting a"),
+        RawClient::connect(b.addr()).expect("connecting b"),
+    ];
+    let mut per_server = [0u64; 2];
+    let mut misplaced = Vec::new();
+    for id in 0..KEYS {
+        let key = format!("fb:{id}");
+        let owner = ring.server_for(key.as_bytes());
+        let held = [holds(&mut clients[0], &key), holds(&mut clients[1], &key)];
+        let expected = [owner == 0, owner == 1];
+        if held != expected {
+            misplaced.push((key, owner, held));
+        } else {
+            per_server[owner] += 1;
+        }
+    }
+    drop(clients);
+    a.stop().expect("stopping a");
+    b.stop().expect("stopping b");
+
+    assert!(
+        misplaced.is_empty(),
+        "keys not on exactly their ketama server (key, owner, held by [a, b]): {misplaced:?}"
+    );
+    assert_eq!(per_server[0] + per_server[1], KEYS);
+    // Both servers got a fair part of the keys.
+    assert!(
+        per_server.iter().all(|&n| n > KEYS / 4),
+        "unbalanced: {per_server:?}"
+    );
+
+    assert_eq!(report["load"]["ops"], KEYS);
+    assert_eq!(report["run"]["counts"]["verify_failures"], 0);
+    assert_eq!(report["run"]["counts"]["misses"], 0, "{report:#}");
+    assert_eq!(report["run"]["connection_failures"], 0);
+    let names: Vec<Value> = servers
+        .iter()
+        .map(|s| Value::String(s.to_string()))
+        .collect();
+    assert_eq!(report["config"]["servers"], Value::Array(names));
+    // The stats series has each server's sample and their sum.
+    let series = report["run"]["series"].as_array().expect("run.series");
+    let row = series
+        .iter()
+        .find(|row| row["server"]["curr_items"].is_u64())
+        .expect("a polled second");
+    let a_items = row["servers"][servers[0].to_string()]["curr_items"]
+        .as_u64()
+        .expect("a's sample");
+    let b_items = row["servers"][servers[1].to_string()]["curr_items"]
+        .as_u64()
+        .expect("b's sample");
+    assert_eq!(row["server"]["curr_items"], a_items + b_items);
+    assert_eq!(a_items, per_server[0]);
+    assert_eq!(b_items, per_server[1]);
+}
+
+#[test]
+fn two_servers_hold_exactly_their_ketama_keys_text() {
+    check_placement("text");
+}
+
+#[test]
+fn two_servers_hold_exactly_their_ketama_keys_binary() {
+    check_placement("binary");
+}
+
+#[test]
+fn look_aside_fills_each_key_into_its_ketama_edge() {
+    const LOOKASIDE_KEYS: u64 = 200;
+    let a = ServerProcess::fogcached(&["--slow-size", "0"]).expect("starting edge a");
+    let b = ServerProcess::fogcached(&["--slow-size", "0"]).expect("starting edge b");
+    let origin = ServerProcess::fogcached(&["--slow-size", "0"]).expect("starting the origin");
+    let edges = [a.addr(), b.addr()];
+    let json = std::env::temp_dir().join(format!(
+        "fogbench-ketama-lookaside-{}-{}.json",
+        std::process::id(),
+        a.port()
+    ));
+    let run = testkit::run_bounded(
+        Command::new(env!("CARGO_BIN_EXE_fogbench"))
+            .args(["run", "--quiet", "--no-stats", "--verify", "--load"])
+            .arg("--server")
+            .arg(format!("{},{}", edges[0], edges[1]))
+            .arg("--origin")
+            .arg(origin.addr().to_string())
+            .args(["--origin-delay-us", "200", "--get-ratio", "1"])
+            .args([
+                "--keys",
+                &LOOKASIDE_KEYS.to_string(),
+                "--value-size",
+                "10-200",
+            ])
+            .args(["--duration-s", "1", "--connections", "4", "--threads", "2"])
+            .arg("--json")
+            .arg(&json),
+        Duration::from_secs(60),
+    )
+    .expect("running fogbench");
+    assert!(run.success, "fogbench failed:\n{}", run.output);
+    let text = std::fs::read_to_string(&json).expect("fogbench wrote no JSON report");
+    let _ = std::fs::remove_file(&json);
+    let report: Value = serde_json::from_str(&text).expect("the report is JSON");
+
+    let ring = Ketama::for_addrs(&edges);
+    let mut clients = [
+        RawClient::connect(a.addr()).expect("connecting a"),
+        RawClient::connect(b.addr()).expect("connecting b"),
+    ];
+    let mut filled = 0;
+    let mut misplaced = Vec::new();
+    for id in 0..LOOKASIDE_KEYS {
+        let key = format!("fb:{id}");
+        let owner = ring.server_for(key.as_bytes());
+        let held = [holds(&mut clients[0], &key), holds(&mut clients[1], &key)];
+        if held[1 - owner] {
+            misplaced.push(key);
+        }
+        if held[owner] {
+            filled += 1;
+        }
+    }
+    drop(clients);
+    a.stop().expect("stopping a");
+    b.stop().expect("stopping b");
+    origin.stop().expect("stopping the origin");
+
+    assert!(
+        misplaced.is_empty(),
+        "filled into the wrong edge: {misplaced:?}"
+    );
+    let lookaside = &report["run"]["lookaside"];
+    assert_eq!(lookaside["fill_failures"], 0, "{report:#}");
+    assert_eq!(lookaside["origin_misses"], 0);
+    assert_eq!(lookaside["edge_fills"], lookaside["origin_fetches"]);
+    // Thousands of uniform gets over 200 keys miss each key once at least: every key
+    // ends up in its edge.
+    assert_eq!(filled, LOOKASIDE_KEYS, "{report:#}");
+    assert_eq!(report["run"]["counts"]["verify_failures"], 0);
+}
