@@ -3,9 +3,12 @@
 //! per operation type from HdrHistograms plus a per-second time series that includes the
 //! server's own `stats` counters.
 
+pub mod plot;
 pub mod proto;
 pub mod report;
+pub mod reproduce;
 pub mod runner;
+pub mod servers;
 pub mod workload;
 
 use std::collections::BTreeMap;
