@@ -3,6 +3,7 @@
 //! per operation type from HdrHistograms plus a per-second time series that includes the
 //! server's own `stats` counters.
 
+pub mod plot;
 pub mod proto;
 pub mod report;
 pub mod runner;
