@@ -282,7 +282,7 @@ fn log_buckets(histogram: &Histogram<u64>) -> Vec<(f64, u64)> {
 pub type ServerSample = BTreeMap<String, u64>;
 
 /// The `stats` fields recorded in the time series, when the server has them.
-pub const SERVER_FIELDS: [&str; 13] = [
+pub const SERVER_FIELDS: [&str; 19] = [
     "curr_items",
     "evictions",
     "get_hits",
@@ -296,6 +296,13 @@ pub const SERVER_FIELDS: [&str; 13] = [
     "promotions",
     "demotions",
     "migrations_raced",
+    "promotions_failed",
+    "tier_dram_limit_bytes",
+    "slow_lines_read",
+    "slow_lines_written",
+    // memcached with extstore: hits read back from its file, and items written to it.
+    "get_extstore",
+    "extstore_objects_written",
 ];
 
 #[derive(Debug, Clone, Serialize)]

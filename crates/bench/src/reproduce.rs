@@ -213,9 +213,13 @@ impl Lab<'_> {
     }
 
     fn duration(&self, quick_s: u64, full_s: u64) -> Duration {
-        self.options.duration_override.unwrap_or(Duration::from_secs(
-            if self.options.quick { quick_s } else { full_s },
-        ))
+        self.options
+            .duration_override
+            .unwrap_or(Duration::from_secs(if self.options.quick {
+                quick_s
+            } else {
+                full_s
+            }))
     }
 
     fn connections(&self, default: usize) -> usize {
@@ -226,7 +230,13 @@ impl Lab<'_> {
         self.options.server_threads.to_string()
     }
 
-    fn fogcached(&self, label: &str, sizes_dram_mib: u64, slow_mib: u64, extra: &[&str]) -> ServerSpec {
+    fn fogcached(
+        &self,
+        label: &str,
+        sizes_dram_mib: u64,
+        slow_mib: u64,
+        extra: &[&str],
+    ) -> ServerSpec {
         let data_dir = self.data_root.join(label);
         let mut args = vec![
             "-t".to_owned(),
@@ -289,12 +299,7 @@ impl Lab<'_> {
 
     /// Starts the configuration's server, runs the load (if asked) and the run phase
     /// against it, samples its stats, stops it and deletes its data directory.
-    fn run_config(
-        &self,
-        config: &Configuration,
-        template: &RunConfig,
-        load: bool,
-    ) -> ConfigResult {
+    fn run_config(&self, config: &Configuration, template: &RunConfig, load: bool) -> ConfigResult {
         let data_dir = self.data_root.join(config.label);
         let mut final_stats = BTreeMap::new();
         let outcome = (|| -> anyhow::Result<Report> {
@@ -371,7 +376,12 @@ impl Lab<'_> {
         Ok(format!("![{}]({svg})\n", chart.title))
     }
 
-    fn header(&self, experiment: Experiment, source: &str, parameters: &[(&str, String)]) -> String {
+    fn header(
+        &self,
+        experiment: Experiment,
+        source: &str,
+        parameters: &[(&str, String)],
+    ) -> String {
         let options = self.options;
         let mut md = String::new();
         let _ = writeln!(md, "# fogbench reproduce {}\n", experiment.name());
@@ -720,7 +730,12 @@ fn fogcached_latency(ctx: &Lab) -> anyhow::Result<String> {
         Configuration {
             label: "hybrid-nomig",
             title: "fogcached, DRAM:slow = 1:7, migration off (configuration 3)",
-            spec: ctx.fogcached("hybrid-nomig", sizes.dram_mib, sizes.slow_mib, &["--no-migration"]),
+            spec: ctx.fogcached(
+                "hybrid-nomig",
+                sizes.dram_mib,
+                sizes.slow_mib,
+                &["--no-migration"],
+            ),
         },
         Configuration {
             label: "hybrid",
@@ -979,7 +994,10 @@ fn ycsb(ctx: &Lab) -> anyhow::Result<String> {
 
     md.push_str("## Miss ratio (the paper's Table 1) and throughput\n\n| configuration |");
     for (workload, _) in &all {
-        let _ = write!(md, " {workload} miss % | {workload} ops/s | {workload} GET p95 µs |");
+        let _ = write!(
+            md,
+            " {workload} miss % | {workload} ops/s | {workload} GET p95 µs |"
+        );
     }
     md.push_str(" read-only DRAM share of hits % | read-only slow lines per GET | read-only promotions |\n|---|");
     for _ in &all {
@@ -1158,7 +1176,8 @@ fn edge_cloud(ctx: &Lab) -> anyhow::Result<String> {
         },
         Configuration {
             label: "edge-hybrid",
-            title: "fogcached at the edge, DRAM + slow tier, DRAM age limit on (seed 001's setting)",
+            title:
+                "fogcached at the edge, DRAM + slow tier, DRAM age limit on (seed 001's setting)",
             spec: ctx.fogcached(
                 "edge-hybrid",
                 edge_dram_mib,
@@ -1168,8 +1187,11 @@ fn edge_cloud(ctx: &Lab) -> anyhow::Result<String> {
         },
     ];
     let origin_spec = ctx.memcached(origin_mib);
-    ctx.progress(&format!("edge-cloud: origin memcached -m {origin_mib}, loading {keys} keys"));
-    let origin = LaunchedServer::start(&ctx.options.programs, &origin_spec, "origin", &ctx.logs_dir)?;
+    ctx.progress(&format!(
+        "edge-cloud: origin memcached -m {origin_mib}, loading {keys} keys"
+    ));
+    let origin =
+        LaunchedServer::start(&ctx.options.programs, &origin_spec, "origin", &ctx.logs_dir)?;
     let duration = ctx.duration(10, 180);
     let template = RunConfig {
         duration,
@@ -1420,7 +1442,10 @@ fn filesystem_of(path: &Path) -> String {
                 .then(|| (mount_point.len(), fs_type.to_owned()))
         })
         .max_by_key(|(len, _)| *len)
-        .map_or_else(|| "file system unknown".to_owned(), |(_, fs)| format!("file system {fs}"))
+        .map_or_else(
+            || "file system unknown".to_owned(),
+            |(_, fs)| format!("file system {fs}"),
+        )
 }
 
 /// The current time as `YYYY-MM-DD HH:MM UTC`.
@@ -1492,7 +1517,11 @@ mod tests {
             s.insert("tier_slow_get_hits".to_owned(), slow);
             s
         };
-        for (second, server) in [(0, Some(sample(25, 75))), (1, None), (2, Some(sample(125, 100)))] {
+        for (second, server) in [
+            (0, Some(sample(25, 75))),
+            (1, None),
+            (2, Some(sample(125, 100))),
+        ] {
             phase.series.push(crate::report::SecondReport {
                 second,
                 ops: 0,
@@ -1525,6 +1554,9 @@ mod tests {
     #[test]
     fn sizes_split_one_to_seven() {
         let sizes = split_sizes(160, 1, 7, 4);
-        assert_eq!((sizes.total_mib, sizes.dram_mib, sizes.slow_mib), (160, 20, 140));
+        assert_eq!(
+            (sizes.total_mib, sizes.dram_mib, sizes.slow_mib),
+            (160, 20, 140)
+        );
     }
 }
