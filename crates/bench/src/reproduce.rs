@@ -99,6 +99,8 @@ struct ConfigResult {
     outcome: Result<Report, String>,
     /// `stats` at the end of the run (all numeric fields).
     final_stats: BTreeMap<String, u64>,
+    /// A second run on the same server after the first, when the experiment has one.
+    follow_up: Option<Report>,
 }
 
 impl ConfigResult {
@@ -299,9 +301,18 @@ impl Lab<'_> {
 
     /// Starts the configuration's server, runs the load (if asked) and the run phase
     /// against it, samples its stats, stops it and deletes its data directory.
-    fn run_config(&self, config: &Configuration, template: &RunConfig, load: bool) -> ConfigResult {
+    /// With `follow_up`, a second run follows on the same server (after the stats
+    /// sample, so that the sample describes the first run alone).
+    fn run_config(
+        &self,
+        config: &Configuration,
+        template: &RunConfig,
+        load: bool,
+        follow_up: Option<&RunConfig>,
+    ) -> ConfigResult {
         let data_dir = self.data_root.join(config.label);
         let mut final_stats = BTreeMap::new();
+        let mut follow_up_report = None;
         let outcome = (|| -> anyhow::Result<Report> {
             std::fs::create_dir_all(&data_dir)
                 .with_context(|| format!("creating {}", data_dir.display()))?;
@@ -325,6 +336,20 @@ impl Lab<'_> {
                 },
             )?;
             final_stats = server.stats().unwrap_or_default();
+            if let Some(second) = follow_up {
+                let second = RunConfig {
+                    server: server.addr,
+                    ..second.clone()
+                };
+                follow_up_report = Some(run_benchmark(
+                    &second,
+                    BenchOptions {
+                        load: false,
+                        poll_stats: true,
+                        progress: self.options.progress,
+                    },
+                )?);
+            }
             server.stop()?;
             Ok(report)
         })();
@@ -335,6 +360,7 @@ impl Lab<'_> {
             command: config.spec.display(),
             outcome: outcome.map_err(|e| format!("{e:#}")),
             final_stats,
+            follow_up: follow_up_report,
         };
         if let Err(error) = &result.outcome {
             self.progress(&format!("{}: FAILED: {error}", config.label));
@@ -353,6 +379,7 @@ impl Lab<'_> {
                     "error": r.outcome.as_ref().err(),
                     "report": r.report(),
                     "final_stats": r.final_stats,
+                    "follow_up_report": r.follow_up,
                 })
             })
             .collect();
@@ -757,16 +784,29 @@ fn fogcached_latency(ctx: &Lab) -> anyhow::Result<String> {
             KeyDistribution::alternating_hot_set(keys, hot_first, hot_keys)?,
         )
     };
+    // A closed loop of 256 connections measures mostly queueing (latency = connections /
+    // throughput); an open loop at a fixed rate well below every configuration's capacity
+    // shows the service latency that the memory devices make.
+    let open_rate_per_s = if quick { 10_000.0 } else { 20_000.0 };
+    let open_duration = ctx.duration(5, 30);
+    let open_loop = RunConfig {
+        duration: open_duration,
+        rate_per_s: Some(open_rate_per_s),
+        connections: ctx.connections(64),
+        seed: 2,
+        ..template.clone()
+    };
     let mut results = Vec::new();
     for (index, config) in configs.iter().enumerate() {
         ctx.progress(&format!(
-            "fogcached-latency [{}/{}] {}: load {keys} keys, then {:.0} s of GETs",
+            "fogcached-latency [{}/{}] {}: load {keys} keys, {:.0} s of GETs in a closed loop, then {:.0} s at {open_rate_per_s:.0}/s",
             index + 1,
             configs.len(),
             config.label,
-            duration.as_secs_f64()
+            duration.as_secs_f64(),
+            open_duration.as_secs_f64()
         ));
-        results.push(ctx.run_config(config, &template, true));
+        results.push(ctx.run_config(config, &template, true, Some(&open_loop)));
     }
     ctx.write_raw("results", &results)?;
 
@@ -781,6 +821,7 @@ fn fogcached_latency(ctx: &Lab) -> anyhow::Result<String> {
             ("Keys", format!("{keys} × {value_bytes} B values, loaded once (closed loop) before the run")),
             ("Run phase", format!("GET only, {:.0} s, closed loop, {} connections; every other key from the hot range [{hot_first}, {})", duration.as_secs_f64(), template.connections, hot_first + hot_keys)),
             ("Memory", format!("{} MiB in all; hybrids {} MiB DRAM + {} MiB slow tier (1:7)", sizes.total_mib, sizes.dram_mib, sizes.slow_mib)),
+            ("Then, on the same server", format!("an open loop at {open_rate_per_s:.0} GETs/s for {:.0} s over {} connections, latency measured from each request's intended send time", open_duration.as_secs_f64(), open_loop.connections)),
         ],
     );
     configurations_table(&mut md, &configs);
@@ -812,9 +853,48 @@ fn fogcached_latency(ctx: &Lab) -> anyhow::Result<String> {
     }
     md.push('\n');
 
+    let _ = writeln!(
+        md,
+        "Open loop at {open_rate_per_s:.0} GETs/s on the same servers (service latency without \
+         queueing in the client):\n\n| configuration | GETs answered | mean µs | peak bucket µs | p50 µs | p99 µs | p99.9 µs | sends held back |\n|---|---|---|---|---|---|---|---|"
+    );
+    for result in &results {
+        let Some(open) = &result.follow_up else {
+            let _ = writeln!(md, "| `{}` | did not run | | | | | | |", result.label);
+            continue;
+        };
+        let latency = open.run.latency.get("get");
+        let _ = writeln!(
+            md,
+            "| `{}` | {} | {} | {} | {} | {} | {} | {} |",
+            result.label,
+            open.run.counts.gets,
+            fmt_opt(latency.map(|l| l.mean_us), 1),
+            latency
+                .and_then(peak_bucket)
+                .map(|(lo, hi)| format!("{lo:.0}–{hi:.0}"))
+                .unwrap_or_else(|| "–".to_owned()),
+            fmt_opt(latency.map(|l| l.p50_us), 1),
+            fmt_opt(latency.map(|l| l.p99_us), 1),
+            fmt_opt(latency.map(|l| l.p999_us), 1),
+            open.run.open_loop_unsent,
+        );
+    }
+    md.push('\n');
+
     let series: Vec<Series> = results
         .iter()
         .filter_map(|r| r.get_latency().map(|l| distribution_series(r.label, l)))
+        .collect();
+    let open_series: Vec<Series> = results
+        .iter()
+        .filter_map(|r| {
+            let open = r.follow_up.as_ref()?;
+            open.run
+                .latency
+                .get("get")
+                .map(|l| distribution_series(r.label, l))
+        })
         .collect();
     md.push_str("## Plots\n\n");
     md.push_str(&ctx.chart(
@@ -826,6 +906,18 @@ fn fogcached_latency(ctx: &Lab) -> anyhow::Result<String> {
             x_scale: Scale::Log10,
             y_scale: Scale::Linear,
             series: &series,
+        },
+    )?);
+    md.push('\n');
+    md.push_str(&ctx.chart(
+        "latency-distribution-open-loop",
+        &Chart {
+            title: "GET latency distribution, open loop at a fixed rate",
+            x_label: "GET latency from intended send time (µs, log scale)",
+            y_label: "share of GETs (% per bucket)",
+            x_scale: Scale::Log10,
+            y_scale: Scale::Linear,
+            series: &open_series,
         },
     )?);
     let share: Vec<Series> = results
@@ -970,7 +1062,7 @@ fn ycsb(ctx: &Lab) -> anyhow::Result<String> {
                 config.label,
                 duration.as_secs_f64()
             ));
-            results.push(ctx.run_config(config, &template, true));
+            results.push(ctx.run_config(config, &template, true, None));
         }
         ctx.write_raw(workload, &results)?;
         all.push((workload, results));
@@ -1214,7 +1306,7 @@ fn edge_cloud(ctx: &Lab) -> anyhow::Result<String> {
         ));
         // The first run's load phase fills the origin (the "cloud"); it keeps the data
         // for the later configurations, whose edges all start empty.
-        results.push(ctx.run_config(config, &template, index == 0));
+        results.push(ctx.run_config(config, &template, index == 0, None));
     }
     let origin_stats = origin.stats().unwrap_or_default();
     origin.stop()?;

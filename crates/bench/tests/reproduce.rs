@@ -163,7 +163,11 @@ fn reproduce_quick_writes_a_complete_report_for_every_experiment() {
         &out.join("fogcached-latency"),
         &six,
         &["results"],
-        &["latency-distribution", "dram-hit-share"],
+        &[
+            "latency-distribution",
+            "latency-distribution-open-loop",
+            "dram-hit-share",
+        ],
     );
     check_experiment(
         &out.join("ycsb"),
