@@ -5,9 +5,12 @@
 //! `stats` counters.
 
 pub mod ketama;
+pub mod plot;
 pub mod proto;
 pub mod report;
+pub mod reproduce;
 pub mod runner;
+pub mod servers;
 pub mod workload;
 
 use std::collections::BTreeMap;

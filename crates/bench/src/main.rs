@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use bench::proto::Protocol;
 use bench::report::series_csv;
+use bench::reproduce::{Experiment, ReproduceOptions};
 use bench::runner::{Origin, RunConfig, SERVERS_MAX};
+use bench::servers::Programs;
 use bench::workload::{KeyDistribution, ValueSize};
 use bench::{run_benchmark, BenchOptions};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -28,6 +30,81 @@ struct Cli {
 enum Command {
     /// Run a load (optionally after a YCSB-style load phase) against one or more servers.
     Run(RunArgs),
+    /// Re-run a seed paper's experiment: start every server it needs on loopback, run
+    /// the load, stop them, and write a report directory (REPORT.md, SVG plots, raw JSON).
+    Reproduce(ReproduceArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct ReproduceArgs {
+    /// fogcached-latency (seed 000), ycsb (seed 004), edge-cloud (seeds 003/001), or all.
+    experiment: String,
+    /// Scaled down: each experiment takes a minute or two instead of many.
+    #[arg(long)]
+    quick: bool,
+    /// Report directory; each experiment writes <out>/<experiment>/.
+    #[arg(long, default_value = "fogbench-report")]
+    out: PathBuf,
+    /// Directory for the slow-tier pool files and memcached's extstore file (the "same
+    /// medium" for both); a temporary directory when absent.
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// The fogcached binary (default: next to fogbench, else on PATH).
+    #[arg(long)]
+    fogcached: Option<PathBuf>,
+    /// The memcached binary (default: /usr/bin/memcached, else on PATH).
+    #[arg(long)]
+    memcached: Option<PathBuf>,
+    /// Emulated slow-tier cost of fogcached's slow tier (see fogcached --help).
+    #[arg(long, default_value = "optane")]
+    slow_cost: String,
+    /// Length of every run phase in seconds, instead of the experiment's own.
+    #[arg(long)]
+    duration_s: Option<f64>,
+    /// Client connections, instead of the experiment's own.
+    #[arg(long)]
+    connections: Option<usize>,
+    /// Client threads.
+    #[arg(long, default_value_t = 2)]
+    client_threads: usize,
+    /// Worker threads of every server (-t).
+    #[arg(long, default_value_t = 2)]
+    server_threads: usize,
+    /// No progress output.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn reproduce(args: &ReproduceArgs) -> anyhow::Result<bool> {
+    let experiments = Experiment::parse(&args.experiment)?;
+    if let Some(duration_s) = args.duration_s {
+        if !(duration_s > 0.0 && duration_s <= 86_400.0) {
+            bail!("--duration-s must be in (0, 86400]");
+        }
+    }
+    if matches!(args.connections, Some(c) if c == 0 || c > 65_536) {
+        bail!("--connections must be in [1, 65536]");
+    }
+    if !(1..=1024).contains(&args.client_threads) || !(1..=1024).contains(&args.server_threads) {
+        bail!("--client-threads and --server-threads must be in [1, 1024]");
+    }
+    let options = ReproduceOptions {
+        out_dir: args.out.clone(),
+        data_dir: args.data_dir.clone(),
+        programs: Programs::locate(args.fogcached.clone(), args.memcached.clone())?,
+        quick: args.quick,
+        slow_cost: args.slow_cost.clone(),
+        duration_override: args.duration_s.map(Duration::from_secs_f64),
+        connections_override: args.connections,
+        client_threads: args.client_threads,
+        server_threads: args.server_threads,
+        command_line: std::env::args().collect::<Vec<_>>().join(" "),
+        progress: !args.quiet,
+    };
+    for dir in bench::reproduce::reproduce(&experiments, &options)? {
+        println!("wrote {}", dir.join("REPORT.md").display());
+    }
+    Ok(true)
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy)]
@@ -300,6 +377,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Run(args) => run(args),
+        Command::Reproduce(args) => reproduce(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

@@ -224,7 +224,15 @@ pub struct LatencySummary {
     pub max_us: f64,
     /// (percentile, latency_us) at fixed percentiles, for distribution plots.
     pub distribution: Vec<(f64, f64)>,
+    /// The whole distribution: (bucket upper bound in us, requests in the bucket), for
+    /// buckets growing by 10^(1/20) (20 per decade) from 1 us up to the maximum.
+    pub buckets: Vec<(f64, u64)>,
 }
+
+/// First bucket of [`LatencySummary::buckets`]: latencies up to 1 us.
+const BUCKET_FIRST_NS: u64 = 1_000;
+/// Buckets per decade of latency.
+const BUCKETS_PER_DECADE: f64 = 20.0;
 
 const DISTRIBUTION_PERCENTILES: [f64; 14] = [
     0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.95, 99.99, 99.999, 100.0,
@@ -249,8 +257,25 @@ impl LatencySummary {
                 .iter()
                 .map(|&p| (p, us(histogram.value_at_percentile(p))))
                 .collect(),
+            buckets: log_buckets(histogram),
         }
     }
+}
+
+/// The histogram in log-spaced buckets (empty for an empty histogram).
+fn log_buckets(histogram: &Histogram<u64>) -> Vec<(f64, u64)> {
+    if histogram.is_empty() {
+        return Vec::new();
+    }
+    histogram
+        .iter_log(BUCKET_FIRST_NS, 10f64.powf(1.0 / BUCKETS_PER_DECADE))
+        .map(|bucket| {
+            (
+                us(bucket.value_iterated_to()),
+                bucket.count_since_last_iteration(),
+            )
+        })
+        .collect()
 }
 
 /// One server `stats` sample: the selected fields that the server reported.
@@ -270,7 +295,8 @@ pub fn sum_samples<'a>(samples: impl IntoIterator<Item = &'a ServerSample>) -> S
 
 /// The `stats` fields recorded in the time series, when the server has them (the
 /// `tier_*`, `slow_*`, promotion and demotion fields are fogcached's own; memcached
-/// reports only the first four).
+/// reports only the first four, plus `get_extstore` and `extstore_objects_written` when
+/// it runs with extstore).
 pub const SERVER_FIELDS: &[&str] = &[
     "curr_items",
     "evictions",
@@ -293,6 +319,9 @@ pub const SERVER_FIELDS: &[&str] = &[
     "migrations_raced",
     "move_to_dram_queue_len",
     "move_to_slow_queue_len",
+    // memcached with extstore: hits read back from its file, and items written to it.
+    "get_extstore",
+    "extstore_objects_written",
 ];
 
 #[derive(Debug, Clone, Serialize)]

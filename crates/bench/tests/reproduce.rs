@@ -1,0 +1,210 @@
+//! `fogbench reproduce all --quick` on a tiny configuration (runs of two seconds, few
+//! connections) against real fogcached and Debian memcached: every experiment must
+//! produce a complete report directory in which every configuration ran cleanly.
+//!
+//! fogcached must have been built into the same target directory, and Debian's
+//! `memcached` must be installed (the project's test command installs it).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+/// Three experiments, fifteen servers; a run past this is a hang, not a slow machine.
+const REPRODUCE_TIMEOUT: Duration = Duration::from_secs(600);
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// The labels of a report's configurations table, in order.
+fn configuration_labels(report: &str) -> Vec<String> {
+    let table = report
+        .split("## Configurations")
+        .nth(1)
+        .and_then(|rest| rest.split("\n## ").next())
+        .expect("REPORT.md has a Configurations section");
+    table
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|rest| rest.split('`').next())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn assert_plot(dir: &Path, stem: &str, report: &str) {
+    let svg = dir.join(format!("{stem}.svg"));
+    let text = read(&svg);
+    assert!(
+        text.trim_end().ends_with("</svg>"),
+        "{} is cut short",
+        svg.display()
+    );
+    assert!(
+        report.contains(&format!("({stem}.svg)")),
+        "REPORT.md does not show {stem}.svg"
+    );
+}
+
+/// Checks one experiment's directory; returns its raw results (all runs).
+fn check_experiment(dir: &Path, expected_labels: &[&str], raw_files: &[&str], plots: &[&str]) {
+    let report = read(&dir.join("REPORT.md"));
+    for section in [
+        "## How this report was made",
+        "## Configurations",
+        "## Plots",
+        "## Integrity",
+        "## Raw data",
+    ] {
+        assert!(
+            report.contains(section),
+            "{}: no {section:?}",
+            dir.display()
+        );
+    }
+    assert!(
+        report.contains("## Compared with the paper"),
+        "{}: no comparison with the paper",
+        dir.display()
+    );
+    assert!(report.contains("- Command: `"), "the command is quoted");
+    assert!(report.contains("- Machine: "), "the machine is described");
+    assert_eq!(configuration_labels(&report), expected_labels);
+    assert!(
+        !report.contains("did not run"),
+        "a configuration failed:\n{report}"
+    );
+    assert!(
+        report.contains("no verify failures, no error replies and no lost connections"),
+        "integrity problems:\n{report}"
+    );
+    for stem in plots {
+        assert_plot(dir, stem, &report);
+    }
+    for raw in raw_files {
+        let path = dir.join("raw").join(format!("{raw}.json"));
+        let results: Value = serde_json::from_str(&read(&path)).expect("raw results are JSON");
+        let results = results.as_array().expect("raw results are a list");
+        let labels: Vec<&str> = results.iter().filter_map(|r| r["label"].as_str()).collect();
+        assert_eq!(labels, expected_labels, "{}", path.display());
+        for result in results {
+            let label = &result["label"];
+            assert!(result["error"].is_null(), "{label}: {}", result["error"]);
+            let gets = result["report"]["run"]["counts"]["gets"]
+                .as_u64()
+                .unwrap_or(0);
+            assert!(gets > 0, "{label}: the run phase issued no gets");
+            let buckets = result["report"]["run"]["latency"]["get"]["buckets"]
+                .as_array()
+                .map_or(0, Vec::len);
+            assert!(buckets > 0, "{label}: no latency distribution");
+            assert!(
+                result["final_stats"]["curr_items"].as_u64().unwrap_or(0) > 0,
+                "{label}: the server held no items at the end"
+            );
+            // fogcached reports its tiers; the time series carries them every second.
+            if result["command"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("fogcached"))
+            {
+                assert!(
+                    result["final_stats"]["tier_dram_limit_bytes"].is_u64(),
+                    "{label}"
+                );
+                let series = result["report"]["run"]["series"]
+                    .as_array()
+                    .expect("series");
+                assert!(
+                    series
+                        .iter()
+                        .any(|s| s["server"]["tier_dram_items"].is_u64()),
+                    "{label}: no server stats in the time series"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn reproduce_quick_writes_a_complete_report_for_every_experiment() {
+    let out = std::env::temp_dir().join(format!("fogbench-reproduce-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let fogcached = testkit::fogcached_binary().expect("fogcached is built");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fogbench"));
+    command
+        .args([
+            "reproduce",
+            "all",
+            "--quick",
+            // Two seconds: at least one per-second stats sample in every run.
+            "--duration-s",
+            "2",
+            "--connections",
+            "16",
+            "--quiet",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .arg("--fogcached")
+        .arg(&fogcached);
+    let run = testkit::run_bounded(&mut command, REPRODUCE_TIMEOUT).expect("running fogbench");
+    assert!(run.success, "fogbench reproduce failed:\n{}", run.output);
+
+    let six = [
+        "memcached-dram",
+        "dram-only",
+        "slow-only",
+        "hybrid-nomig",
+        "hybrid",
+        "memcached-extstore",
+    ];
+    check_experiment(
+        &out.join("fogcached-latency"),
+        &six,
+        &["results"],
+        &[
+            "latency-distribution",
+            "latency-distribution-open-loop",
+            "dram-hit-share",
+        ],
+    );
+    check_experiment(
+        &out.join("ycsb"),
+        &six,
+        &["read-write", "read-only"],
+        &[
+            "dram-hit-share",
+            "promotions",
+            "latency-distribution-read-write",
+        ],
+    );
+    check_experiment(
+        &out.join("edge-cloud"),
+        &["edge-memcached", "edge-dram", "edge-hybrid"],
+        &["results"],
+        &["dram-occupancy", "edge-hit-ratio"],
+    );
+    // Look-aside: the edges were filled from the origin, and hit afterwards.
+    let edge: Value =
+        serde_json::from_str(&read(&out.join("edge-cloud/raw/results.json"))).expect("JSON");
+    for result in edge.as_array().expect("list") {
+        let lookaside = &result["report"]["run"]["lookaside"];
+        assert!(
+            lookaside["edge_fills"].as_u64().unwrap_or(0) > 0,
+            "{lookaside}"
+        );
+        assert!(
+            lookaside["edge_hits"].as_u64().unwrap_or(0) > 0,
+            "{lookaside}"
+        );
+    }
+    let index = read(&out.join("README.md"));
+    for name in ["fogcached-latency", "ycsb", "edge-cloud"] {
+        assert!(
+            index.contains(&format!("({name}/REPORT.md)")),
+            "index lacks {name}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}
