@@ -11,6 +11,7 @@ pub mod report;
 pub mod reproduce;
 pub mod runner;
 pub mod servers;
+pub mod timer;
 pub mod workload;
 
 use std::collections::BTreeMap;

@@ -22,6 +22,7 @@ use mio::{Events, Interest, Poll, Token};
 use crate::ketama::Ketama;
 use crate::proto::{encode_get, encode_set, parse_reply, Protocol, Reply};
 use crate::report::{Measurements, ServerSample, SERVER_FIELDS};
+use crate::timer::PreciseTimer;
 use crate::workload::{
     check_value, next_op, write_key, write_value, KeyDistribution, KeyGenerator, OpKind, Rng,
     ValueSize,
@@ -31,6 +32,8 @@ use crate::workload::{
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest a single poll sleeps, so that the end of a phase is noticed promptly.
 const POLL_MAX_WAIT: Duration = Duration::from_millis(50);
+/// The worker's timer; connection tokens are far below it.
+const TIMER_TOKEN: Token = Token(usize::MAX);
 /// Bytes read per `read` call.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// A connection whose unparsed input grows past this is broken (largest value + slack).
@@ -377,6 +380,12 @@ fn worker(
 ) -> anyhow::Result<Measurements> {
     let mut poll = Poll::new().context("creating a poll")?;
     let mut events = Events::with_capacity(1024);
+    // Wakes the loop at open-loop send times and origin-delay ends with microsecond
+    // precision (a poll timeout alone is rounded up to whole milliseconds).
+    let mut timer = PreciseTimer::new().context("creating a timerfd")?;
+    poll.registry()
+        .register(&mut timer, TIMER_TOKEN, Interest::READABLE)
+        .context("registering the timer")?;
     let mut measurements = Measurements::new()?;
     let interval = match (phase, config.rate_per_s) {
         (Phase::Run, Some(rate)) => Some(
@@ -537,12 +546,22 @@ fn worker(
         if let Some(due) = delays.next_due() {
             wait = wait.min(due.saturating_duration_since(now));
         }
-        match poll.poll(&mut events, Some(wait)) {
+        let poll_timeout = if !wait.is_zero() && wait < POLL_MAX_WAIT {
+            timer.arm_after(wait).context("arming the timer")?;
+            POLL_MAX_WAIT
+        } else {
+            wait
+        };
+        match poll.poll(&mut events, Some(poll_timeout)) {
             Ok(()) => {}
             Err(error) if error.kind() == ErrorKind::Interrupted => continue,
             Err(error) => return Err(error).context("polling"),
         }
         for event in events.iter() {
+            if event.token() == TIMER_TOKEN {
+                timer.clear();
+                continue;
+            }
             let index = event.token().0 / stride;
             let link = event.token().0 % stride;
             let is_origin = link == stride - 1;
