@@ -56,7 +56,7 @@ command -v python3 >/dev/null 2>&1 || die "python3 missing"
 if [ -z "${FOGCACHED:-}" ]; then
     echo "==> cargo build --release -p server"
     cargo build --release -p server
-    FOGCACHED="$repo_root/target/release/fogcached"
+    FOGCACHED="${CARGO_TARGET_DIR:-$repo_root/target}/release/fogcached"
 fi
 
 work_dir="$(mktemp -d)"

@@ -170,7 +170,8 @@ if ! run_step "release build" cargo build --release -p server; then
 fi
 
 # Integration tests, the Python tests and the tool checks all drive this binary.
-export FOGCACHED_BIN="$repo_root/target/release/fogcached"
+# Cargo puts binaries under $CARGO_TARGET_DIR when it is set (shared target dirs).
+export FOGCACHED_BIN="${CARGO_TARGET_DIR:-$repo_root/target}/release/fogcached"
 
 # Upper bounds for the test steps, so that a hung test fails the run instead of stalling
 # it (CI gives 90 minutes; the whole suite takes a few).
