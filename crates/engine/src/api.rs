@@ -263,8 +263,12 @@ pub struct MigrationCounts {
     pub promotions: u64,
     /// Items copied from DRAM to the slow tier.
     pub demotions: u64,
-    /// Promotions given up: no DRAM chunk even after demoting or evicting the COLD tail.
+    /// Promotions given up: no DRAM chunk even after demoting the COLD tail (a
+    /// promotion never evicts); the item stays in the slow tier.
     pub promotions_failed: u64,
+    /// Promotions refused by the admission rule (DRAM full and its COLD tail at least
+    /// as recently used as the item's last reuse gap); the item stays in the slow tier.
+    pub promotions_skipped: u64,
     /// Demotions given up: no slow-tier chunk, or the item's shard was busy.
     pub demotions_failed: u64,
     /// Migrations abandoned because a request changed or removed the item first.

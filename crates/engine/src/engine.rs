@@ -232,6 +232,17 @@ impl Engine {
         }
     }
 
+    /// The clock in 1/32-second ticks, kept within the second `now_s` a caller already
+    /// read (the clock may have moved on since; whole seconds decide expiry and flush).
+    pub(crate) fn ticks_at(&self, now_s: u32) -> u64 {
+        let ticks = self.clock.now_ticks();
+        if ticks / crate::clock::TICKS_PER_S == u64::from(now_s) {
+            ticks
+        } else {
+            u64::from(now_s) * crate::clock::TICKS_PER_S
+        }
+    }
+
     /// Converts a client exptime to relative time; `None` means already expired.
     pub(crate) fn exptime_to_rel(&self, exptime: ClientExptime) -> Option<u32> {
         if exptime == 0 {
@@ -532,7 +543,7 @@ impl Engine {
         let h = tier.mem.header(addr);
         h.client_flags.store(client_flags, Ordering::Relaxed);
         h.exptime_rel_s.store(exptime_rel_s, Ordering::Relaxed);
-        h.last_access_s.store(now_s, Ordering::Relaxed);
+        h.set_last_access_ticks(self.ticks_at(now_s));
         h.next.store(NIL, Ordering::Relaxed);
         h.prev.store(NIL, Ordering::Relaxed);
         h.cas.store(0, Ordering::Relaxed);
@@ -544,9 +555,10 @@ impl Engine {
     fn bump(&self, addr: ItemAddr, now_s: u32) {
         let tier = self.tier_of(addr);
         let h = tier.mem.header(addr);
-        if h.last_access_s.load(Ordering::Relaxed) != now_s {
-            h.last_access_s.store(now_s, Ordering::Relaxed);
-        }
+        let now_ticks = self.ticks_at(now_s);
+        // The gap between this access and the previous one (promotion admission).
+        let reuse_gap_ticks = now_ticks.saturating_sub(h.last_access_ticks());
+        h.set_last_access_ticks(now_ticks);
         if h.has(state::ACTIVE) {
             // Fogcached's Promote state: a slow-tier item referenced again while
             // ACTIVE. It is offered to the Move-to-DRAM queue at once (never waiting
@@ -554,7 +566,8 @@ impl Engine {
             // its HOT/WARM tails if the queue was busy or full.
             if tier.id == TierId::Slow && !h.has(state::QUEUED) && self.migrating() {
                 h.set(state::PROMOTE);
-                self.moves.offer(Direction::ToDram, &tier.mem, addr, false);
+                self.moves
+                    .offer(Direction::ToDram, &tier.mem, addr, false, reuse_gap_ticks);
             }
             return;
         }
@@ -812,8 +825,7 @@ impl Engine {
                         self.tier_of(a)
                             .mem
                             .header(a)
-                            .last_access_s
-                            .store(now, Ordering::Relaxed);
+                            .set_last_access_ticks(self.ticks_at(now));
                     }
                 }
                 drop(table);
@@ -1068,7 +1080,7 @@ impl Engine {
             th.exptime_rel_s
                 .store(self.exptime_to_rel(e).unwrap_or(1), Ordering::Relaxed);
         }
-        th.last_access_s.store(now, Ordering::Relaxed);
+        th.set_last_access_ticks(self.ticks_at(now));
         ArithOutcome::Value {
             value,
             cas: self.visible_cas(cas),
@@ -1320,8 +1332,13 @@ impl Engine {
         let keep = dst != 0 && dst != self.geometry.large && src != self.geometry.large;
         if self.page_moves_demote(tier) {
             // Tiered: the page's items go to the slow tier; only what cannot be
-            // demoted is evicted below.
-            self.demote_page_items(tier, src, page);
+            // demoted (the slow tier is full) is evicted below. A few passes: an item
+            // changed in place during a pass (its CAS moved on) is taken by the next.
+            for _ in 0..crate::migrate::PAGE_DEMOTE_PASSES {
+                if !self.demote_page_items(tier, src, page) {
+                    break;
+                }
+            }
             if src == self.geometry.large
                 && !tier.classes[src].0.lock().pages.contains(&(page as u32))
             {

@@ -60,9 +60,21 @@ pub(crate) mod state {
     /// The item has an entry in a Move queue; keeps it from being queued twice.
     /// Cleared by the migration thread when it handles the entry.
     pub const QUEUED: u16 = 1 << 10;
-    /// Bits a migrated copy keeps: what the client or the protocol can observe.
-    pub const CARRIED_BY_MIGRATION: u16 = FETCHED | STALE | TOKEN_SENT;
+    /// The 1/32-second fraction of the last access (`ItemHeader::last_access_ticks`),
+    /// five bits in the otherwise spare top of the state word, so sub-second access
+    /// times cost no header byte.
+    pub const ACCESS_FRAC_SHIFT: u16 = 11;
+    pub const ACCESS_FRAC_MASK: u16 = 0b1_1111 << ACCESS_FRAC_SHIFT;
+    /// Bits a migrated copy keeps: what the client or the protocol can observe, and the
+    /// access time's fraction (the seconds are copied with `last_access_s`).
+    pub const CARRIED_BY_MIGRATION: u16 = FETCHED | STALE | TOKEN_SENT | ACCESS_FRAC_MASK;
 }
+
+const _: () = assert!(crate::clock::TICKS_PER_S == 1 << 5, "five fraction bits");
+const _: () = assert!(
+    state::ACCESS_FRAC_MASK & (state::QUEUED * 2 - 1) == 0,
+    "the fraction bits are above every flag"
+);
 
 /// The header at the start of every chunk. `repr(C)`, 48 bytes.
 #[repr(C, align(8))]
@@ -116,6 +128,32 @@ impl ItemHeader {
     }
     pub fn class(&self) -> usize {
         self.class_id.load(Ordering::Relaxed) as usize
+    }
+    /// Last access in 1/32-second ticks: `last_access_s` plus the fraction kept in the
+    /// state word. The two are written without a common lock (reads update them
+    /// lock-free), so a concurrent reader may pair a second with the fraction of a
+    /// neighbouring access: off by under a second, which only blurs an admission
+    /// decision (never a correctness check, which all use whole seconds).
+    pub fn last_access_ticks(&self) -> u64 {
+        let frac = (self.state.load(Ordering::Relaxed) & state::ACCESS_FRAC_MASK)
+            >> state::ACCESS_FRAC_SHIFT;
+        u64::from(self.last_access_s.load(Ordering::Relaxed)) * crate::clock::TICKS_PER_S
+            + u64::from(frac)
+    }
+    /// Records an access at `now_ticks` (seconds and fraction).
+    pub fn set_last_access_ticks(&self, now_ticks: u64) {
+        let s = u32::try_from(now_ticks / crate::clock::TICKS_PER_S).unwrap_or(u32::MAX);
+        let frac = ((now_ticks % crate::clock::TICKS_PER_S) as u16) << state::ACCESS_FRAC_SHIFT;
+        if self.last_access_s.load(Ordering::Relaxed) != s {
+            self.last_access_s.store(s, Ordering::Relaxed);
+        }
+        if self.state.load(Ordering::Relaxed) & state::ACCESS_FRAC_MASK != frac {
+            let _ = self
+                .state
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
+                    Some((b & !state::ACCESS_FRAC_MASK) | frac)
+                });
+        }
     }
 }
 

@@ -130,7 +130,11 @@ impl Engine {
                         // Fogcached: a Promote item at the slow tier's HOT or WARM tail
                         // enters the Move-to-DRAM queue. It stays readable in WARM
                         // until the migration thread copies it.
-                        self.moves.offer(Direction::ToDram, mem, search, true);
+                        // Its reuse gap is unknown here (the read that set Promote
+                        // could not queue it): the time since that read stands in.
+                        let idle_ticks = self.ticks_at(now_s).saturating_sub(h.last_access_ticks());
+                        self.moves
+                            .offer(Direction::ToDram, mem, search, true, idle_ticks);
                         h.clear(state::ACTIVE);
                         cs.stats.moves_to_warm += 1;
                         cs.lru.move_to(mem, search, WARM);
@@ -201,7 +205,7 @@ impl Engine {
                     } else if tier.id == TierId::Dram
                         && self.migrating()
                         && self.wants_demotion(tier, cs, h, now_s)
-                        && self.moves.offer(Direction::ToSlow, mem, search, true)
+                        && self.moves.offer(Direction::ToSlow, mem, search, true, 0)
                     {
                         // Fogcached: the DRAM COLD tail leaves for the slow tier
                         // (Move-to-slow) instead of being evicted.

@@ -17,8 +17,10 @@
 //! One migration ([`Engine::migrate`]):
 //! 1. under the key's shard lock, check the index still maps the key hash to the
 //!    address and the item's CAS is the queued one; read its size; unlock;
-//! 2. allocate in the destination tier with no lock held (a promotion may demote or
-//!    evict the DRAM COLD tail to make room; the slow tier evicts its own COLD tail);
+//! 2. allocate in the destination tier with no lock held (a promotion may demote the
+//!    DRAM COLD tail to make room, but never evicts: with no room it gives up and the
+//!    item stays in the slow tier; a demotion into a full slow tier evicts the slow
+//!    tier's own COLD tail, the only place a hybrid cache loses items);
 //! 3. lock the shard again and re-check as in 1 (a `set`, `delete`, `incr`, `append`,
 //!    `touch`-with-expiry that ran in between changed the CAS or the address: the
 //!    migration gives up and frees its chunk, so the request wins); copy key, value
@@ -51,6 +53,19 @@ const MIGRATION_BATCH: usize = 64;
 /// Items looked at from the DRAM COLD tail for a demotion candidate.
 const DEMOTE_TAIL_TRIES: usize = 5;
 
+/// Synchronous demotions a promotion tries before giving up (each frees one chunk,
+/// unless a concurrent allocation takes it first).
+const ROOM_TRIES: usize = 4;
+
+/// HOT + WARM tail pulls that may feed an empty DRAM COLD segment before a demotion
+/// (an ACTIVE tail item is rescued to WARM's head rather than moved to COLD, so one
+/// pull may move nothing into COLD).
+const FEED_COLD_PULLS: usize = 8;
+
+/// Passes over a moving DRAM page demoting its items before the rest are evicted (an
+/// item changed in place during a pass, e.g. by `incr`, is skipped by that pass).
+pub(crate) const PAGE_DEMOTE_PASSES: usize = 3;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Direction {
     /// Move-to-DRAM (promotion).
@@ -74,6 +89,9 @@ pub(crate) struct MoveReq {
     addr: ItemAddr,
     cas: u64,
     key_hash: u32,
+    /// Move-to-DRAM: 1/32-second ticks between the item's last two accesses when it
+    /// was queued (promotion admission); 0 for Move-to-slow. Fills the entry's padding.
+    reuse_gap_ticks: u32,
 }
 
 /// A bounded FIFO. The deque is allocated once at its full capacity, so pushing never
@@ -101,9 +119,22 @@ pub(crate) struct Migration {
     pub promotions: AtomicU64,
     pub demotions: AtomicU64,
     pub promotions_failed: AtomicU64,
+    /// Promotions refused by the admission rule (see `alloc_for_promotion`).
+    pub promotions_skipped: AtomicU64,
     pub demotions_failed: AtomicU64,
     pub raced: AtomicU64,
     pub dropped: AtomicU64,
+}
+
+/// What making room in DRAM by one synchronous demotion came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Room {
+    /// An item moved to the slow tier; its chunk is free.
+    Demoted,
+    /// Nothing moved (no candidate, a busy shard, a race, or a full slow tier).
+    NotDemoted,
+    /// The promotion asking for room lost to the candidate's recency (admission).
+    Refused,
 }
 
 /// What became of one migration.
@@ -116,6 +147,8 @@ enum Outcome {
     NoSpace,
     /// The shard was busy (only with `ShardLocking::Try`).
     Busy,
+    /// A promotion refused by the admission rule: the item stays in the slow tier.
+    Skipped,
 }
 
 impl Migration {
@@ -128,6 +161,7 @@ impl Migration {
             promotions: AtomicU64::new(0),
             demotions: AtomicU64::new(0),
             promotions_failed: AtomicU64::new(0),
+            promotions_skipped: AtomicU64::new(0),
             demotions_failed: AtomicU64::new(0),
             raced: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -148,6 +182,8 @@ impl Migration {
     /// Queues the item at `addr` for migration and marks it `QUEUED`. The caller holds
     /// the item's shard lock or its class lock, so the item cannot be freed meanwhile.
     /// With `wait == false` a busy queue lock is not waited for (the read path).
+    /// `reuse_gap_ticks`: for Move-to-DRAM, the ticks between the item's last two
+    /// accesses (the admission rule's measure of its recency).
     /// Returns whether the item was queued; a full queue counts a drop.
     pub fn offer(
         &self,
@@ -155,6 +191,7 @@ impl Migration {
         mem: &ItemMemory,
         addr: ItemAddr,
         wait: bool,
+        reuse_gap_ticks: u64,
     ) -> bool {
         let queue = self.queue(direction);
         if queue.len.load(Ordering::Relaxed) >= self.capacity {
@@ -179,6 +216,7 @@ impl Migration {
             addr,
             cas: h.cas.load(Ordering::Relaxed),
             key_hash: h.key_hash.load(Ordering::Relaxed),
+            reuse_gap_ticks: u32::try_from(reuse_gap_ticks).unwrap_or(u32::MAX),
         });
         queue.len.store(entries.len(), Ordering::Relaxed);
         true
@@ -201,6 +239,7 @@ impl Migration {
             promotions: get(&self.promotions),
             demotions: get(&self.demotions),
             promotions_failed: get(&self.promotions_failed),
+            promotions_skipped: get(&self.promotions_skipped),
             demotions_failed: get(&self.demotions_failed),
             migrations_raced: get(&self.raced),
             move_queue_dropped: get(&self.dropped),
@@ -214,6 +253,7 @@ impl Migration {
             &self.promotions,
             &self.demotions,
             &self.promotions_failed,
+            &self.promotions_skipped,
             &self.demotions_failed,
             &self.raced,
             &self.dropped,
@@ -280,6 +320,7 @@ impl Engine {
             (Outcome::Moved, Direction::ToDram) => &m.promotions,
             (Outcome::Moved, Direction::ToSlow) => &m.demotions,
             (Outcome::Raced, _) => &m.raced,
+            (Outcome::Skipped, _) => &m.promotions_skipped,
             (_, Direction::ToDram) => &m.promotions_failed,
             (_, Direction::ToSlow) => &m.demotions_failed,
         };
@@ -320,16 +361,34 @@ impl Engine {
         };
         // 2. A destination chunk, allocated with no lock held.
         let dst_addr = match direction {
-            Direction::ToDram => self.alloc_for_promotion(class_id, total_bytes),
-            Direction::ToSlow => self.alloc(dst_tier, class_id, total_bytes),
-        };
-        let Some(dst_addr) = dst_addr else {
-            self.clear_queued_if_same(&req, locking);
-            if direction == Direction::ToDram {
-                // The automover gives this class a DRAM page (no lock is held here).
-                self.dram().classes[class_id].0.lock().dram_pressure += 1;
+            Direction::ToDram => {
+                self.alloc_for_promotion(class_id, total_bytes, u64::from(req.reuse_gap_ticks))
             }
-            return Outcome::NoSpace;
+            Direction::ToSlow => self
+                .alloc(dst_tier, class_id, total_bytes)
+                .ok_or(Outcome::NoSpace),
+        };
+        let dst_addr = match dst_addr {
+            Ok(addr) => addr,
+            Err(Outcome::Skipped) => {
+                // Not admitted: the item stays in the slow tier, served from there, and
+                // leaves the Promote state; a later read while ACTIVE offers it again
+                // with its new reuse gap.
+                if let Some(table) = self.lock_shard(req.key_hash, locking) {
+                    if Index::contains(&table, req.key_hash, req.addr) {
+                        src.header(req.addr).clear(state::PROMOTE | state::QUEUED);
+                    }
+                }
+                return Outcome::Skipped;
+            }
+            Err(outcome) => {
+                self.clear_queued_if_same(&req, locking);
+                if direction == Direction::ToDram {
+                    // The automover gives this class a DRAM page (no lock is held here).
+                    self.dram().classes[class_id].0.lock().dram_pressure += 1;
+                }
+                return outcome;
+            }
         };
         // 3. Re-check, copy, swap.
         let Some(mut table) = self.lock_shard(req.key_hash, locking) else {
@@ -412,38 +471,81 @@ impl Engine {
         }
     }
 
-    /// A DRAM chunk for a promotion: a free one; else demote the class's DRAM COLD
-    /// tail (one item copy) and take the chunk it freed; else evict the COLD tail; else
-    /// give the promotion up (`None`, counted by the caller).
-    fn alloc_for_promotion(&self, class_id: usize, total_bytes: usize) -> Option<ItemAddr> {
+    /// A DRAM chunk for a promotion: a free one (always taken: DRAM never sits idle
+    /// while hot items wait in the slow tier); else, if the promotion is admitted,
+    /// demote the class's DRAM COLD tail (one item copy each) and take the chunk it
+    /// freed, a few times; else give the promotion up (`NoSpace`, counted by the
+    /// caller: the item stays in the slow tier and is still served). A promotion never
+    /// evicts: the item it would push out of DRAM still has a place in the slow tier
+    /// (only a full slow tier loses items).
+    ///
+    /// Admission (LIRS-like): with DRAM full, the item is promoted only if the gap
+    /// between its last two accesses (`reuse_gap_ticks`) is shorter than the idle time
+    /// of the DRAM COLD-tail item it would displace; otherwise the swap would likely be
+    /// undone soon (`Skipped`, counted in `promotions_skipped`).
+    fn alloc_for_promotion(
+        &self,
+        class_id: usize,
+        total_bytes: usize,
+        reuse_gap_ticks: u64,
+    ) -> Result<ItemAddr, Outcome> {
         let dram = self.dram();
         if let Some(addr) = self.take_free(dram, class_id, total_bytes) {
-            return Some(addr);
+            return Ok(addr);
         }
-        if self.demote_cold_tail_now(class_id, ShardLocking::Wait) {
+        for _ in 0..ROOM_TRIES {
+            let room = self.make_dram_room(class_id, ShardLocking::Wait, Some(reuse_gap_ticks));
+            // Even a failed demotion may have raced one that freed a chunk.
             if let Some(addr) = self.take_free(dram, class_id, total_bytes) {
-                return Some(addr);
+                return Ok(addr);
+            }
+            match room {
+                Room::Demoted => {}
+                Room::NotDemoted => break,
+                Room::Refused => return Err(Outcome::Skipped),
             }
         }
-        let now = self.clock.now_s();
-        let mut cs = dram.classes[class_id].0.lock();
-        self.pull_tail(dram, &mut cs, COLD, 0, 0, Pull::Evict, now);
-        self.take_chunk(dram, &mut cs, total_bytes)
+        Err(Outcome::NoSpace)
+    }
+
+    /// [`Engine::make_dram_room`] for a store (no admission rule). Returns whether an
+    /// item moved.
+    pub(crate) fn demote_cold_tail_now(&self, class_id: usize, locking: ShardLocking) -> bool {
+        self.make_dram_room(class_id, locking, None) == Room::Demoted
     }
 
     /// Demotes one item from the DRAM COLD tail of `class_id` right now (a store that
-    /// found DRAM full, or a promotion making room). Returns whether an item moved.
-    pub(crate) fn demote_cold_tail_now(&self, class_id: usize, locking: ShardLocking) -> bool {
+    /// found DRAM full, or a promotion making room). With `admit_gap_ticks` (a
+    /// promotion), the candidate is demoted only if it has been idle longer than that
+    /// gap; otherwise the answer is `Room::Refused` and nothing moves.
+    ///
+    /// The candidate may already have a Move-to-slow entry (`QUEUED`): this is the same
+    /// move, done now. The entry left in the queue is then stale and `migrate` drops it
+    /// (the index no longer maps the key to that DRAM address, or, if the key came back
+    /// to the same chunk, it is a live item whose demotion is merely early); a request
+    /// that changed the item in between still wins by its CAS or address. If COLD is
+    /// empty, HOT and WARM tails flow into it first (ACTIVE items are rescued to WARM
+    /// as the maintainer would), so room is made by demoting, never by evicting.
+    pub(crate) fn make_dram_room(
+        &self,
+        class_id: usize,
+        locking: ShardLocking,
+        admit_gap_ticks: Option<u64>,
+    ) -> Room {
         let dram = self.dram();
         let req = {
             let mut cs = dram.classes[class_id].0.lock();
-            // Every caller found no free DRAM chunk for the class: tell the automover.
-            cs.dram_pressure += 1;
             let now = self.clock.now_s();
-            if cs.lru.tail[COLD] == NIL {
+            for _ in 0..FEED_COLD_PULLS {
+                if cs.lru.tail[COLD] != NIL {
+                    break;
+                }
                 // As memcached's allocation does: let HOT and WARM flow into COLD.
-                self.pull_tail(dram, &mut cs, HOT, 0, 0, Pull::Juggle, now);
-                self.pull_tail(dram, &mut cs, WARM, 0, 0, Pull::Juggle, now);
+                let moved = self.pull_tail(dram, &mut cs, HOT, 0, 0, Pull::Juggle, now)
+                    + self.pull_tail(dram, &mut cs, WARM, 0, 0, Pull::Juggle, now);
+                if moved == 0 {
+                    break;
+                }
             }
             let mut search = cs.lru.tail[COLD];
             let mut found = None;
@@ -452,22 +554,33 @@ impl Engine {
                     break;
                 }
                 let h = dram.mem.header(search);
-                if !h.has(state::QUEUED) && self.dead_reason(h, now).is_none() {
+                if h.has(state::LINKED) && self.dead_reason(h, now).is_none() {
+                    if let Some(gap) = admit_gap_ticks {
+                        let idle = self.ticks_at(now).saturating_sub(h.last_access_ticks());
+                        if gap >= idle {
+                            // DRAM's coldest item is at least as recent as the newcomer.
+                            return Room::Refused;
+                        }
+                    }
                     h.set(state::QUEUED);
                     found = Some(MoveReq {
                         addr: search,
                         cas: h.cas.load(Ordering::Relaxed),
                         key_hash: h.key_hash.load(Ordering::Relaxed),
+                        reuse_gap_ticks: 0,
                     });
                     break;
                 }
                 search = h.prev.load(Ordering::Relaxed);
             }
+            // The caller found no free DRAM chunk for the class and needs one: tell the
+            // automover (not for a refused promotion, which needs no room).
+            cs.dram_pressure += 1;
             found
         };
         match req {
-            Some(req) => self.migrate(req, Direction::ToSlow, locking),
-            None => false,
+            Some(req) if self.migrate(req, Direction::ToSlow, locking) => Room::Demoted,
+            _ => Room::NotDemoted,
         }
     }
 
@@ -484,14 +597,15 @@ impl Engine {
     /// The page is marked as moving first, so freed chunks (and the free ones already
     /// in it) stay off the free list; `evacuate_page` then finishes the move and evicts
     /// (and counts) only what could not be demoted. Bounded by the chunks of one page.
-    /// The caller holds no lock (demotions wait for shard locks).
-    pub(crate) fn demote_page_items(&self, tier: &Tier, src: usize, page: usize) {
+    /// The caller holds no lock (demotions wait for shard locks). Returns whether some
+    /// item was looked at but did not move (another pass may take it).
+    pub(crate) fn demote_page_items(&self, tier: &Tier, src: usize, page: usize) -> bool {
         let reqs: Vec<MoveReq> = {
             let mut cs = tier.classes[src].0.lock();
             if !cs.pages.contains(&(page as u32))
                 || cs.moving_page.is_some_and(|p| p as usize != page)
             {
-                return;
+                return false;
             }
             let now = self.clock.now_s();
             let base = page * SLAB_PAGE_SIZE_BYTES;
@@ -517,14 +631,19 @@ impl Engine {
                         addr,
                         cas: h.cas.load(Ordering::Relaxed),
                         key_hash: h.key_hash.load(Ordering::Relaxed),
+                        reuse_gap_ticks: 0,
                     });
                 }
             }
             reqs
         };
+        let mut left_behind = false;
         for req in reqs {
-            self.migrate(req, Direction::ToSlow, ShardLocking::Wait);
+            if !self.migrate(req, Direction::ToSlow, ShardLocking::Wait) {
+                left_behind = true;
+            }
         }
+        left_behind
     }
 
     /// Whether DRAM is (nearly) out of room for `cs`'s class: no free page in the pool

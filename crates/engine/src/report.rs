@@ -137,6 +137,7 @@ impl Engine {
         emit("promotions", u(m.promotions));
         emit("demotions", u(m.demotions));
         emit("promotions_failed", u(m.promotions_failed));
+        emit("promotions_skipped", u(m.promotions_skipped));
         emit("demotions_failed", u(m.demotions_failed));
         emit("migrations_raced", u(m.migrations_raced));
         emit("move_to_dram_queue_len", u(m.move_to_dram_queue_len));

@@ -36,7 +36,7 @@ pub fn table(run: &RunReport) -> String {
     );
     let _ = writeln!(
         out,
-        "{:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "{:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "window",
         "sim_s",
         "requests",
@@ -47,6 +47,7 @@ pub fn table(run: &RunReport) -> String {
         "dram%",
         "slowL/req",
         "promote",
+        "skip",
         "demote",
         "evict",
         "dram_it",
@@ -59,7 +60,7 @@ pub fn table(run: &RunReport) -> String {
         };
         let _ = writeln!(
             out,
-            "{:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>10.3} {:>9} {:>9} {:>9} {:>9}",
+            "{:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>10.3} {:>9} {:>9} {:>9} {:>9} {:>9}",
             label,
             w.end_s,
             w.requests,
@@ -70,6 +71,7 @@ pub fn table(run: &RunReport) -> String {
             pct(w.dram_hit_share()),
             w.slow_lines_per_request(),
             w.promotions,
+            w.promotions_skipped,
             w.demotions,
             w.evictions,
             w.dram_items,
@@ -173,7 +175,7 @@ fn json_f64(v: f64) -> String {
 
 fn window_json(w: &Window) -> String {
     format!(
-        "{{\"window\":{},\"end_s\":{},\"requests\":{},\"reads\":{},\"updates\":{},\"dram_hits\":{},\"slow_hits\":{},\"misses\":{},\"dram_hit_share\":{},\"hit_ratio\":{},\"slow_lines_read\":{},\"slow_lines_written\":{},\"slow_lines_per_request\":{},\"promotions\":{},\"promotions_failed\":{},\"demotions\":{},\"evictions\":{},\"move_queue_dropped\":{},\"dram_items\":{},\"slow_items\":{}}}",
+        "{{\"window\":{},\"end_s\":{},\"requests\":{},\"reads\":{},\"updates\":{},\"dram_hits\":{},\"slow_hits\":{},\"misses\":{},\"dram_hit_share\":{},\"hit_ratio\":{},\"slow_lines_read\":{},\"slow_lines_written\":{},\"slow_lines_per_request\":{},\"promotions\":{},\"promotions_failed\":{},\"promotions_skipped\":{},\"demotions\":{},\"evictions\":{},\"move_queue_dropped\":{},\"dram_items\":{},\"slow_items\":{}}}",
         w.index,
         w.end_s,
         w.requests,
@@ -189,6 +191,7 @@ fn window_json(w: &Window) -> String {
         json_f64(w.slow_lines_per_request()),
         w.promotions,
         w.promotions_failed,
+        w.promotions_skipped,
         w.demotions,
         w.evictions,
         w.move_queue_dropped,
@@ -243,13 +246,13 @@ pub fn json(config: &SimConfig, runs: &[&RunReport]) -> String {
 /// One CSV line per window and run (the totals as window 0).
 pub fn csv(runs: &[&RunReport]) -> String {
     let mut out = String::from(
-        "policy,window,end_s,requests,reads,updates,dram_hits,slow_hits,misses,dram_hit_share,hit_ratio,slow_lines_read,slow_lines_written,slow_lines_per_request,promotions,promotions_failed,demotions,evictions,move_queue_dropped,dram_items,slow_items\n",
+        "policy,window,end_s,requests,reads,updates,dram_hits,slow_hits,misses,dram_hit_share,hit_ratio,slow_lines_read,slow_lines_written,slow_lines_per_request,promotions,promotions_failed,promotions_skipped,demotions,evictions,move_queue_dropped,dram_items,slow_items\n",
     );
     for run in runs {
         for w in run.windows.iter().chain(std::iter::once(&run.total)) {
             let _ = writeln!(
                 out,
-                "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{:.6},{},{},{},{},{},{},{}",
+                "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{:.6},{},{},{},{},{},{},{},{}",
                 policy_name(run.migration_enabled),
                 w.index,
                 w.end_s,
@@ -266,6 +269,7 @@ pub fn csv(runs: &[&RunReport]) -> String {
                 w.slow_lines_per_request(),
                 w.promotions,
                 w.promotions_failed,
+                w.promotions_skipped,
                 w.demotions,
                 w.evictions,
                 w.move_queue_dropped,

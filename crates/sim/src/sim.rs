@@ -4,8 +4,10 @@
 //! Simulated time: `ops_per_s` requests make one simulated second, split into
 //! `ticks_per_s` ticks. After every tick the simulator does what the engine's background
 //! threads would have done meanwhile: one pass of each tier's LRU maintainer, then the
-//! migration step until both Move queues are empty (bounded). Once per simulated second
-//! it advances the clock and runs the slab automover; the LRU crawler runs every
+//! migration step until both Move queues are empty (bounded), and moves the clock on by
+//! its share of a second in 1/32-second ticks (item access times have that resolution;
+//! the whole second still changes at the last tick). Once per simulated second it runs
+//! the slab automover; the LRU crawler runs every
 //! `crawler_interval_s` simulated seconds (0 = never: the workload sets no TTL, so the
 //! crawler has nothing to reclaim and would only add header reads to the counters).
 //!
@@ -14,6 +16,7 @@
 
 use std::sync::Arc;
 
+use engine::clock::TICKS_PER_S;
 use engine::{
     ConfigError, Engine, EngineConfig, ManualClock, ReadOptions, ReadOutcome, StoreMode,
     StoreOptions, StoreOutcome,
@@ -128,6 +131,7 @@ pub struct Counters {
     pub promotions: u64,
     pub demotions: u64,
     pub promotions_failed: u64,
+    pub promotions_skipped: u64,
     pub demotions_failed: u64,
     pub move_queue_dropped: u64,
     pub evictions: u64,
@@ -158,6 +162,7 @@ impl Counters {
                 "promotions" => &mut c.promotions,
                 "demotions" => &mut c.demotions,
                 "promotions_failed" => &mut c.promotions_failed,
+                "promotions_skipped" => &mut c.promotions_skipped,
                 "demotions_failed" => &mut c.demotions_failed,
                 "move_queue_dropped" => &mut c.move_queue_dropped,
                 "evictions" => &mut c.evictions,
@@ -191,6 +196,8 @@ pub struct Window {
     pub slow_lines_written: u64,
     pub promotions: u64,
     pub promotions_failed: u64,
+    /// Promotions refused by the engine's admission rule.
+    pub promotions_skipped: u64,
     pub demotions: u64,
     pub evictions: u64,
     pub move_queue_dropped: u64,
@@ -222,6 +229,7 @@ impl Window {
             slow_lines_written: d(|c| c.slow_lines_written),
             promotions: d(|c| c.promotions),
             promotions_failed: d(|c| c.promotions_failed),
+            promotions_skipped: d(|c| c.promotions_skipped),
             demotions: d(|c| c.demotions),
             evictions: d(|c| c.evictions),
             move_queue_dropped: d(|c| c.move_queue_dropped),
@@ -323,12 +331,20 @@ impl Driver {
                 break;
             }
         }
+        // The clock moves on in 1/32-second steps (item access times have that
+        // resolution), spread over the ticks so that the second still changes exactly
+        // at the last tick of each simulated second.
+        let per_s = u64::from(self.ticks_per_s);
+        let clock_ticks_before = u64::from(self.ticks_in_s) * TICKS_PER_S / per_s;
         self.ticks_in_s += 1;
         if self.ticks_in_s < self.ticks_per_s {
+            let clock_ticks_after = u64::from(self.ticks_in_s) * TICKS_PER_S / per_s;
+            self.clock
+                .advance_ticks(clock_ticks_after - clock_ticks_before);
             return;
         }
         self.ticks_in_s = 0;
-        self.clock.advance_s(1);
+        self.clock.advance_ticks(TICKS_PER_S - clock_ticks_before);
         self.sim_s += 1;
         e.slab_automove_step();
         if self.crawler_interval_s > 0 {
