@@ -315,6 +315,7 @@ pub const SERVER_FIELDS: &[&str] = &[
     "promotions",
     "demotions",
     "promotions_failed",
+    "promotions_skipped",
     "demotions_failed",
     "migrations_raced",
     "move_to_dram_queue_len",
