@@ -232,6 +232,14 @@ impl Engine {
         }
     }
 
+    /// The clock read once as (ticks, seconds): the request paths that bump an item use
+    /// both, and one clock read per request is all they pay for.
+    fn now_ticks_and_s(&self) -> (u64, u32) {
+        let now_ticks = self.clock.now_ticks();
+        let now_s = u32::try_from(now_ticks / crate::clock::TICKS_PER_S).unwrap_or(u32::MAX);
+        (now_ticks, now_s)
+    }
+
     /// The clock in 1/32-second ticks, kept within the second `now_s` a caller already
     /// read (the clock may have moved on since; whole seconds decide expiry and flush).
     pub(crate) fn ticks_at(&self, now_s: u32) -> u64 {
@@ -552,10 +560,9 @@ impl Engine {
 
     /// memcached's `do_item_bump`: first read sets FETCHED, the second ACTIVE; an item
     /// turning ACTIVE in COLD is moved to WARM if the class lock is free.
-    fn bump(&self, addr: ItemAddr, now_s: u32) {
+    fn bump(&self, addr: ItemAddr, now_ticks: u64) {
         let tier = self.tier_of(addr);
         let h = tier.mem.header(addr);
-        let now_ticks = self.ticks_at(now_s);
         // The gap between this access and the previous one (promotion admission).
         let reuse_gap_ticks = now_ticks.saturating_sub(h.last_access_ticks());
         h.set_last_access_ticks(now_ticks);
@@ -600,7 +607,7 @@ impl Engine {
         let touch_rel = opts.touch_exptime.map(|e| self.exptime_to_rel(e));
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
-        let now = self.clock.now_s();
+        let (now_ticks, now) = self.now_ticks_and_s();
         let Some(addr) = self.find_live(&mut table, key_hash, key, now, count) else {
             if count {
                 if opts.is_touch_command && !opts.miss_counts_as_get {
@@ -661,7 +668,7 @@ impl Engine {
         };
         let result = on_hit(&view);
         if !opts.no_bump {
-            self.bump(addr, now);
+            self.bump(addr, now_ticks);
         }
         if count {
             if opts.is_touch_command {
@@ -1093,7 +1100,7 @@ impl Engine {
         let rel = self.exptime_to_rel(exptime);
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
-        let now = self.clock.now_s();
+        let (now_ticks, now) = self.now_ticks_and_s();
         let Some(addr) = self.find_live(&mut table, key_hash, key, now, false) else {
             self.counters.add(G::TouchMisses, 1);
             return TouchOutcome::NotFound;
@@ -1103,7 +1110,7 @@ impl Engine {
         match rel {
             Some(rel) => {
                 h.exptime_rel_s.store(rel, Ordering::Relaxed);
-                self.bump(addr, now);
+                self.bump(addr, now_ticks);
             }
             None => self.unlink(&mut table, key_hash, addr),
         }
