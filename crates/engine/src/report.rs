@@ -369,6 +369,8 @@ impl Engine {
         emit("dram_low_water_pct", u(u64::from(cfg.dram_low_water_pct)));
         emit("move_queue_max", u(cfg.move_queue_max as u64));
         emit("migration_threads", u(cfg.migration_threads as u64));
+        emit("access_period_requests", u(cfg.access_period_requests));
+        emit("promotion_margin", u(u64::from(cfg.promotion_margin)));
     }
 
     /// `stats reset`: clears the request counters and the per-class LRU counters.
