@@ -105,8 +105,8 @@ fn model_matches_memcached() -> anyhow::Result<()> {
     )
 }
 
-/// Runs of the memcached property before its rare flake (see `model_matches_memcached`)
-/// counts as a failure.
+/// Runs of the memcached property: when every one ends on memcached's rare flake (see
+/// `model_matches_memcached`), the test fails.
 const MEMCACHED_ATTEMPTS: u32 = 2;
 /// Replays on a fresh memcached of a sequence that showed the flake.
 const FLAKE_REPLAYS: u64 = 3;
