@@ -13,14 +13,20 @@ fn version_reply() -> Vec<u8> {
     format!("VERSION {SERVER_VERSION}\r\n").into_bytes()
 }
 
-/// The resident memory of a process, from /proc (Linux).
-fn vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
+/// A `kB` field of /proc/<pid>/status (Linux): `VmRSS` (resident memory now), `VmHWM`
+/// (its peak so far).
+fn proc_status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/{pid}/status"))
+        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/{pid}/status"))
+}
+
+/// The resident memory of a process now.
+fn vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
+    proc_status_kib(pid, "VmRSS")
 }
 
 #[test]
@@ -196,15 +202,6 @@ const REQUESTED_REPLY_BYTES_MIN: u64 = 4 * 1024 * 1024 * 1024;
 /// Upper bound for the pipelining phase.
 const PIPELINING_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn proc_status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/{pid}/status"))
-}
-
 /// A client that pipelines `get big` (a 512 KiB reply each) without ever reading: the
 /// server must stop parsing (and so reading) once its output backs up, so that its
 /// memory stays bounded however long the client goes on, and it must keep serving
@@ -269,7 +266,7 @@ fn client_pipelining_without_reading_does_not_grow_server_memory() -> anyhow::Re
         "{requests_sent} gets pipelined ({} MiB of replies asked for) in {:?}; server RSS \
          {rss_before_kib} KiB before, peak sampled {rss_peak_kib} KiB, VmHWM \
          {hwm_before_kib} -> {hwm_after_kib} KiB",
-        requests_sent * PIPELINED_VALUE_BYTES as u64 >> 20,
+        (requests_sent * PIPELINED_VALUE_BYTES as u64) >> 20,
         started.elapsed()
     );
     assert!(

@@ -100,12 +100,17 @@ const SLOW_WRITE_NS: u64 = 400_000;
 const COSTED_KEYS: u64 = 100;
 const COSTED_GETS: u64 = COSTED_KEYS;
 
+/// What one cost-test run measured, and the server's `stats` after it.
+struct SlowTierRun {
+    sets_took: Duration,
+    gets_took: Duration,
+    stats: Vec<(String, String)>,
+}
+
 /// How long `COSTED_KEYS` sets and then `COSTED_GETS` gets (each batch pipelined on one
 /// connection, so one worker serves it request after request) take against a
 /// slow-tier-only fogcached with the cost model `slow_cost`.
-fn time_slow_tier_sets_and_gets(
-    slow_cost: &str,
-) -> anyhow::Result<(Duration, Duration, Vec<(String, String)>)> {
+fn time_slow_tier_sets_and_gets(slow_cost: &str) -> anyhow::Result<SlowTierRun> {
     let server = ServerProcess::fogcached(&["--dram", "0", "--slow-cost", slow_cost])?;
     let mut client = RawClient::connect(server.addr())?;
     let mut sets = Vec::new();
@@ -135,7 +140,11 @@ fn time_slow_tier_sets_and_gets(
     assert_eq!(testkit::escape(&reply), testkit::escape(&gets_reply));
     let stats = client.stats("")?;
     server.stop()?;
-    Ok((sets_took, gets_took, stats))
+    Ok(SlowTierRun {
+        sets_took,
+        gets_took,
+        stats,
+    })
 }
 
 /// `--slow-cost` slows slow-tier accesses in a running server: with every item in the
@@ -145,32 +154,38 @@ fn time_slow_tier_sets_and_gets(
 #[test]
 fn slow_cost_makes_slow_tier_gets_and_sets_wait() -> anyhow::Result<()> {
     let costed = format!("read_ns={SLOW_READ_NS},write_ns={SLOW_WRITE_NS}");
-    let (sets_took, gets_took, stats) = time_slow_tier_sets_and_gets(&costed)?;
-    let (free_sets_took, free_gets_took, free_stats) = time_slow_tier_sets_and_gets("none")?;
+    let with_cost = time_slow_tier_sets_and_gets(&costed)?;
+    let without = time_slow_tier_sets_and_gets("none")?;
     println!(
-        "{COSTED_KEYS} sets: {sets_took:?} with {costed}, {free_sets_took:?} without \
-         ({:.1}x); {COSTED_GETS} gets: {gets_took:?} with, {free_gets_took:?} without ({:.1}x)",
-        sets_took.as_secs_f64() / free_sets_took.as_secs_f64(),
-        gets_took.as_secs_f64() / free_gets_took.as_secs_f64()
+        "{COSTED_KEYS} sets: {:?} with {costed}, {:?} without ({:.1}x); \
+         {COSTED_GETS} gets: {:?} with, {:?} without ({:.1}x)",
+        with_cost.sets_took,
+        without.sets_took,
+        with_cost.sets_took.as_secs_f64() / without.sets_took.as_secs_f64(),
+        with_cost.gets_took,
+        without.gets_took,
+        with_cost.gets_took.as_secs_f64() / without.gets_took.as_secs_f64()
     );
-    for (stats, model) in [(&stats, costed.as_str()), (&free_stats, "none")] {
+    for (run, model) in [(&with_cost, costed.as_str()), (&without, "none")] {
         // An explicit model is reported in full (`read_ns=..,write_ns=..,read_gbps=0,..`).
-        let reported = stat(stats, "slow_cost_model").unwrap_or_default();
+        let reported = stat(&run.stats, "slow_cost_model").unwrap_or_default();
         assert!(
             reported.starts_with(model),
             "the server runs {reported:?}, not the cost model it was given ({model})"
         );
         // Every get was served from the slow tier, so every one was charged.
-        assert_eq!(stat_u64(stats, "tier_slow_get_hits"), COSTED_GETS);
-        assert_eq!(stat_u64(stats, "tier_dram_get_hits"), 0);
+        assert_eq!(stat_u64(&run.stats, "tier_slow_get_hits"), COSTED_GETS);
+        assert_eq!(stat_u64(&run.stats, "tier_dram_get_hits"), 0);
     }
     assert!(
-        sets_took >= Duration::from_nanos(COSTED_KEYS * SLOW_WRITE_NS),
-        "{COSTED_KEYS} slow-tier sets at {SLOW_WRITE_NS} ns a write took only {sets_took:?}"
+        with_cost.sets_took >= Duration::from_nanos(COSTED_KEYS * SLOW_WRITE_NS),
+        "{COSTED_KEYS} slow-tier sets at {SLOW_WRITE_NS} ns a write took only {:?}",
+        with_cost.sets_took
     );
     assert!(
-        gets_took >= Duration::from_nanos(COSTED_GETS * SLOW_READ_NS),
-        "{COSTED_GETS} slow-tier gets at {SLOW_READ_NS} ns a read took only {gets_took:?}"
+        with_cost.gets_took >= Duration::from_nanos(COSTED_GETS * SLOW_READ_NS),
+        "{COSTED_GETS} slow-tier gets at {SLOW_READ_NS} ns a read took only {:?}",
+        with_cost.gets_took
     );
     Ok(())
 }
