@@ -139,7 +139,7 @@ const DIFFERENCES: &[Difference] = &[
         memcached: b"HD\r\nME sz exp=-1 la=0 cas=1 fetch=no cls=1 size=64\r\n",
         fogcached: b"HD\r\nME sz exp=-1 la=0 cas=1 fetch=no cls=1 size=53\r\n",
         reason: "`me`'s size= is the item's footprint in the server's own item layout \
-                 (fogcached's header is smaller than memcached's 48-byte one plus CAS).",
+                 (fogcached's item header is not memcached's).",
     },
     Difference {
         setup: b"ms la 1\r\nx\r\n",
@@ -435,14 +435,15 @@ fn quiet_mode_pipelines_and_mn_marks_the_end() -> anyhow::Result<()> {
 fn opaque_is_echoed_by_every_command_and_limited_to_32_bytes() -> anyhow::Result<()> {
     let mut pair = Pair::default_servers()?;
     pair.all_same(&[
-        b"ms op 2 O1\r\nab\r\n",
-        b"ms op 2 Oabc-DEF_123 k c\r\nab\r\n",
+        b"ms op 2 O1\r\n12\r\n",
+        b"ms op 2 Oabc-DEF_123 k c\r\n12\r\n",
         b"mg op Oz\r\n",
         b"mg op v Oz\r\n",
         b"ma op Oz\r\n",
         b"md op Oq k\r\n",
         b"md op Oq k\r\n",
         b"ma op Oq\r\n",
+        b"ms op 2\r\n12\r\n",
         b"mg op O\r\n",
         // 32 bytes with the O: the longest accepted; 33: refused.
         b"mg op O1234567890123456789012345678901\r\n",
@@ -462,7 +463,7 @@ fn base64_keys_are_decoded_and_echoed_encoded() -> anyhow::Result<()> {
         b"mg Zm9v b k v\r\n",
         b"mg Zm9v b v s k O2\r\n",
         // A binary key may hold bytes a text key cannot (NUL, space, newline).
-        b"ms AAEgCg== 2 b k\r\nhi\r\n",
+        b"ms AAEgCg== 2 b k\r\n42\r\n",
         b"mg AAEgCg== b k v\r\n",
         b"me AAEgCg== b\r\n",
         b"ma AAEgCg== b\r\n",
@@ -527,7 +528,10 @@ fn ms_flags_modes_and_cas() -> anyhow::Result<()> {
         b"ms f 1 Fx\r\nx\r\n",
         b"ms f 1 Tx\r\nx\r\n",
         b"mg f v\r\n",
-        // An empty value and a value of 2 bytes.
+        // N means nothing to a plain set (memcached 1.6.18 ignores it on every ms).
+        b"ms nset 1 N30\r\nx\r\n",
+        b"mg nset t v\r\n",
+        // An empty value.
         b"ms empty 0\r\n\r\n",
         b"mg empty v s\r\n",
     ])?;
@@ -564,13 +568,28 @@ fn ms_flags_modes_and_cas() -> anyhow::Result<()> {
 #[test]
 fn ms_value_is_binary_safe_and_must_end_with_crlf() -> anyhow::Result<()> {
     let mut pair = Pair::default_servers()?;
+    // Values holding line ends, reply terminators and any byte come back as stored.
+    for (set, get, value_reply) in [
+        (
+            &b"ms bin 9\r\na\r\nb\r\n\r\nc\r\n"[..],
+            &b"mg bin v s\r\n"[..],
+            &b"VA 9 s9\r\na\r\nb\r\n\r\nc\r\n"[..],
+        ),
+        (
+            b"ms bin2 7\r\n\r\nEND\r\n\r\n",
+            b"mg bin2 v\r\n",
+            b"VA 7\r\n\r\nEND\r\n\r\n",
+        ),
+        (
+            b"ms nul 3\r\n\x00\xff\x80\r\n",
+            b"mg nul v\r\n",
+            b"VA 3\r\n\x00\xff\x80\r\n",
+        ),
+    ] {
+        assert_eq!(pair.same(set)?, b"HD\r\n");
+        assert_eq!(escape(&pair.same(get)?), escape(value_reply));
+    }
     pair.all_same(&[
-        b"ms bin 9\r\na\r\nb\r\n\r\nc\r\n",
-        b"mg bin v s\r\n",
-        b"ms bin2 6\r\n\r\nEND\r\n\r\n",
-        b"mg bin2 v\r\n",
-        b"ms nul 3\r\n\x00\xff\x80\r\n",
-        b"mg nul v\r\n",
         // A block shorter than its length: memcached reads length + 2 bytes and finds
         // no "\r\n" at their end; what is left is read as the next command line.
         b"ms short 2\r\nabc\r\n",
@@ -869,6 +888,8 @@ fn malformed_lines_get_memcacheds_error_strings() -> anyhow::Result<()> {
         b"ms foo 3 Fx\r\nbar\r\n",
         b"ms foo 3 Cx\r\nbar\r\n",
         b"ms foo 3 Tx\r\nbar\r\n",
+        // The length is positional in 1.6.18: an `S` flag is unknown.
+        b"ms foo 3 S3\r\nbar\r\n",
         // md and ma: one message for every flag problem.
         b"md foo Z\r\n",
         b"md foo q q\r\n",

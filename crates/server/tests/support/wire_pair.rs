@@ -115,6 +115,14 @@ impl Pair {
     /// Like [`Pair::same`], with a request per server (e.g. each with its own CAS value).
     pub fn same_each(&mut self, requests: [&[u8]; 2]) -> anyhow::Result<Vec<u8>> {
         let [memcached, fogcached] = self.replies(requests)?;
+        if std::env::var_os("WIRE_TRACE").is_some() {
+            // For reading what a test really exchanged: WIRE_TRACE=1 cargo test ... --nocapture
+            eprintln!(
+                "> {}\n< {}",
+                escape(requests[FOGCACHED]),
+                escape(&fogcached)
+            );
+        }
         let memcached_pieces = self.sides[MEMCACHED].normaliser.pieces(&memcached)?;
         let fogcached_pieces = self.sides[FOGCACHED].normaliser.pieces(&fogcached)?;
         if !pieces_match(&memcached_pieces, &fogcached_pieces, SizeRule::AnyPositive) {
