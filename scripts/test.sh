@@ -17,6 +17,10 @@
 #
 # Every step runs even if an earlier one failed (except when the build itself fails), so
 # one run shows every problem; the exit status is non-zero if any step failed.
+#
+# A test that cannot check (all of) what it is for on this machine (no DAX mount, no NUMA
+# node, ...) says so through testkit's skip report, which appends `SKIP <test>: <reason>`
+# to $FOGCACHED_SKIP_LOG; the summary lists those lines, so a skip is never silent.
 set -uo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -134,6 +138,11 @@ ensure_rust
 failed_steps=()
 step_summaries=()
 
+# Tests append their skips here (testkit::report_skip); emptied for each run.
+export FOGCACHED_SKIP_LOG="${CARGO_TARGET_DIR:-$repo_root/target}/test-skips.log"
+mkdir -p "$(dirname "$FOGCACHED_SKIP_LOG")" || die "cannot create $(dirname "$FOGCACHED_SKIP_LOG")"
+: > "$FOGCACHED_SKIP_LOG" || die "cannot write $FOGCACHED_SKIP_LOG"
+
 # Runs one step, records its outcome and duration, never aborts the script.
 run_step() {
     local name="$1"
@@ -155,6 +164,15 @@ run_step() {
 print_summary() {
     printf '\n==> summary\n'
     printf '  %s\n' "${step_summaries[@]}"
+    local skips=()
+    if [ -s "$FOGCACHED_SKIP_LOG" ]; then
+        mapfile -t skips < "$FOGCACHED_SKIP_LOG"
+    fi
+    printf '\n  skipped: %s\n' "${#skips[@]}"
+    local skip
+    for skip in "${skips[@]}"; do
+        printf '    %s\n' "${skip#SKIP }"
+    done
     if [ "${#failed_steps[@]}" -gt 0 ]; then
         printf '\ntest.sh: FAILED: %s\n' "${failed_steps[*]}"
         exit 1

@@ -57,31 +57,90 @@ fn model_matches_fogcached() -> anyhow::Result<()> {
 ///
 /// memcached itself very rarely (once in ~15 000 sequences seen) answers `decr` of a
 /// number with "non-numeric value" after a long sequence, which does not happen again
-/// when the same sequence is replayed on a fresh memcached. So a failure counts only if
-/// the minimal failing sequence also fails on a fresh memcached.
+/// when the same sequence is replayed on a fresh memcached. So exactly that failure, when
+/// its minimal failing sequence passes every replay on a fresh memcached, is reported as
+/// a skip (it ended the run early, so the property is checked again with new sequences);
+/// any other failure, one that reproduces, or that flake twice in a row fails the test.
 #[test]
 fn model_matches_memcached() -> anyhow::Result<()> {
-    let server = ServerProcess::memcached(&[])?;
-    let Err(error) = check_against_model(server.addr()) else {
-        return Ok(());
-    };
-    drop(server);
-    let TestError::Fail(reason, commands) = error else {
-        anyhow::bail!("memcached run aborted: {error}");
-    };
-    let fresh = ServerProcess::memcached(&[])?;
-    match run_sequence(fresh.addr(), 0, &commands) {
-        Ok(()) => {
-            eprintln!(
-                "model_matches_memcached: a failure that a fresh memcached does not \
-                 reproduce, ignored: {reason}"
+    let mut flakes = Vec::new();
+    for attempt in 1..=MEMCACHED_ATTEMPTS {
+        let server = ServerProcess::memcached(&[])?;
+        let Err(error) = check_against_model(server.addr()) else {
+            return Ok(());
+        };
+        drop(server);
+        let TestError::Fail(reason, commands) = error else {
+            anyhow::bail!("memcached run aborted: {error}");
+        };
+        let reason = reason.to_string();
+        if !is_memcacheds_arith_flake(&reason) {
+            anyhow::bail!(
+                "memcached differs from the model: {reason}\nminimal failing input: {commands:#?}"
             );
-            Ok(())
         }
-        Err(replayed) => anyhow::bail!(
-            "memcached differs from the model: {replayed}\nminimal failing input: {commands:#?}"
-        ),
+        // Replays on a fresh server, each with keys of its own: the flake never showed
+        // on one, a wrong model shows on every one.
+        let fresh = ServerProcess::memcached(&[])?;
+        for replay in 0..FLAKE_REPLAYS {
+            if let Err(replayed) = run_sequence(fresh.addr(), replay, &commands) {
+                anyhow::bail!(
+                    "memcached differs from the model, reproduced on a fresh memcached: \
+                     {replayed}\nminimal failing input: {commands:#?}"
+                );
+            }
+        }
+        testkit::skip!(
+            "model_matches_memcached",
+            "run {attempt} of {MEMCACHED_ATTEMPTS} ended on memcached's arith flake (the minimal \
+             sequence passed {FLAKE_REPLAYS} replays on a fresh memcached); the rest of that \
+             run's sequences were not checked: {}",
+            reason.lines().next().unwrap_or_default()
+        );
+        flakes.push(reason);
     }
+    anyhow::bail!(
+        "memcached hit its arith flake in all {MEMCACHED_ATTEMPTS} runs: far more often than \
+         it does, so suspect the model: {flakes:#?}"
+    )
+}
+
+/// Runs of the memcached property: when every one ends on memcached's rare flake (see
+/// `model_matches_memcached`), the test fails.
+const MEMCACHED_ATTEMPTS: u32 = 2;
+/// Replays on a fresh memcached of a sequence that showed the flake.
+const FLAKE_REPLAYS: u64 = 3;
+/// The reply of memcached's flake: `incr`/`decr` of a number answered as if it were not
+/// one.
+const ARITH_FLAKE_REPLY: &str = "CLIENT_ERROR cannot increment or decrement non-numeric value";
+
+/// Whether a failure (`run_sequence`'s message) is memcached's known flake: the failing
+/// step is an `incr`/`decr` and memcached answered "non-numeric value". Nothing else, not
+/// a missing reply nor any other mismatch, may be ignored.
+fn is_memcacheds_arith_flake(reason: &str) -> bool {
+    let mut lines = reason.lines();
+    // "step N: <request>"
+    let step_is_arith = lines.next().is_some_and(|first| {
+        first
+            .strip_prefix("step ")
+            .and_then(|rest| rest.split_once(": "))
+            .is_some_and(|(_, request)| {
+                request.starts_with("incr ") || request.starts_with("decr ")
+            })
+    });
+    // "  actual   <reply>", worded as `mismatch_message` words it.
+    let flake_line = mismatch_message(
+        0,
+        b"",
+        b"",
+        format!("{ARITH_FLAKE_REPLY}\r\n").as_bytes(),
+        "",
+    )
+    .lines()
+    .nth(2)
+    .unwrap_or_default()
+    .to_owned();
+    step_is_arith && lines.nth(1).is_some_and(|line| line == flake_line)
 }
 
 fn check_against_model(addr: SocketAddr) -> Result<(), TestError<Vec<Command>>> {
@@ -761,6 +820,23 @@ fn mask_cas(reply: &[u8]) -> (Vec<u8>, Vec<usize>, Vec<u64>) {
     (masked, keys, uniques)
 }
 
+/// The failure of a step whose reply differs from the model's; its first lines are what
+/// `is_memcacheds_arith_flake` reads.
+fn mismatch_message(
+    step: usize,
+    request: &[u8],
+    expected: &[u8],
+    actual: &[u8],
+    transcript: &str,
+) -> String {
+    format!(
+        "step {step}: {}\n  expected {:?}\n  actual   {:?}\ntranscript:\n{transcript}",
+        escape(request),
+        escape(expected),
+        escape(actual)
+    )
+}
+
 fn run_sequence(addr: SocketAddr, run: u64, commands: &[Command]) -> Result<(), TestCaseError> {
     RUN_PREFIX.with(|prefix| prefix.set(run));
     let mut client =
@@ -793,11 +869,12 @@ fn run_sequence(addr: SocketAddr, run: u64, commands: &[Command]) -> Result<(), 
             escape(actual)
         ));
         if actual_masked != expected {
-            return Err(TestCaseError::fail(format!(
-                "step {step}: {}\n  expected {:?}\n  actual   {:?}\ntranscript:\n{transcript}",
-                escape(&request[..request.len() - SENTINEL.len()]),
-                escape(&expected),
-                escape(&actual_masked)
+            return Err(TestCaseError::fail(mismatch_message(
+                step,
+                &request[..request.len() - SENTINEL.len()],
+                &expected,
+                &actual_masked,
+                &transcript,
             )));
         }
         if is_gets {
@@ -883,4 +960,38 @@ fn mask_cas_masks_uniques_and_keeps_data() {
     assert_eq!(uniques, vec![77, 78]);
     // Not a gets reply: left as is.
     assert_eq!(mask_cas(b"ERROR\r\n").0, b"ERROR\r\n");
+}
+
+#[test]
+fn only_memcacheds_arith_flake_is_recognised_as_one() {
+    // Failures as `run_sequence` words them, and as `TestError::Fail`'s reason shows them.
+    let failure = |request: &str, actual: &str| {
+        let message = mismatch_message(7, request.as_bytes(), b"5\r\n", actual.as_bytes(), "");
+        proptest::test_runner::Reason::from(message).to_string()
+    };
+    let flake = format!("{ARITH_FLAKE_REPLY}\r\n");
+    assert!(is_memcacheds_arith_flake(&failure("decr r3k1 4", &flake)));
+    assert!(is_memcacheds_arith_flake(&failure(
+        "incr r3k1 4 noreply",
+        &flake
+    )));
+    // The same reply to another command, or another reply to decr, is a real failure.
+    assert!(!is_memcacheds_arith_flake(&failure("get r3k1", &flake)));
+    assert!(!is_memcacheds_arith_flake(&failure(
+        "decr r3k1 4",
+        "NOT_FOUND\r\n"
+    )));
+    assert!(!is_memcacheds_arith_flake(&failure(
+        "decr r3k1 4",
+        "CLIENT_ERROR invalid numeric delta argument\r\n"
+    )));
+    // Expected the flake's reply but got another: not the flake either.
+    let reversed = mismatch_message(7, b"decr r3k1 4", flake.as_bytes(), b"5\r\n", "");
+    assert!(!is_memcacheds_arith_flake(&reversed));
+    // A missing reply is never the flake.
+    let no_reply = format!(
+        "step 2: {:?}: no reply: timed out\ntranscript:\n",
+        escape(b"decr r3k1 4\r\nmn\r\n")
+    );
+    assert!(!is_memcacheds_arith_flake(&no_reply));
 }

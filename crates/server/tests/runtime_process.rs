@@ -13,14 +13,20 @@ fn version_reply() -> Vec<u8> {
     format!("VERSION {SERVER_VERSION}\r\n").into_bytes()
 }
 
-/// The resident memory of a process, from /proc (Linux).
-fn vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
+/// A `kB` field of /proc/<pid>/status (Linux): `VmRSS` (resident memory now), `VmHWM`
+/// (its peak so far).
+fn proc_status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no VmRSS in /proc/{pid}/status"))
+        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/{pid}/status"))
+}
+
+/// The resident memory of a process now.
+fn vm_rss_kib(pid: u32) -> anyhow::Result<u64> {
+    proc_status_kib(pid, "VmRSS")
 }
 
 #[test]
@@ -181,56 +187,127 @@ fn huge_line_without_newline_closes_the_connection() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Bound on how much the server's resident memory may grow while one client pipelines
+/// requests without reading: the output high-water mark (4 MiB) plus one reply being
+/// built plus socket and allocator slack, with room to spare.
+const PIPELINING_RSS_GROWTH_MAX_KIB: u64 = 64 * 1024;
+/// The value the pipelining client asks for, over and over.
+const PIPELINED_VALUE_BYTES: usize = 512 * 1024;
+/// How long the client's writes must stay blocked to count as "the server stopped
+/// reading" (a server that still reads, however slowly, opens the window again).
+const WRITES_BLOCKED_FOR: Duration = Duration::from_secs(1);
+/// Replies the client must have asked for before the test judges: an unbounded server
+/// would have had to buffer this much, far past the RSS bound.
+const REQUESTED_REPLY_BYTES_MIN: u64 = 4 * 1024 * 1024 * 1024;
+/// Upper bound for the pipelining phase.
+const PIPELINING_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A client that pipelines `get big` (a 512 KiB reply each) without ever reading: the
+/// server must stop parsing (and so reading) once its output backs up, so that its
+/// memory stays bounded however long the client goes on, and it must keep serving
+/// others meanwhile. The server's RSS is sampled all along (and its peak, VmHWM, read at
+/// the end), while the client writes until its writes stay blocked.
 #[test]
 fn client_pipelining_without_reading_does_not_grow_server_memory() -> anyhow::Result<()> {
     let server = ServerProcess::fogcached(&["-m", "64"])?;
     let pid = server.pid().ok_or_else(|| anyhow::anyhow!("no pid"))?;
-    let mut setup = RawClient::connect(server.addr())?;
-    // One 512 KiB value, then requests for it that are never read: each request line
-    // is 10 bytes and each reply over 512 KiB.
-    let mut set = b"set big 0 0 524288\r\n".to_vec();
-    set.resize(set.len() + 524_288, b'v');
+    let mut other = RawClient::connect(server.addr())?;
+    let mut set = format!("set big 0 0 {PIPELINED_VALUE_BYTES}\r\n").into_bytes();
+    set.resize(set.len() + PIPELINED_VALUE_BYTES, b'v');
     set.extend_from_slice(b"\r\n");
-    assert_eq!(setup.request(&set, b"\r\n")?, b"STORED\r\n");
+    assert_eq!(other.request(&set, b"\r\n")?, b"STORED\r\n");
+    assert_eq!(
+        other.request(b"set small 0 0 2\r\nok\r\n", b"\r\n")?,
+        b"STORED\r\n"
+    );
     let rss_before_kib = vm_rss_kib(pid)?;
+    let hwm_before_kib = proc_status_kib(pid, "VmHWM")?;
 
     let mut stream = TcpStream::connect(server.addr())?;
     stream.set_nonblocking(true)?;
     let request = b"get big\r\n";
-    let mut sent = 0usize;
-    let mut stalled_rounds = 0;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    // 20 000 gets would be 10 GiB of replies if the server buffered them.
-    let mut pipeline = Vec::new();
-    for _ in 0..20_000 {
-        pipeline.extend_from_slice(request);
-    }
-    while sent < pipeline.len() && stalled_rounds < 50 && Instant::now() < deadline {
-        match stream.write(&pipeline[sent..]) {
-            Ok(n) => {
-                sent += n;
-                stalled_rounds = 0;
+    let chunk: Vec<u8> = request.repeat(64 * 1024 / request.len());
+    let mut chunk_sent = 0usize;
+    let mut sent_bytes = 0u64;
+    let mut rss_peak_kib = rss_before_kib;
+    let mut blocked_since: Option<Instant> = None;
+    let started = Instant::now();
+    loop {
+        rss_peak_kib = rss_peak_kib.max(vm_rss_kib(pid)?);
+        if rss_peak_kib > rss_before_kib + PIPELINING_RSS_GROWTH_MAX_KIB {
+            break; // Judged below; no need to let the server grow further.
+        }
+        let requested_reply_bytes =
+            sent_bytes / request.len() as u64 * PIPELINED_VALUE_BYTES as u64;
+        if blocked_since.is_some_and(|since| since.elapsed() >= WRITES_BLOCKED_FOR)
+            && requested_reply_bytes >= REQUESTED_REPLY_BYTES_MIN
+        {
+            break;
+        }
+        if started.elapsed() >= PIPELINING_TIMEOUT {
+            break;
+        }
+        match stream.write(&chunk[chunk_sent..]) {
+            Ok(written) => {
+                sent_bytes += written as u64;
+                chunk_sent = (chunk_sent + written) % chunk.len();
+                blocked_since = None;
             }
             Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                stalled_rounds += 1;
-                std::thread::sleep(Duration::from_millis(10));
+                blocked_since.get_or_insert_with(Instant::now);
+                std::thread::sleep(Duration::from_millis(2));
             }
             Err(e) => return Err(e.into()),
         }
     }
-    let rss_after_kib = vm_rss_kib(pid)?;
-    // The bound is generous: output high water (4 MiB) + one reply + buffers.
+    let hwm_after_kib = proc_status_kib(pid, "VmHWM")?;
+    let requests_sent = sent_bytes / request.len() as u64;
+    println!(
+        "{requests_sent} gets pipelined ({} MiB of replies asked for) in {:?}; server RSS \
+         {rss_before_kib} KiB before, peak sampled {rss_peak_kib} KiB, VmHWM \
+         {hwm_before_kib} -> {hwm_after_kib} KiB",
+        (requests_sent * PIPELINED_VALUE_BYTES as u64) >> 20,
+        started.elapsed()
+    );
     assert!(
-        rss_after_kib < rss_before_kib + 64 * 1024,
-        "RSS grew from {rss_before_kib} KiB to {rss_after_kib} KiB"
+        rss_peak_kib <= rss_before_kib + PIPELINING_RSS_GROWTH_MAX_KIB,
+        "server RSS grew from {rss_before_kib} KiB to {rss_peak_kib} KiB for a client \
+         that does not read"
+    );
+    // The peak between samples too.
+    assert!(
+        hwm_after_kib <= hwm_before_kib.max(rss_before_kib) + PIPELINING_RSS_GROWTH_MAX_KIB,
+        "server peak RSS went from {hwm_before_kib} KiB to {hwm_after_kib} KiB"
+    );
+    assert!(
+        blocked_since.is_some_and(|since| since.elapsed() >= WRITES_BLOCKED_FOR),
+        "the client's writes never stayed blocked for {WRITES_BLOCKED_FOR:?} within \
+         {PIPELINING_TIMEOUT:?}: the server kept reading requests it cannot answer \
+         ({requests_sent} sent)"
+    );
+    assert!(
+        requests_sent * PIPELINED_VALUE_BYTES as u64 >= REQUESTED_REPLY_BYTES_MIN,
+        "only {requests_sent} requests were sent: not enough to tell a bounded server"
     );
     // The server is still serving others meanwhile.
-    assert_eq!(setup.request(b"version\r\n", b"\r\n")?, version_reply());
-    // And the slow client gets correct replies when it finally reads.
+    assert_eq!(other.request(b"version\r\n", b"\r\n")?, version_reply());
+    assert_eq!(
+        other.request(b"get small\r\n", b"END\r\n")?,
+        b"VALUE small 0 2\r\nok\r\nEND\r\n"
+    );
+    // And the client that did not read gets whole, correct replies once it does.
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut head = vec![0u8; 24];
-    stream.read_exact(&mut head)?;
-    assert_eq!(&head, b"VALUE big 0 524288\r\nvvvv");
+    let header = format!("VALUE big 0 {PIPELINED_VALUE_BYTES}\r\n");
+    let mut reply = vec![0u8; header.len() + PIPELINED_VALUE_BYTES + b"\r\nEND\r\n".len()];
+    stream.read_exact(&mut reply)?;
+    assert_eq!(&reply[..header.len()], header.as_bytes());
+    assert!(reply[header.len()..header.len() + PIPELINED_VALUE_BYTES]
+        .iter()
+        .all(|b| *b == b'v'));
+    assert_eq!(
+        &reply[header.len() + PIPELINED_VALUE_BYTES..],
+        b"\r\nEND\r\n"
+    );
     Ok(())
 }

@@ -417,6 +417,54 @@ pub fn stat<'a>(stats: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .map(|(_, v)| v.as_str())
 }
 
+/// The environment variable naming the file that [`report_skip`] appends its lines to;
+/// `scripts/test.sh` sets it and lists the lines under its summary.
+pub const SKIP_LOG_ENV: &str = "FOGCACHED_SKIP_LOG";
+
+/// Says that a test did not check (all of) what it is for, and why: prints
+/// `SKIP <test>: <reason>` on stderr and appends the same line to the file
+/// `$FOGCACHED_SKIP_LOG` names, so that a skip is counted in the CI summary instead of
+/// passing silently (the test harness hides a passing test's stderr). Use it through
+/// [`skip!`](crate::skip), which names the test by its module path.
+///
+/// A skip is for a precondition this machine lacks (no DAX mount, no NUMA node), never
+/// for a failure: a problem the test can see must fail it.
+pub fn report_skip(test: &str, reason: &str) {
+    // One line per skip, whatever the reason holds.
+    let reason = reason.replace(['\r', '\n'], " ");
+    let line = format!("SKIP {test}: {reason}\n");
+    eprint!("{line}");
+    let Some(path) = std::env::var_os(SKIP_LOG_ENV) else {
+        return;
+    };
+    let appended = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        // One write of a short line with O_APPEND: lines from tests running in parallel
+        // processes do not interleave.
+        .and_then(|mut file| file.write_all(line.as_bytes()));
+    if let Err(error) = appended {
+        // The skip is still on stderr; losing it from the summary must not pass quietly.
+        panic!(
+            "cannot append the skip to {} (${SKIP_LOG_ENV}): {error}",
+            Path::new(&path).display()
+        );
+    }
+}
+
+/// `skip!("test_name", "reason {}", args)`: [`report_skip`] with the test named
+/// `<module path>::test_name`.
+#[macro_export]
+macro_rules! skip {
+    ($test:expr, $($reason:tt)+) => {
+        $crate::report_skip(
+            &format!("{}::{}", module_path!(), $test),
+            &format!($($reason)+),
+        )
+    };
+}
+
 /// What an external tool (`memccapable`, `memcaslap`, ...) did: its exit status and all
 /// it printed.
 pub struct ToolRun {
@@ -471,6 +519,29 @@ fn read_all(mut pipe: impl Read) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_skip_is_appended_to_the_skip_log() -> anyhow::Result<()> {
+        let log = std::env::temp_dir().join(format!("testkit-skips-{}.log", std::process::id()));
+        let _ = std::fs::remove_file(&log);
+        // The only test in this crate that touches the variable, so no other thread
+        // reads it meanwhile.
+        let previous = std::env::var_os(SKIP_LOG_ENV);
+        std::env::set_var(SKIP_LOG_ENV, &log);
+        report_skip("a::b", "no node0\nhere");
+        crate::skip!("c", "reason {}", 2);
+        match previous {
+            Some(value) => std::env::set_var(SKIP_LOG_ENV, value),
+            None => std::env::remove_var(SKIP_LOG_ENV),
+        }
+        let written = std::fs::read_to_string(&log)?;
+        std::fs::remove_file(&log)?;
+        assert_eq!(
+            written,
+            "SKIP a::b: no node0 here\nSKIP testkit::tests::c: reason 2\n"
+        );
+        Ok(())
+    }
 
     #[test]
     fn read_until_keeps_pipelined_rest() -> anyhow::Result<()> {

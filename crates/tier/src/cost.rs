@@ -234,6 +234,11 @@ pub(crate) fn busy_wait_ns(ns: u64) {
         tsc::spin(ns, ticks_per_ns);
         return;
     }
+    spin_on_instant(ns);
+}
+
+/// The portable spin: polls the monotonic clock until `ns` nanoseconds have passed.
+fn spin_on_instant(ns: u64) {
     let start = Instant::now();
     let target = Duration::from_nanos(ns);
     // Terminates: the monotonic clock advances and `target` is finite.
@@ -305,16 +310,38 @@ mod tsc {
 
     #[cfg(test)]
     mod tests {
+        use std::time::{Duration, Instant};
+
+        /// The TSC spin, with the calibrated rate, lasts at least what it was asked for.
+        /// A rate calibrated too low (or a spin that gives up early) makes every
+        /// emulated access cheaper than the model says. A lower bound only: a busy
+        /// machine makes a spin longer, never shorter.
         #[test]
-        fn calibration_is_plausible_or_absent() {
-            if let Some(ticks_per_ns) = super::ticks_per_ns() {
-                assert!(
-                    ticks_per_ns.is_finite() && ticks_per_ns > 0.1,
-                    "{ticks_per_ns}"
+        fn tsc_spin_lasts_at_least_the_requested_time() {
+            let Some(ticks_per_ns) = super::ticks_per_ns() else {
+                testkit::skip!(
+                    "tsc_spin_lasts_at_least_the_requested_time",
+                    "the TSC is not invariant (no constant_tsc and nonstop_tsc in \
+                     /proc/cpuinfo): waits use the Instant spin, the TSC spin is untested"
                 );
+                return;
+            };
+            assert!(
+                ticks_per_ns.is_finite() && (0.1..20.0).contains(&ticks_per_ns),
+                "{ticks_per_ns}"
+            );
+            const SPINS: u64 = 200;
+            const SPIN_NS: u64 = 10_000;
+            let start = Instant::now();
+            for _ in 0..SPINS {
+                super::spin(SPIN_NS, ticks_per_ns);
             }
-            // A wait returns (whatever the clock path).
-            super::super::busy_wait_ns(500);
+            let elapsed = start.elapsed();
+            assert!(
+                elapsed >= Duration::from_nanos(SPINS * SPIN_NS),
+                "{SPINS} spins of {SPIN_NS} ns took only {elapsed:?} \
+                 (calibrated at {ticks_per_ns} ticks/ns)"
+            );
         }
     }
 }
@@ -396,6 +423,63 @@ mod tests {
         assert!(err("read_ns=1,oops").contains("expected key=value"));
         assert!(err(",,=").contains("unknown cost key"));
         assert!(err("").contains("unknown cost preset"));
+    }
+
+    /// Accesses charged with `CostModel` latencies take at least count x latency of wall
+    /// clock, through the path the engine uses (`Region::charge_*`) and whichever clock
+    /// the spin reads. A lower bound only: on a busy machine a spin lasts longer, never
+    /// shorter.
+    #[test]
+    fn charged_accesses_wait_at_least_their_cost() {
+        const ACCESSES: u64 = 200;
+        const READ_NS: u64 = 10_000;
+        const WRITE_NS: u64 = 20_000;
+        let cost = CostModel::parse(&format!("read_ns={READ_NS},write_ns={WRITE_NS}")).unwrap();
+        let region = crate::Region::open(&crate::RegionSpec {
+            size_bytes: crate::PAGE_SIZE_BYTES,
+            backing: crate::RegionBacking::Heap,
+            cost,
+        })
+        .unwrap();
+        let base = region.base_ptr().as_ptr();
+        // The first costed wait calibrates the TSC (a 2 ms spin of its own): done here,
+        // outside the timing, so that it cannot make up for waits that are too short.
+        busy_wait_ns(1);
+        let start = Instant::now();
+        for _ in 0..ACCESSES {
+            region.charge_read(base, 64);
+        }
+        let reads_took = start.elapsed();
+        let start = Instant::now();
+        for _ in 0..ACCESSES {
+            region.charge_write(base, 64);
+        }
+        let writes_took = start.elapsed();
+        assert!(
+            reads_took >= Duration::from_nanos(ACCESSES * READ_NS),
+            "{ACCESSES} reads at {READ_NS} ns took only {reads_took:?}"
+        );
+        assert!(
+            writes_took >= Duration::from_nanos(ACCESSES * WRITE_NS),
+            "{ACCESSES} writes at {WRITE_NS} ns took only {writes_took:?}"
+        );
+    }
+
+    /// The portable spin (what runs without an invariant TSC) lasts at least what it
+    /// was asked for.
+    #[test]
+    fn instant_spin_lasts_at_least_the_requested_time() {
+        const SPINS: u64 = 200;
+        const SPIN_NS: u64 = 10_000;
+        let start = Instant::now();
+        for _ in 0..SPINS {
+            spin_on_instant(SPIN_NS);
+        }
+        let elapsed = start.elapsed();
+        assert!(
+            elapsed >= Duration::from_nanos(SPINS * SPIN_NS),
+            "{SPINS} spins of {SPIN_NS} ns took only {elapsed:?}"
+        );
     }
 
     #[test]

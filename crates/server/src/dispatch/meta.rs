@@ -94,7 +94,7 @@ fn meta_get(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>)
     let options = ReadOptions {
         touch_exptime: flags.exptime,
         no_bump: flags.no_bump,
-        vivify_exptime: flags.vivify_exptime,
+        vivify_exptime: created_item_exptime(flags),
         recache_below_s: flags.recache_below_s,
         is_touch_command: flags.exptime.is_some(),
         // memcached 1.6.18 counts an `mg T` hit as a touch but its miss as a get miss.
@@ -131,6 +131,22 @@ fn meta_get(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>)
             }
         }
     }
+}
+
+/// The exptime of an item that `N` creates on a miss. memcached applies `N` and `T` to
+/// the new item in the order the client sent them, so a `T` after the `N` wins
+/// (`mg k N100 T50` creates an item with 50 s to live, `mg k T50 N100` one with 100 s).
+fn created_item_exptime(flags: &MetaFlags<'_>) -> Option<i64> {
+    let vivify_exptime = flags.vivify_exptime?;
+    let last_of_n_and_t = flags
+        .in_order()
+        .iter()
+        .rev()
+        .find(|&&flag| flag == b'N' || flag == b'T');
+    Some(match flags.exptime {
+        Some(exptime) if last_of_n_and_t == Some(&b'T') => exptime,
+        _ => vivify_exptime,
+    })
 }
 
 fn write_hit(
@@ -322,7 +338,7 @@ fn meta_arith(
     // does not say which one happened: try the update first, and create only on a miss.
     let mut outcome = engine.arith(key.as_bytes(), &options);
     let mut created = false;
-    if let (ArithOutcome::NotFound, Some(exptime)) = (outcome, flags.vivify_exptime) {
+    if let (ArithOutcome::NotFound, Some(exptime)) = (outcome, created_item_exptime(flags)) {
         options.vivify = Some((flags.initial.unwrap_or(0), exptime));
         outcome = engine.arith(key.as_bytes(), &options);
         created = true;

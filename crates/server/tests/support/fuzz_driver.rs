@@ -7,9 +7,6 @@ use engine::{Engine, EngineConfig, ManualClock};
 use server::dispatch;
 use server::session::{ServerSettings, ServerStats, Session, Step};
 
-/// Dispatcher calls per input before the driver stops (each consumes at least a byte
-/// unless it asks for more input, so this bounds the loop).
-const STEPS_MAX: usize = 100_000;
 /// Reply bytes a single input may produce: replies are bounded by what was stored.
 const OUTPUT_MAX_BYTES: usize = 64 * 1024 * 1024;
 
@@ -29,13 +26,18 @@ pub fn drive(input: &[u8]) {
     let mut out = Vec::new();
     let mut at = 0;
     let mut swallow = 0usize;
-    for _ in 0..STEPS_MAX {
+    // Every step must move through the input (consume a byte, or set bytes to swallow),
+    // so the input is used up within input.len() + 1 steps; a step that does not is the
+    // livelock the runtime would spin in, and fails here instead of being cut short.
+    let mut finished = false;
+    for _ in 0..=input.len() {
         if swallow > 0 {
             let skipped = swallow.min(input.len() - at);
             at += skipped;
             swallow -= skipped;
         }
         if at >= input.len() {
+            finished = true;
             break;
         }
         let rest = &input[at..];
@@ -66,12 +68,25 @@ pub fn drive(input: &[u8]) {
                     "consumed {consumed} of {}",
                     rest.len()
                 );
+                assert!(
+                    consumed > 0 || bytes > 0,
+                    "a swallow of nothing after consuming nothing makes no progress"
+                );
                 at += consumed;
                 swallow = bytes;
             }
-            Step::NeedMore | Step::Close | Step::Shutdown => break,
+            Step::NeedMore | Step::Close | Step::Shutdown => {
+                finished = true;
+                break;
+            }
         }
     }
+    assert!(
+        finished,
+        "{} steps did not get through {} bytes of input",
+        input.len() + 1,
+        input.len()
+    );
     // Whatever came before, the engine still serves a fresh request correctly.
     let mut probe = Vec::new();
     let mut session = Session {
