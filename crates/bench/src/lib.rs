@@ -201,8 +201,8 @@ fn describe(config: &RunConfig, options: BenchOptions) -> BTreeMap<String, serde
     );
     put("rate_per_s", json!(config.rate_per_s));
     put("distribution", json!(config.distribution.name()));
-    if let workload::KeyDistribution::ScrambledZipfian { zipf, .. } = &config.distribution {
-        put("zipf_theta", json!(zipf.theta()));
+    if let workload::KeyDistribution::ScrambledZipfian(scrambled) = &config.distribution {
+        put("zipf_theta", json!(scrambled.zipf().theta()));
     }
     if let workload::KeyDistribution::AlternatingHotSet {
         hot_first,

@@ -117,7 +117,7 @@ enum ProtocolArg {
 #[derive(ValueEnum, Debug, Clone, Copy)]
 enum DistributionArg {
     Uniform,
-    /// Scrambled zipfian (YCSB-style) with --zipf-theta.
+    /// Scrambled zipfian (YCSB-style) with --zipf-theta; --seed draws the scramble.
     Zipf,
     /// Every other request from the hot range [--hot-first, +--hot-keys) (seed 000, 5.2).
     Hotset,
@@ -248,7 +248,9 @@ fn config_from(args: &RunArgs) -> anyhow::Result<RunConfig> {
     }
     let distribution = match args.distribution {
         DistributionArg::Uniform => KeyDistribution::uniform(args.keys)?,
-        DistributionArg::Zipf => KeyDistribution::scrambled_zipfian(args.keys, args.zipf_theta)?,
+        DistributionArg::Zipf => {
+            KeyDistribution::scrambled_zipfian(args.keys, args.zipf_theta, args.seed)?
+        }
         DistributionArg::Hotset => {
             KeyDistribution::alternating_hot_set(args.keys, args.hot_first, args.hot_keys)?
         }

@@ -719,6 +719,9 @@ fn footprint_mib(keys: u64, value_bytes: u64) -> u64 {
     (keys * item_bytes * 5 / 4).div_ceil(MIB) + 8
 }
 
+/// The `--seed` of every experiment's closed-loop runs (it also draws the zipf scramble).
+const BASE_SEED: u64 = 1;
+
 fn base_run_config(ctx: &Lab, keys: u64, distribution: KeyDistribution) -> RunConfig {
     RunConfig {
         // Replaced by each configuration's server address.
@@ -734,7 +737,7 @@ fn base_run_config(ctx: &Lab, keys: u64, distribution: KeyDistribution) -> RunCo
         ttl_s: 0,
         key_prefix: format!("fr{keys}:"),
         verify: true,
-        seed: 1,
+        seed: BASE_SEED,
         pipeline_max: 64,
         load_timeout: Duration::from_secs(1800),
         origin: None,
@@ -1097,7 +1100,11 @@ fn ycsb(ctx: &Lab) -> anyhow::Result<String> {
             duration,
             get_ratio,
             connections: ctx.connections(32),
-            ..base_run_config(ctx, keys, KeyDistribution::scrambled_zipfian(keys, 0.99)?)
+            ..base_run_config(
+                ctx,
+                keys,
+                KeyDistribution::scrambled_zipfian(keys, 0.99, BASE_SEED)?,
+            )
         };
         let mut results = Vec::new();
         for (index, config) in configs.iter().enumerate() {
@@ -1343,7 +1350,11 @@ fn edge_cloud(ctx: &Lab) -> anyhow::Result<String> {
             server: origin.addr,
             delay: Duration::from_millis(1),
         }),
-        ..base_run_config(ctx, keys, KeyDistribution::scrambled_zipfian(keys, 0.99)?)
+        ..base_run_config(
+            ctx,
+            keys,
+            KeyDistribution::scrambled_zipfian(keys, 0.99, BASE_SEED)?,
+        )
     };
     let mut results = Vec::new();
     for (index, config) in configs.iter().enumerate() {

@@ -28,6 +28,10 @@ use crate::workload::{
     ValueSize,
 };
 
+/// The random stream of connection 0 under `--seed`; connection i takes the stream after
+/// it by i. Far above the streams the key distributions draw their own setup from (the
+/// zipf permutation), so no connection repeats those draws.
+const CONNECTION_STREAM_FIRST: u64 = 1 << 32;
 /// How long, after the end of a phase, outstanding replies are still awaited.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Longest a single poll sleeps, so that the end of a phase is noticed promptly.
@@ -284,7 +288,7 @@ fn connect_all(config: &RunConfig, first_index: usize, count: usize) -> anyhow::
             links,
             keys: KeyGenerator::new(config.distribution.clone()),
             // Distinct, reproducible streams per connection.
-            rng: Rng::new(config.seed ^ index.wrapping_mul(0xA076_1D64_78BD_642F)),
+            rng: Rng::new(config.seed, CONNECTION_STREAM_FIRST + index),
             next_due: Instant::now(),
             alive: true,
             origin,

@@ -1,5 +1,7 @@
-//! Pure, seeded workload generators: key choice, value sizes, operation mix and the
-//! checkable value pattern used by `--verify`.
+//! Pure, seeded workload generators: value sizes, operation mix and the checkable value
+//! pattern used by `--verify`. Key choice (uniform, scrambled zipfian, the alternating
+//! hot set) and the random number generator are the workspace's `workload` crate,
+//! shared with fogsim, and re-exported here.
 //!
 //! Nothing here touches the network or the clock, so every distribution can be tested
 //! by counting draws from a fixed seed.
@@ -10,43 +12,10 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 
-/// SplitMix64: tiny, fast, and good enough for load generation; seeded per connection so
-/// a run is reproducible for a given `--seed` and connection count.
-#[derive(Debug, Clone)]
-pub struct Rng {
-    state: u64,
-}
+pub use ::workload::{KeyDistribution, KeyGenerator, Rng};
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng { state: seed }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn next_f64(&mut self) -> f64 {
-        // 53 random mantissa bits.
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in [0, n); `n == 0` yields 0.
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            return 0;
-        }
-        // Multiply-shift: unbiased enough for load generation and free of a division.
-        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
-    }
-}
-
-/// 64-bit FNV-1a of the little-endian bytes of `value` (YCSB's scrambling hash).
+/// 64-bit FNV-1a of the little-endian bytes of `value`: spreads the value pattern's
+/// starting offset over the alphabet by key.
 pub fn fnv1a_64(value: u64) -> u64 {
     let mut hash: u64 = 0xCBF2_9CE4_8422_2325;
     for byte in value.to_le_bytes() {
@@ -54,178 +23,6 @@ pub fn fnv1a_64(value: u64) -> u64 {
         hash = hash.wrapping_mul(0x0000_0100_0000_01B3);
     }
     hash
-}
-
-/// Zipfian over ranks [0, n) with exponent `theta` in (0, 1), rank 0 the most popular
-/// (Gray et al., "Quickly generating billion-record synthetic databases", as in YCSB's
-/// `ZipfianGenerator`).
-#[derive(Debug, Clone)]
-pub struct Zipfian {
-    items: u64,
-    theta: f64,
-    alpha: f64,
-    zeta_n: f64,
-    eta: f64,
-}
-
-/// Above this many keys, computing zeta(n) exactly (O(n)) would delay the start noticeably.
-const ZIPF_MAX_ITEMS: u64 = 100_000_000;
-
-impl Zipfian {
-    pub fn new(items: u64, theta: f64) -> anyhow::Result<Zipfian> {
-        if items < 2 {
-            bail!("zipfian needs at least 2 keys, got {items}");
-        }
-        if items > ZIPF_MAX_ITEMS {
-            bail!("zipfian supports at most {ZIPF_MAX_ITEMS} keys, got {items}");
-        }
-        if !(theta > 0.0 && theta < 1.0) {
-            bail!("zipfian theta must be in (0, 1), got {theta}");
-        }
-        let zeta_n = zeta(items, theta);
-        let zeta_2 = zeta(2, theta);
-        let eta = (1.0 - (2.0 / items as f64).powf(1.0 - theta)) / (1.0 - zeta_2 / zeta_n);
-        Ok(Zipfian {
-            items,
-            theta,
-            alpha: 1.0 / (1.0 - theta),
-            zeta_n,
-            eta,
-        })
-    }
-
-    pub fn theta(&self) -> f64 {
-        self.theta
-    }
-
-    /// The exact probability of `rank` under this distribution (for tests and reports).
-    pub fn probability(&self, rank: u64) -> f64 {
-        1.0 / ((rank + 1) as f64).powf(self.theta) / self.zeta_n
-    }
-
-    pub fn next_rank(&self, rng: &mut Rng) -> u64 {
-        let u = rng.next_f64();
-        let uz = u * self.zeta_n;
-        if uz < 1.0 {
-            return 0;
-        }
-        if uz < 1.0 + 0.5f64.powf(self.theta) {
-            return 1;
-        }
-        let rank = (self.items as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
-        rank.min(self.items - 1)
-    }
-}
-
-fn zeta(n: u64, theta: f64) -> f64 {
-    (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum()
-}
-
-/// How the run phase picks keys in [0, keys).
-#[derive(Debug, Clone)]
-pub enum KeyDistribution {
-    Uniform {
-        keys: u64,
-    },
-    /// Zipfian ranks scattered over the key space by FNV-1a, so that the popular keys are
-    /// not neighbours (YCSB's `ScrambledZipfianGenerator`, but over exactly `keys` ranks
-    /// instead of YCSB's fixed 10^10 so that any theta works; distinct ranks may hash to
-    /// the same key, as in YCSB).
-    ScrambledZipfian {
-        keys: u64,
-        zipf: Zipfian,
-    },
-    /// Seed 000 section 5.2: every other request is uniform over all keys, the others
-    /// uniform over the fixed hot range [hot_first, hot_first + hot_keys).
-    AlternatingHotSet {
-        keys: u64,
-        hot_first: u64,
-        hot_keys: u64,
-    },
-}
-
-impl KeyDistribution {
-    pub fn uniform(keys: u64) -> anyhow::Result<KeyDistribution> {
-        if keys == 0 {
-            bail!("the key count must be at least 1");
-        }
-        Ok(KeyDistribution::Uniform { keys })
-    }
-
-    pub fn scrambled_zipfian(keys: u64, theta: f64) -> anyhow::Result<KeyDistribution> {
-        let zipf = Zipfian::new(keys, theta).context("building the zipfian distribution")?;
-        Ok(KeyDistribution::ScrambledZipfian { keys, zipf })
-    }
-
-    pub fn alternating_hot_set(
-        keys: u64,
-        hot_first: u64,
-        hot_keys: u64,
-    ) -> anyhow::Result<KeyDistribution> {
-        let hot_end = hot_first.checked_add(hot_keys);
-        if keys == 0 || hot_keys == 0 || !matches!(hot_end, Some(end) if end <= keys) {
-            bail!("the hot range [{hot_first}, +{hot_keys}) must be non-empty and inside the {keys} keys");
-        }
-        Ok(KeyDistribution::AlternatingHotSet {
-            keys,
-            hot_first,
-            hot_keys,
-        })
-    }
-
-    pub fn keys(&self) -> u64 {
-        match self {
-            KeyDistribution::Uniform { keys }
-            | KeyDistribution::ScrambledZipfian { keys, .. }
-            | KeyDistribution::AlternatingHotSet { keys, .. } => *keys,
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            KeyDistribution::Uniform { .. } => "uniform",
-            KeyDistribution::ScrambledZipfian { .. } => "zipf",
-            KeyDistribution::AlternatingHotSet { .. } => "hotset",
-        }
-    }
-}
-
-/// One stream of key ids (one per connection): the distribution plus its own state.
-#[derive(Debug, Clone)]
-pub struct KeyGenerator {
-    distribution: KeyDistribution,
-    draws: u64,
-}
-
-impl KeyGenerator {
-    pub fn new(distribution: KeyDistribution) -> KeyGenerator {
-        KeyGenerator {
-            distribution,
-            draws: 0,
-        }
-    }
-
-    pub fn next_key(&mut self, rng: &mut Rng) -> u64 {
-        let draw = self.draws;
-        self.draws = self.draws.wrapping_add(1);
-        match &self.distribution {
-            KeyDistribution::Uniform { keys } => rng.below(*keys),
-            KeyDistribution::ScrambledZipfian { keys, zipf } => {
-                fnv1a_64(zipf.next_rank(rng)) % keys
-            }
-            KeyDistribution::AlternatingHotSet {
-                keys,
-                hot_first,
-                hot_keys,
-            } => {
-                if draw & 1 == 0 {
-                    rng.below(*keys)
-                } else {
-                    hot_first + rng.below(*hot_keys)
-                }
-            }
-        }
-    }
 }
 
 /// Value sizes of writes, in bytes.
@@ -504,175 +301,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn zipf_frequencies_match_the_exact_probabilities() {
-        let zipf = Zipfian::new(1000, 0.99).unwrap();
-        let mut rng = Rng::new(42);
-        let draws = 400_000u64;
-        let mut counts = vec![0u64; 1000];
-        for _ in 0..draws {
-            counts[zipf.next_rank(&mut rng) as usize] += 1;
-        }
-        // Ranks 0 and 1 are exact in Gray's method; later ranks are approximated, so
-        // compare them in groups with a looser bound.
-        for rank in 0..2u64 {
-            let expected = zipf.probability(rank) * draws as f64;
-            let seen = counts[rank as usize] as f64;
-            assert!(
-                (seen - expected).abs() / expected < 0.03,
-                "rank {rank}: {seen} vs {expected}"
-            );
-        }
-        for (first, last) in [(2u64, 10u64), (10, 100), (100, 1000)] {
-            let expected: f64 =
-                (first..last).map(|r| zipf.probability(r)).sum::<f64>() * draws as f64;
-            let seen: u64 = counts[first as usize..last as usize].iter().sum();
-            let error = (seen as f64 - expected).abs() / expected;
-            assert!(
-                error < 0.10,
-                "ranks {first}..{last}: {seen} vs {expected:.0}"
-            );
-        }
-    }
-
-    #[test]
-    fn scrambled_zipf_spreads_popular_keys_but_keeps_the_skew() {
-        let keys = 10_000;
-        let dist = KeyDistribution::scrambled_zipfian(keys, 0.99).unwrap();
-        let mut generator = KeyGenerator::new(dist);
-        let mut rng = Rng::new(7);
-        let mut counts = vec![0u64; keys as usize];
-        let draws = 200_000;
-        for _ in 0..draws {
-            let key = generator.next_key(&mut rng);
-            assert!(key < keys);
-            counts[key as usize] += 1;
-        }
-        // The hottest key is where rank 0 hashes to, not key 0.
-        let hottest = (0..keys as usize).max_by_key(|&k| counts[k]).unwrap() as u64;
-        assert_eq!(hottest, fnv1a_64(0) % keys);
-        assert_ne!(hottest, 0);
-        // Its share matches rank 0's probability (plus any rank colliding with it).
-        let zipf = Zipfian::new(keys, 0.99).unwrap();
-        let share = counts[hottest as usize] as f64 / draws as f64;
-        assert!(share >= zipf.probability(0) * 0.95 && share < zipf.probability(0) * 1.2);
-    }
-
-    #[test]
-    fn hot_set_alternates_every_other_request() {
-        let dist = KeyDistribution::alternating_hot_set(100_000, 20_000, 5_000).unwrap();
-        let mut generator = KeyGenerator::new(dist);
-        let mut rng = Rng::new(3);
-        let draws = 100_000;
-        let mut in_hot_on_even = 0u64;
-        for i in 0..draws {
-            let key = generator.next_key(&mut rng);
-            assert!(key < 100_000);
-            let hot = (20_000..25_000).contains(&key);
-            if i % 2 == 1 {
-                assert!(hot, "draw {i} ({key}) must come from the hot range");
-            } else if hot {
-                in_hot_on_even += 1;
-            }
-        }
-        // The uniform half lands in the hot range with probability 5%.
-        let share = in_hot_on_even as f64 / (draws / 2) as f64;
-        assert!((share - 0.05).abs() < 0.005, "share {share}");
-    }
-
-    #[test]
-    fn scrambled_zipf_scatters_the_hottest_ranks_over_the_key_space() {
-        // The 100 most popular ranks land all over the key space, not in its first 1%:
-        // each tenth of the key space gets some, none gets a large share.
-        let keys = 100_000u64;
-        let mut per_tenth = [0u32; 10];
-        for rank in 0..100u64 {
-            per_tenth[(fnv1a_64(rank) % keys * 10 / keys) as usize] += 1;
-        }
-        assert!(
-            per_tenth.iter().all(|&n| (2..=25).contains(&n)),
-            "{per_tenth:?}"
-        );
-        // The same holds for the keys a generator actually draws most often.
-        let dist = KeyDistribution::scrambled_zipfian(keys, 0.99).unwrap();
-        let mut generator = KeyGenerator::new(dist);
-        let mut rng = Rng::new(11);
-        let mut counts = std::collections::HashMap::new();
-        for _ in 0..300_000 {
-            *counts.entry(generator.next_key(&mut rng)).or_insert(0u64) += 1;
-        }
-        let mut by_count: Vec<(u64, u64)> = counts.into_iter().collect();
-        by_count.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let hottest: Vec<u64> = by_count.iter().take(20).map(|&(key, _)| key).collect();
-        let top_ranks: Vec<u64> = (0..20).map(|r| fnv1a_64(r) % keys).collect();
-        // The 5 hottest keys are exactly where ranks 0..5 hash to.
-        for key in &hottest[..5] {
-            assert!(top_ranks[..5].contains(key), "{hottest:?} vs {top_ranks:?}");
-        }
-        let spread = hottest.iter().max().unwrap() - hottest.iter().min().unwrap();
-        assert!(spread > keys / 2, "hot keys bunched together: {hottest:?}");
-    }
-
-    #[test]
-    fn hot_set_alternates_exactly_and_the_cold_draws_cover_the_rest() {
-        let (keys, hot_first, hot_keys) = (2_000u64, 500u64, 200u64);
-        let dist = KeyDistribution::alternating_hot_set(keys, hot_first, hot_keys).unwrap();
-        let mut generator = KeyGenerator::new(dist);
-        let mut rng = Rng::new(9);
-        let mut cold_seen = vec![false; keys as usize];
-        let mut hot_counts = vec![0u64; hot_keys as usize];
-        for i in 0..100_000u64 {
-            let key = generator.next_key(&mut rng);
-            assert!(key < keys);
-            let hot = (hot_first..hot_first + hot_keys).contains(&key);
-            if i % 2 == 1 {
-                assert!(hot, "draw {i} ({key}) must come from the hot range");
-                hot_counts[(key - hot_first) as usize] += 1;
-            } else {
-                cold_seen[key as usize] = true;
-            }
-        }
-        // The other half is uniform over all keys: every key outside the hot range is
-        // drawn (25 times each on average).
-        let outside_missed: Vec<usize> = (0..keys as usize)
-            .filter(|&k| !(hot_first..hot_first + hot_keys).contains(&(k as u64)))
-            .filter(|&k| !cold_seen[k])
-            .collect();
-        assert!(outside_missed.is_empty(), "never drawn: {outside_missed:?}");
-        // And the hot half is uniform over the hot range (250 each on average).
-        assert!(
-            hot_counts.iter().all(|&n| (150..350).contains(&n)),
-            "{hot_counts:?}"
-        );
-    }
-
-    #[test]
-    fn uniform_covers_the_key_space_evenly() {
-        let mut generator = KeyGenerator::new(KeyDistribution::uniform(10).unwrap());
-        let mut rng = Rng::new(1);
-        let mut counts = [0u64; 10];
-        for _ in 0..100_000 {
-            counts[generator.next_key(&mut rng) as usize] += 1;
-        }
-        for count in counts {
-            assert!((9_500..10_500).contains(&count), "{counts:?}");
-        }
-    }
-
-    #[test]
-    fn invalid_distributions_are_refused() {
-        assert!(Zipfian::new(100, 1.0).is_err());
-        assert!(Zipfian::new(1, 0.5).is_err());
-        assert!(KeyDistribution::alternating_hot_set(100, 90, 20).is_err());
-        assert!(KeyDistribution::alternating_hot_set(100, u64::MAX, 2).is_err());
-        assert!(KeyDistribution::uniform(0).is_err());
-    }
-
-    #[test]
     fn value_sizes_parse_and_stay_in_bounds() {
         assert_eq!(ValueSize::parse("1024").unwrap(), ValueSize::Fixed(1024));
         let sizes = ValueSize::parse("10-20").unwrap();
         assert_eq!(sizes, ValueSize::Uniform { min: 10, max: 20 });
-        let mut rng = Rng::new(5);
+        let mut rng = Rng::new(5, 0);
         let mut seen = [false; 21];
         for _ in 0..10_000 {
             let size = sizes.next_size(&mut rng);
@@ -694,7 +327,7 @@ mod tests {
         let size = ValueSize::Empirical(Arc::new(sizes));
         assert_eq!(size.bounds(), (100, 5000));
         assert_eq!(size.describe(), "file:sizes.txt");
-        let mut rng = Rng::new(17);
+        let mut rng = Rng::new(17, 0);
         let draws = 100_000;
         let mut counts = std::collections::BTreeMap::new();
         for _ in 0..draws {

@@ -1,17 +1,20 @@
 //! fogsim: drives the fogcached engine in one process with a seeded YCSB-style workload
 //! (no network, no background threads, a manual clock) and measures tier placement by
-//! counting: the share of get hits served from DRAM, slow-tier 64-byte lines read per
-//! request, promotions and demotions, per window of the run. The placement decisions
-//! are the engine's own Dual-LRU code; nothing of the policy is copied here.
+//! counting: the share of get hits served from DRAM, slow-tier 64-byte lines read and
+//! written per request, promotions, demotions, evictions and misses, per window of the
+//! run, for each placement policy named. The placement decisions are the engine's own
+//! code; nothing of a policy is copied here.
 //!
-//! Map: `rng.rs` (seeded generator), `zipf.rs` (exact zipf sampler), `workload.rs`
-//! (keys, values, the scrambled zipfian request stream), `sim.rs` (the run and its
-//! windows), `report.rs` (table, JSON, CSV).
+//! Map: `workload.rs` (keys, values, the request stream over the workspace's shared key
+//! distributions, `crates/workload`), `policy.rs` (policy names and the engine settings
+//! they stand for), `sim.rs` (the run and its windows), `report.rs` (tables, JSON,
+//! CSV).
 
+pub mod policy;
 pub mod report;
-pub mod rng;
 pub mod sim;
 pub mod workload;
-pub mod zipf;
 
-pub use sim::{compare, run, Comparison, RunReport, SimConfig, SimError, Window};
+pub use policy::Policy;
+pub use sim::{compare, run, run_policies, Comparison, RunReport, SimConfig, SimError, Window};
+pub use workload::Distribution;

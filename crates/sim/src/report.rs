@@ -1,31 +1,168 @@
-//! Output of a simulation: a text table per run plus a comparison summary, and the same
-//! numbers as JSON or CSV (written by hand: the schema is flat and small).
+//! Output of a simulation: a text table per policy, a comparison table of the policies,
+//! and the same numbers as JSON or CSV (written by hand: the schema is flat and small).
+//! The window metrics are listed once ([`WINDOW_FIELDS`] for files, [`COLUMNS`] for the
+//! tables), so a new metric shows up in every output at once.
 
 use std::fmt::Write as _;
 
-use crate::sim::{RunReport, SimConfig, Window};
-use crate::zipf::Zipf;
+use crate::policy::Policy;
+use crate::sim::{steady_first_window, RunReport, SimConfig, Window};
+use crate::workload::Distribution;
 
-fn policy_name(migration_enabled: bool) -> &'static str {
-    if migration_enabled {
-        "dual-lru"
-    } else {
-        "dual-lru --no-migration"
-    }
+/// One number of a window: a count, or a ratio / rate written with 6 decimals.
+enum Metric {
+    Count(u64),
+    Real(f64),
 }
+
+type Field = (&'static str, fn(&Window) -> Metric);
+
+/// Every per-window field of the JSON and the CSV, in order.
+const WINDOW_FIELDS: &[Field] = &[
+    ("end_s", |w| Metric::Count(w.end_s)),
+    ("requests", |w| Metric::Count(w.requests)),
+    ("reads", |w| Metric::Count(w.reads)),
+    ("updates", |w| Metric::Count(w.updates)),
+    ("dram_hits", |w| Metric::Count(w.dram_hits)),
+    ("slow_hits", |w| Metric::Count(w.slow_hits)),
+    ("misses", |w| Metric::Count(w.misses)),
+    ("dram_hit_share", |w| Metric::Real(w.dram_hit_share())),
+    ("hit_ratio", |w| Metric::Real(w.hit_ratio())),
+    ("slow_lines_read", |w| Metric::Count(w.slow_lines_read)),
+    ("slow_lines_written", |w| {
+        Metric::Count(w.slow_lines_written)
+    }),
+    ("slow_lines_per_request", |w| {
+        Metric::Real(w.slow_lines_per_request())
+    }),
+    ("slow_lines_written_per_request", |w| {
+        Metric::Real(w.slow_lines_written_per_request())
+    }),
+    ("promotions", |w| Metric::Count(w.promotions)),
+    ("promotions_failed", |w| Metric::Count(w.promotions_failed)),
+    ("promotions_skipped", |w| {
+        Metric::Count(w.promotions_skipped)
+    }),
+    ("demotions", |w| Metric::Count(w.demotions)),
+    ("promotions_per_1k_requests", |w| {
+        Metric::Real(w.promotions_per_1k_requests())
+    }),
+    ("promotions_skipped_per_1k_requests", |w| {
+        Metric::Real(w.promotions_skipped_per_1k_requests())
+    }),
+    ("demotions_per_1k_requests", |w| {
+        Metric::Real(w.demotions_per_1k_requests())
+    }),
+    ("evictions", |w| Metric::Count(w.evictions)),
+    ("move_queue_dropped", |w| {
+        Metric::Count(w.move_queue_dropped)
+    }),
+    ("dram_items", |w| Metric::Count(w.dram_items)),
+    ("slow_items", |w| Metric::Count(w.slow_items)),
+];
 
 fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
 
-/// The table of one run, one line per window and a total line.
+type Column = (&'static str, fn(&Window) -> String);
+
+/// The columns of the text tables, after the row label.
+const COLUMNS: &[Column] = &[
+    ("requests", |w| w.requests.to_string()),
+    ("dram_hit", |w| w.dram_hits.to_string()),
+    ("slow_hit", |w| w.slow_hits.to_string()),
+    ("miss", |w| w.misses.to_string()),
+    ("hit%", |w| pct(w.hit_ratio())),
+    ("dram%", |w| pct(w.dram_hit_share())),
+    ("slowR/req", |w| {
+        format!("{:.3}", w.slow_lines_per_request())
+    }),
+    ("slowW/req", |w| {
+        format!("{:.3}", w.slow_lines_written_per_request())
+    }),
+    ("prom/1k", |w| {
+        format!("{:.2}", w.promotions_per_1k_requests())
+    }),
+    ("dem/1k", |w| {
+        format!("{:.2}", w.demotions_per_1k_requests())
+    }),
+    ("skip/1k", |w| {
+        format!("{:.2}", w.promotions_skipped_per_1k_requests())
+    }),
+    ("evict", |w| w.evictions.to_string()),
+    ("dram_it", |w| w.dram_items.to_string()),
+];
+
+const COLUMN_WIDTH: usize = 10;
+const LABEL_WIDTH: usize = 14;
+
+fn table_row(out: &mut String, label: &str, cells: impl Iterator<Item = String>) {
+    let _ = write!(out, "{label:<LABEL_WIDTH$}");
+    for cell in cells {
+        let _ = write!(out, " {cell:>COLUMN_WIDTH$}");
+    }
+    out.push('\n');
+}
+
+fn window_cells(w: &Window) -> impl Iterator<Item = String> + '_ {
+    COLUMNS.iter().map(move |(_, cell)| cell(w))
+}
+
+fn headers() -> impl Iterator<Item = String> {
+    COLUMNS.iter().map(|(name, _)| name.to_string())
+}
+
+/// The steady-state windows of a run, as "6-10".
+fn steady_range(run: &RunReport) -> String {
+    let last = run.windows.len();
+    let first = steady_first_window(u32::try_from(last).unwrap_or(u32::MAX));
+    format!("{first}-{last}")
+}
+
+/// How the report names a distribution.
+pub fn describe(distribution: &Distribution) -> String {
+    match distribution {
+        Distribution::Zipf { theta } => format!("zipf theta {theta}"),
+        Distribution::HotSet {
+            hot_first,
+            hot_keys,
+        } => format!(
+            "hotset: every other request from keys [{hot_first}, {}), the others uniform",
+            hot_first.saturating_add(*hot_keys)
+        ),
+        Distribution::Uniform => "uniform".to_string(),
+    }
+}
+
+/// The line that opens the output: what was run.
+pub fn header(config: &SimConfig, policies: &[Policy]) -> String {
+    let names: Vec<&str> = policies.iter().map(|p| p.name).collect();
+    format!(
+        "fogsim: {} keys x {} B values, DRAM {} MiB, slow {} MiB, {} requests in {} windows, {}, update ratio {}, seed {}, {} requests/simulated s, {} ticks/s, policies {}",
+        config.keys,
+        config.value_bytes,
+        config.dram_mib,
+        config.slow_mib,
+        config.ops,
+        config.windows,
+        describe(&config.distribution),
+        config.update_ratio,
+        config.seed,
+        config.ops_per_s,
+        config.ticks_per_s,
+        names.join(", "),
+    )
+}
+
+/// The table of one run: a line per window, the steady state and the whole run.
 pub fn table(run: &RunReport) -> String {
     let mut out = String::new();
     let l = &run.load;
     let _ = writeln!(
         out,
         "== {} ==\nload: {} keys ({} stored), dataset {:.2}x DRAM; after load DRAM {} items, slow {} items, {} demotions, {} evictions",
-        policy_name(run.migration_enabled),
+        run.policy,
         l.keys,
         l.stored,
         l.dataset_to_dram_ratio,
@@ -34,49 +171,34 @@ pub fn table(run: &RunReport) -> String {
         l.demotions,
         l.evictions,
     );
-    let _ = writeln!(
-        out,
-        "{:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}",
-        "window",
-        "sim_s",
-        "requests",
-        "dram_hit",
-        "slow_hit",
-        "miss",
-        "hit%",
-        "dram%",
-        "slowL/req",
-        "promote",
-        "skip",
-        "demote",
-        "evict",
-        "dram_it",
+    let label_sim_s = |label: &str, w: &Window| format!("{label:>6} {:>6}", w.end_s);
+    table_row(
+        &mut out,
+        &format!("{:>6} {:>6}", "window", "sim_s"),
+        headers(),
     );
-    for w in run.windows.iter().chain(std::iter::once(&run.total)) {
-        let label = if w.index == 0 {
-            "all".to_string()
-        } else {
-            w.index.to_string()
-        };
-        let _ = writeln!(
-            out,
-            "{:>6} {:>6} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>10.3} {:>9} {:>9} {:>9} {:>9} {:>9}",
-            label,
-            w.end_s,
-            w.requests,
-            w.dram_hits,
-            w.slow_hits,
-            w.misses,
-            pct(w.hit_ratio()),
-            pct(w.dram_hit_share()),
-            w.slow_lines_per_request(),
-            w.promotions,
-            w.promotions_skipped,
-            w.demotions,
-            w.evictions,
-            w.dram_items,
+    for w in &run.windows {
+        table_row(
+            &mut out,
+            &label_sim_s(&w.index.to_string(), w),
+            window_cells(w),
         );
     }
+    table_row(
+        &mut out,
+        &label_sim_s("steady", &run.steady),
+        window_cells(&run.steady),
+    );
+    table_row(
+        &mut out,
+        &label_sim_s("all", &run.total),
+        window_cells(&run.total),
+    );
+    let _ = writeln!(
+        out,
+        "steady = windows {} (the last half); all = the whole run phase",
+        steady_range(run)
+    );
     if run.wrong_values > 0 || run.failed_stores > 0 {
         let _ = writeln!(
             out,
@@ -87,61 +209,69 @@ pub fn table(run: &RunReport) -> String {
     out
 }
 
-/// The headline numbers: DRAM hit share first vs last window, slow lines per request
-/// with and without migration.
-pub fn summary(config: &SimConfig, with: &RunReport, without: Option<&RunReport>) -> String {
+/// Which aggregate of a run a comparison table shows.
+type Scope = fn(&RunReport) -> &Window;
+
+/// The policies side by side, one row each: the whole run, then the steady state; then
+/// the DRAM share of hits from the first to the last window, and what a DRAM holding
+/// exactly the most popular keys would serve.
+pub fn comparison(config: &SimConfig, runs: &[RunReport]) -> String {
     let mut out = String::new();
-    if let (Some(last), Ok(zipf)) = (with.last(), Zipf::new(config.keys, config.theta)) {
+    let Some(first) = runs.first() else {
+        return out;
+    };
+    let scopes: [(String, Scope); 2] = [
+        (
+            format!("whole run (windows 1-{})", first.windows.len()),
+            |r| &r.total,
+        ),
+        (
+            format!("steady state (windows {})", steady_range(first)),
+            |r| &r.steady,
+        ),
+    ];
+    for (title, scope) in scopes {
+        let _ = writeln!(out, "== comparison, {title} ==");
+        let base = scope(first).slow_lines_per_request();
+        table_row(
+            &mut out,
+            "policy",
+            headers().chain(std::iter::once("slowR x".to_string())),
+        );
+        for run in runs {
+            let w = scope(run);
+            let relative = if base > 0.0 {
+                format!("x{:.2}", w.slow_lines_per_request() / base)
+            } else {
+                "n/a".to_string()
+            };
+            table_row(
+                &mut out,
+                run.policy,
+                window_cells(w).chain(std::iter::once(relative)),
+            );
+        }
+        out.push('\n');
+    }
+    for run in runs {
+        if let (Some(a), Some(b)) = (run.first(), run.last()) {
+            let _ = writeln!(
+                out,
+                "DRAM share of get hits, {}: first window {}, last window {}",
+                run.policy,
+                pct(a.dram_hit_share()),
+                pct(b.dram_hit_share()),
+            );
+        }
+    }
+    let distribution = config.distribution.build(config.keys, config.seed);
+    if let (Some(last), Ok(distribution)) = (first.last(), distribution) {
         let _ = writeln!(
             out,
             "reference: DRAM holding exactly the {} most popular keys would serve {} of reads",
             last.dram_items,
-            pct(zipf.head_probability(last.dram_items)),
+            pct(distribution.head_probability(last.dram_items)),
         );
-    }
-    if let (Some(first), Some(last)) = (with.first(), with.last()) {
-        let first_share = first.dram_hit_share();
-        let last_share = last.dram_hit_share();
-        let growth = if first_share > 0.0 {
-            format!("x{:.2}", last_share / first_share)
-        } else {
-            "n/a".to_string()
-        };
-        let _ = writeln!(
-            out,
-            "DRAM share of get hits with migration: first window {}, last window {} ({growth})",
-            pct(first_share),
-            pct(last_share),
-        );
-    }
-    if let Some(without) = without {
-        let w = with.total.slow_lines_per_request();
-        let wo = without.total.slow_lines_per_request();
-        let _ = writeln!(
-            out,
-            "slow-tier lines read per request, whole run: {w:.3} with migration, {wo:.3} without ({})",
-            if wo > 0.0 {
-                format!("x{:.2}", w / wo)
-            } else {
-                "n/a".to_string()
-            }
-        );
-        if let (Some(a), Some(b)) = (with.last(), without.last()) {
-            let _ = writeln!(
-                out,
-                "slow-tier lines read per request, last window: {:.3} with migration, {:.3} without",
-                a.slow_lines_per_request(),
-                b.slow_lines_per_request(),
-            );
-        }
-        if let (Some(first), Some(last)) = (without.first(), without.last()) {
-            let _ = writeln!(
-                out,
-                "DRAM share of get hits without migration: first window {}, last window {}",
-                pct(first.dram_hit_share()),
-                pct(last.dram_hit_share()),
-            );
-        }
     }
     out
 }
@@ -173,39 +303,29 @@ fn json_f64(v: f64) -> String {
     }
 }
 
+fn metric_text(metric: Metric) -> String {
+    match metric {
+        Metric::Count(v) => v.to_string(),
+        Metric::Real(v) => json_f64(v),
+    }
+}
+
 fn window_json(w: &Window) -> String {
-    format!(
-        "{{\"window\":{},\"end_s\":{},\"requests\":{},\"reads\":{},\"updates\":{},\"dram_hits\":{},\"slow_hits\":{},\"misses\":{},\"dram_hit_share\":{},\"hit_ratio\":{},\"slow_lines_read\":{},\"slow_lines_written\":{},\"slow_lines_per_request\":{},\"promotions\":{},\"promotions_failed\":{},\"promotions_skipped\":{},\"demotions\":{},\"evictions\":{},\"move_queue_dropped\":{},\"dram_items\":{},\"slow_items\":{}}}",
-        w.index,
-        w.end_s,
-        w.requests,
-        w.reads,
-        w.updates,
-        w.dram_hits,
-        w.slow_hits,
-        w.misses,
-        json_f64(w.dram_hit_share()),
-        json_f64(w.hit_ratio()),
-        w.slow_lines_read,
-        w.slow_lines_written,
-        json_f64(w.slow_lines_per_request()),
-        w.promotions,
-        w.promotions_failed,
-        w.promotions_skipped,
-        w.demotions,
-        w.evictions,
-        w.move_queue_dropped,
-        w.dram_items,
-        w.slow_items,
-    )
+    let mut out = format!("{{\"window\":{}", w.index);
+    for (name, field) in WINDOW_FIELDS {
+        let _ = write!(out, ",\"{name}\":{}", metric_text(field(w)));
+    }
+    out.push('}');
+    out
 }
 
 fn run_json(run: &RunReport) -> String {
     let l = &run.load;
     let windows: Vec<String> = run.windows.iter().map(window_json).collect();
+    let steady_first = steady_first_window(u32::try_from(run.windows.len()).unwrap_or(u32::MAX));
     format!(
-        "{{\"policy\":{},\"migration_enabled\":{},\"load\":{{\"keys\":{},\"stored\":{},\"dram_items\":{},\"slow_items\":{},\"dataset_to_dram_ratio\":{},\"demotions\":{},\"evictions\":{},\"end_s\":{}}},\"windows\":[{}],\"total\":{},\"wrong_values\":{},\"failed_stores\":{}}}",
-        json_str(policy_name(run.migration_enabled)),
+        "{{\"policy\":{},\"migration_enabled\":{},\"load\":{{\"keys\":{},\"stored\":{},\"dram_items\":{},\"slow_items\":{},\"dataset_to_dram_ratio\":{},\"demotions\":{},\"evictions\":{},\"end_s\":{}}},\"windows\":[{}],\"steady_first_window\":{},\"steady\":{},\"total\":{},\"wrong_values\":{},\"failed_stores\":{}}}",
+        json_str(run.policy),
         run.migration_enabled,
         l.keys,
         l.stored,
@@ -216,24 +336,40 @@ fn run_json(run: &RunReport) -> String {
         l.evictions,
         l.end_s,
         windows.join(","),
+        steady_first,
+        window_json(&run.steady),
         window_json(&run.total),
         run.wrong_values,
         run.failed_stores,
     )
 }
 
+fn distribution_json(distribution: &Distribution) -> String {
+    let name = json_str(distribution.name());
+    match distribution {
+        Distribution::Zipf { theta } => {
+            format!("\"distribution\":{name},\"theta\":{}", json_f64(*theta))
+        }
+        Distribution::HotSet {
+            hot_first,
+            hot_keys,
+        } => format!("\"distribution\":{name},\"hot_first\":{hot_first},\"hot_keys\":{hot_keys}"),
+        Distribution::Uniform => format!("\"distribution\":{name}"),
+    }
+}
+
 /// The configuration and every run as one JSON document.
-pub fn json(config: &SimConfig, runs: &[&RunReport]) -> String {
-    let runs: Vec<String> = runs.iter().map(|r| run_json(r)).collect();
+pub fn json(config: &SimConfig, runs: &[RunReport]) -> String {
+    let runs: Vec<String> = runs.iter().map(run_json).collect();
     format!(
-        "{{\"config\":{{\"keys\":{},\"value_bytes\":{},\"dram_mib\":{},\"slow_mib\":{},\"ops\":{},\"windows\":{},\"theta\":{},\"update_ratio\":{},\"seed\":{},\"ops_per_s\":{},\"ticks_per_s\":{},\"crawler_interval_s\":{}}},\"runs\":[{}]}}\n",
+        "{{\"config\":{{\"keys\":{},\"value_bytes\":{},\"dram_mib\":{},\"slow_mib\":{},\"ops\":{},\"windows\":{},{},\"update_ratio\":{},\"seed\":{},\"ops_per_s\":{},\"ticks_per_s\":{},\"crawler_interval_s\":{}}},\"runs\":[{}]}}\n",
         config.keys,
         config.value_bytes,
         config.dram_mib,
         config.slow_mib,
         config.ops,
         config.windows,
-        json_f64(config.theta),
+        distribution_json(&config.distribution),
         json_f64(config.update_ratio),
         config.seed,
         config.ops_per_s,
@@ -243,39 +379,28 @@ pub fn json(config: &SimConfig, runs: &[&RunReport]) -> String {
     )
 }
 
-/// One CSV line per window and run (the totals as window 0).
-pub fn csv(runs: &[&RunReport]) -> String {
-    let mut out = String::from(
-        "policy,window,end_s,requests,reads,updates,dram_hits,slow_hits,misses,dram_hit_share,hit_ratio,slow_lines_read,slow_lines_written,slow_lines_per_request,promotions,promotions_failed,promotions_skipped,demotions,evictions,move_queue_dropped,dram_items,slow_items\n",
-    );
+/// One CSV line per window and run, then the steady state and the whole run (scope
+/// `steady` and `all`, window 0).
+pub fn csv(runs: &[RunReport]) -> String {
+    let mut out = String::from("policy,scope,window");
+    for (name, _) in WINDOW_FIELDS {
+        out.push(',');
+        out.push_str(name);
+    }
+    out.push('\n');
     for run in runs {
-        for w in run.windows.iter().chain(std::iter::once(&run.total)) {
-            let _ = writeln!(
-                out,
-                "{},{},{},{},{},{},{},{},{},{:.6},{:.6},{},{},{:.6},{},{},{},{},{},{},{},{}",
-                policy_name(run.migration_enabled),
-                w.index,
-                w.end_s,
-                w.requests,
-                w.reads,
-                w.updates,
-                w.dram_hits,
-                w.slow_hits,
-                w.misses,
-                w.dram_hit_share(),
-                w.hit_ratio(),
-                w.slow_lines_read,
-                w.slow_lines_written,
-                w.slow_lines_per_request(),
-                w.promotions,
-                w.promotions_failed,
-                w.promotions_skipped,
-                w.demotions,
-                w.evictions,
-                w.move_queue_dropped,
-                w.dram_items,
-                w.slow_items,
-            );
+        let rows = run
+            .windows
+            .iter()
+            .map(|w| ("window", w))
+            .chain([("steady", &run.steady), ("all", &run.total)]);
+        for (scope, w) in rows {
+            let _ = write!(out, "{},{scope},{}", run.policy, w.index);
+            for (_, field) in WINDOW_FIELDS {
+                out.push(',');
+                out.push_str(&metric_text(field(w)));
+            }
+            out.push('\n');
         }
     }
     out

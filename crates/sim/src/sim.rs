@@ -12,7 +12,8 @@
 //! crawler has nothing to reclaim and would only add header reads to the counters).
 //!
 //! Nothing here decides placement: every promotion, demotion and eviction is the
-//! engine's Dual-LRU code. The simulator only counts, through the engine's `stats`.
+//! engine's code, under the policy a run names (`policy.rs`). The simulator only
+//! counts, through the engine's `stats`.
 
 use std::sync::Arc;
 
@@ -22,7 +23,8 @@ use engine::{
     StoreOptions, StoreOutcome,
 };
 
-use crate::workload::{key_name, value_for, Op, Workload, WorkloadError, KEY_BYTES};
+use crate::policy::Policy;
+use crate::workload::{key_name, value_for, Distribution, Op, Workload, WorkloadError, KEY_BYTES};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -49,7 +51,8 @@ pub struct SimConfig {
     pub ops: u64,
     /// Measurement windows the run phase is split into.
     pub windows: u32,
-    pub theta: f64,
+    /// How the run phase picks keys.
+    pub distribution: Distribution,
     /// Share of run-phase requests that are updates (`set` of the same size).
     pub update_ratio: f64,
     pub seed: u64,
@@ -102,6 +105,7 @@ impl SimConfig {
 #[derive(Debug)]
 pub enum SimError {
     Config(String),
+    Policy(crate::policy::UnknownPolicy),
     Workload(WorkloadError),
     Engine(ConfigError),
 }
@@ -110,6 +114,7 @@ impl std::fmt::Display for SimError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SimError::Config(what) => f.write_str(what),
+            SimError::Policy(e) => e.fmt(f),
             SimError::Workload(e) => e.fmt(f),
             SimError::Engine(e) => write!(f, "engine: {e}"),
         }
@@ -248,6 +253,53 @@ impl Window {
         ratio(self.slow_lines_read, self.requests)
     }
 
+    /// Slow-tier 64-byte lines written per request: demotion copies, stores and the
+    /// engine's header updates in the slow tier.
+    pub fn slow_lines_written_per_request(&self) -> f64 {
+        ratio(self.slow_lines_written, self.requests)
+    }
+
+    pub fn promotions_per_1k_requests(&self) -> f64 {
+        per_1k(self.promotions, self.requests)
+    }
+
+    pub fn demotions_per_1k_requests(&self) -> f64 {
+        per_1k(self.demotions, self.requests)
+    }
+
+    pub fn promotions_skipped_per_1k_requests(&self) -> f64 {
+        per_1k(self.promotions_skipped, self.requests)
+    }
+
+    /// The windows taken together as one: counts add up, the end time and the item
+    /// gauges are those of the last window. `index` names it (0 for aggregates).
+    pub fn sum(index: u32, windows: &[Window]) -> Window {
+        let mut total = Window {
+            index,
+            ..Window::default()
+        };
+        for w in windows {
+            total.requests += w.requests;
+            total.reads += w.reads;
+            total.updates += w.updates;
+            total.dram_hits += w.dram_hits;
+            total.slow_hits += w.slow_hits;
+            total.misses += w.misses;
+            total.slow_lines_read += w.slow_lines_read;
+            total.slow_lines_written += w.slow_lines_written;
+            total.promotions += w.promotions;
+            total.promotions_failed += w.promotions_failed;
+            total.promotions_skipped += w.promotions_skipped;
+            total.demotions += w.demotions;
+            total.evictions += w.evictions;
+            total.move_queue_dropped += w.move_queue_dropped;
+            total.end_s = w.end_s;
+            total.dram_items = w.dram_items;
+            total.slow_items = w.slow_items;
+        }
+        total
+    }
+
     pub fn hit_ratio(&self) -> f64 {
         ratio(self.dram_hits + self.slow_hits, self.reads)
     }
@@ -259,6 +311,16 @@ fn ratio(num: u64, den: u64) -> f64 {
     } else {
         num as f64 / den as f64
     }
+}
+
+fn per_1k(count: u64, requests: u64) -> f64 {
+    1000.0 * ratio(count, requests)
+}
+
+/// The 1-based number of the first window of the steady state: the last half of the
+/// windows (the last 5 of 10, the last 3 of 5, the only one of 1).
+pub fn steady_first_window(windows: u32) -> u32 {
+    windows / 2 + 1
 }
 
 /// What the load phase left behind.
@@ -278,9 +340,15 @@ pub struct LoadSummary {
 /// The result of one run (one placement setting).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunReport {
+    /// The `--policy` name of the run.
+    pub policy: &'static str,
+    /// The engine's `migration_enabled` under that policy.
     pub migration_enabled: bool,
     pub load: LoadSummary,
     pub windows: Vec<Window>,
+    /// The last half of the windows taken together, from [`steady_first_window`] on.
+    pub steady: Window,
+    /// The whole run phase.
     pub total: Window,
     /// Hits whose value was not the one written for the key (must stay 0).
     pub wrong_values: u64,
@@ -357,12 +425,17 @@ impl Driver {
     }
 }
 
-/// Runs the load phase and the run phase once, with migration on or off.
-pub fn run(config: &SimConfig, migration_enabled: bool) -> Result<RunReport, SimError> {
+/// Runs the load phase and the run phase once, under `policy`.
+pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
     config.check()?;
-    let mut workload = Workload::new(config.keys, config.theta, config.update_ratio, config.seed)
-        .map_err(SimError::Workload)?;
-    let engine_config = EngineConfig {
+    let mut workload = Workload::new(
+        config.keys,
+        &config.distribution,
+        config.update_ratio,
+        config.seed,
+    )
+    .map_err(SimError::Workload)?;
+    let mut engine_config = EngineConfig {
         memory_limit_bytes: config.dram_mib * MIB,
         slow_tier: Some(tier::RegionSpec {
             size_bytes: (config.slow_mib * MIB) as usize,
@@ -370,9 +443,10 @@ pub fn run(config: &SimConfig, migration_enabled: bool) -> Result<RunReport, Sim
             // Accounting is always on; a cost model would only spend wall time.
             cost: tier::CostModel::NONE,
         }),
-        migration_enabled,
         ..EngineConfig::default()
     };
+    policy.configure(&mut engine_config);
+    let migration_enabled = engine_config.migration_enabled;
     let clock = ManualClock::new(SIM_START_UNIX_S);
     let engine = Engine::new(engine_config, clock.clone()).map_err(SimError::Engine)?;
     let mut driver = Driver {
@@ -423,12 +497,12 @@ pub fn run(config: &SimConfig, migration_enabled: bool) -> Result<RunReport, Sim
 
     // Run phase, in windows.
     let mut report = RunReport {
+        policy: policy.name,
         migration_enabled,
         load,
         ..RunReport::default()
     };
     let mut before = after_load;
-    let (mut total_reads, mut total_updates) = (0, 0);
     for w in 0..config.windows {
         // Spread the remainder over the first windows so the total is exact.
         let w64 = u64::from(w);
@@ -474,18 +548,16 @@ pub fn run(config: &SimConfig, migration_enabled: bool) -> Result<RunReport, Sim
             updates,
         ));
         before = now;
-        total_reads += reads;
-        total_updates += updates;
     }
-    report.total = Window::between(
-        0,
-        driver.sim_s,
-        &after_load,
-        &before,
-        total_reads,
-        total_updates,
-    );
+    let steady_from = steady_first_window(config.windows) as usize - 1;
+    report.steady = Window::sum(0, &report.windows[steady_from..]);
+    report.total = Window::sum(0, &report.windows);
     Ok(report)
+}
+
+/// One run per policy, in order, on the same seeded workload.
+pub fn run_policies(config: &SimConfig, policies: &[Policy]) -> Result<Vec<RunReport>, SimError> {
+    policies.iter().map(|policy| run(config, policy)).collect()
 }
 
 /// Both runs of a comparison: the same seeded workload with and without migration.
@@ -495,9 +567,74 @@ pub struct Comparison {
     pub without_migration: RunReport,
 }
 
+/// `--policy-compare`: dual-lru, then no-migration.
 pub fn compare(config: &SimConfig) -> Result<Comparison, SimError> {
-    Ok(Comparison {
-        with_migration: run(config, true)?,
-        without_migration: run(config, false)?,
-    })
+    let policies = Policy::parse_list(&crate::policy::COMPARE).map_err(SimError::Policy)?;
+    let mut runs = run_policies(config, &policies)?.into_iter();
+    match (runs.next(), runs.next()) {
+        (Some(with_migration), Some(without_migration)) => Ok(Comparison {
+            with_migration,
+            without_migration,
+        }),
+        _ => Err(SimError::Config(
+            "--policy-compare runs two policies".into(),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(slow_lines_read: u64, slow_lines_written: u64, moves: u64) -> Counters {
+        Counters {
+            slow_lines_read,
+            slow_lines_written,
+            promotions: moves,
+            demotions: 2 * moves,
+            promotions_skipped: 3 * moves,
+            ..Counters::default()
+        }
+    }
+
+    #[test]
+    fn window_rates_come_from_the_engine_counter_differences() {
+        let before = counters(1_000, 5_000, 10);
+        let after = counters(4_000, 6_000, 30);
+        let w = Window::between(1, 7, &before, &after, 400, 100);
+        assert_eq!((w.slow_lines_read, w.slow_lines_written), (3_000, 1_000));
+        assert_eq!(w.slow_lines_per_request(), 6.0);
+        assert_eq!(w.slow_lines_written_per_request(), 2.0);
+        // 20 promotions, 40 demotions, 60 skipped over 500 requests.
+        assert_eq!(w.promotions_per_1k_requests(), 40.0);
+        assert_eq!(w.demotions_per_1k_requests(), 80.0);
+        assert_eq!(w.promotions_skipped_per_1k_requests(), 120.0);
+        let empty = Window::between(2, 7, &after, &after, 0, 0);
+        assert_eq!(empty.slow_lines_written_per_request(), 0.0);
+        assert_eq!(empty.promotions_per_1k_requests(), 0.0);
+    }
+
+    #[test]
+    fn the_steady_state_is_the_last_half_of_the_windows() {
+        assert_eq!(steady_first_window(10), 6);
+        assert_eq!(steady_first_window(5), 3);
+        assert_eq!(steady_first_window(1), 1);
+        let windows: Vec<Window> = (1..=4u64)
+            .map(|i| Window {
+                index: i as u32,
+                end_s: 10 * i,
+                requests: 100 * i,
+                slow_lines_written: i,
+                dram_items: i,
+                ..Window::default()
+            })
+            .collect();
+        let steady = Window::sum(0, &windows[2..]);
+        assert_eq!(
+            (steady.requests, steady.slow_lines_written),
+            (700, 7),
+            "windows 3 and 4"
+        );
+        assert_eq!((steady.end_s, steady.dram_items), (40, 4));
+    }
 }

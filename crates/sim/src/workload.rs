@@ -1,19 +1,15 @@
 //! The YCSB-style workload: a load phase that writes every key once in key order, then
-//! a run phase of reads (and an optional share of updates) whose keys follow a
-//! scrambled zipfian distribution.
+//! a run phase of reads (and an optional share of updates) whose keys follow one of the
+//! workspace's key distributions (`crates/workload`): scrambled zipfian (the default),
+//! seed 000's alternating hot set, or uniform.
 //!
-//! "Scrambled" as in YCSB's `ScrambledZipfianGenerator`: popularity ranks are spread
-//! over the key space, so the popular keys are not the first ones loaded (which would
-//! leave them in DRAM by accident of load order). YCSB scrambles with `fnv64(rank) % n`,
-//! which is not a bijection (some keys are never drawn, others take several ranks); the
-//! simulator uses a seeded random permutation instead, so each key's popularity is
-//! exactly the zipf probability of its rank.
+//! This file only adds what is the simulator's own: key names and values, the share of
+//! updates, and which random streams of the seed draw what.
 
-use crate::rng::Rng;
-use crate::zipf::{Zipf, ZipfError};
+use workload::{DistributionError, KeyDistribution, KeyGenerator, Rng};
 
-/// Stream ids that separate the seed's independent sequences.
-const STREAM_PERMUTATION: u64 = 1;
+/// The stream of the seed that draws the run phase's requests (the zipf permutation
+/// takes `workload::keys::STREAM_PERMUTATION`).
 const STREAM_OPERATIONS: u64 = 2;
 
 /// The key-name prefix YCSB uses.
@@ -22,9 +18,9 @@ pub const KEY_PREFIX: &str = "user";
 pub const KEY_ID_DIGITS: usize = 10;
 /// Bytes of every key.
 pub const KEY_BYTES: usize = KEY_PREFIX.len() + KEY_ID_DIGITS;
-/// The largest key count. Ids must fit a `u32` and the zero-padded digits; the bound is
-/// lower so the rank-to-key table (4 bytes a key, 1 GiB here) stays allocatable.
-pub const KEYS_MAX: u64 = 1 << 28;
+/// The largest key count: ids are `u32` and must fit the zero-padded digits; the shared
+/// zipfian's bound is lower than both.
+pub const KEYS_MAX: u64 = workload::keys::ZIPF_KEYS_MAX;
 
 /// One request of the run phase.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,9 +29,47 @@ pub enum Op {
     Update(u32),
 }
 
+/// How the run phase picks keys (`--distribution`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Distribution {
+    /// Scrambled zipfian with exponent `theta`; the seed draws the scramble.
+    Zipf {
+        theta: f64,
+    },
+    /// Seed 000: every other request uniform over [hot_first, hot_first + hot_keys), the
+    /// others uniform over all keys.
+    HotSet {
+        hot_first: u64,
+        hot_keys: u64,
+    },
+    Uniform,
+}
+
+impl Distribution {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Distribution::Zipf { .. } => "zipf",
+            Distribution::HotSet { .. } => "hotset",
+            Distribution::Uniform => "uniform",
+        }
+    }
+
+    /// The shared generator's distribution over `keys` keys.
+    pub fn build(&self, keys: u64, seed: u64) -> Result<KeyDistribution, DistributionError> {
+        match *self {
+            Distribution::Zipf { theta } => KeyDistribution::scrambled_zipfian(keys, theta, seed),
+            Distribution::HotSet {
+                hot_first,
+                hot_keys,
+            } => KeyDistribution::alternating_hot_set(keys, hot_first, hot_keys),
+            Distribution::Uniform => KeyDistribution::uniform(keys),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum WorkloadError {
-    Zipf(ZipfError),
+    Distribution(DistributionError),
     TooManyKeys(u64),
     BadUpdateRatio(f64),
 }
@@ -43,7 +77,7 @@ pub enum WorkloadError {
 impl std::fmt::Display for WorkloadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            WorkloadError::Zipf(e) => e.fmt(f),
+            WorkloadError::Distribution(e) => e.fmt(f),
             WorkloadError::TooManyKeys(n) => write!(f, "at most {KEYS_MAX} keys, got {n}"),
             WorkloadError::BadUpdateRatio(r) => {
                 write!(f, "update ratio must be between 0 and 1, got {r}")
@@ -57,9 +91,7 @@ impl std::error::Error for WorkloadError {}
 /// The run-phase request generator; the same seed gives the same requests.
 #[derive(Clone, Debug)]
 pub struct Workload {
-    zipf: Zipf,
-    /// `rank_to_key[rank - 1]` is the key id of popularity rank `rank`.
-    rank_to_key: Vec<u32>,
+    keys: KeyGenerator,
     update_ratio: f64,
     rng: Rng,
 }
@@ -67,7 +99,7 @@ pub struct Workload {
 impl Workload {
     pub fn new(
         keys: u64,
-        theta: f64,
+        distribution: &Distribution,
         update_ratio: f64,
         seed: u64,
     ) -> Result<Workload, WorkloadError> {
@@ -77,38 +109,40 @@ impl Workload {
         if !(0.0..=1.0).contains(&update_ratio) {
             return Err(WorkloadError::BadUpdateRatio(update_ratio));
         }
-        let zipf = Zipf::new(keys, theta).map_err(WorkloadError::Zipf)?;
-        // Fisher-Yates over 0..keys (keys <= KEYS_MAX < u32::MAX, checked above).
-        let mut rank_to_key: Vec<u32> = (0..keys as u32).collect();
-        let mut rng = Rng::new(seed, STREAM_PERMUTATION);
-        for i in (1..rank_to_key.len()).rev() {
-            let j = rng.below(i as u64 + 1) as usize;
-            rank_to_key.swap(i, j);
-        }
+        let distribution = distribution
+            .build(keys, seed)
+            .map_err(WorkloadError::Distribution)?;
         Ok(Workload {
-            zipf,
-            rank_to_key,
+            keys: KeyGenerator::new(distribution),
             update_ratio,
             rng: Rng::new(seed, STREAM_OPERATIONS),
         })
     }
 
     pub fn keys(&self) -> u64 {
-        self.zipf.items()
+        self.keys.distribution().keys()
     }
 
-    /// The key id of popularity rank `rank` (1 = most popular), if in range.
+    pub fn distribution(&self) -> &KeyDistribution {
+        self.keys.distribution()
+    }
+
+    /// The key id of popularity rank `rank` (1 = most popular) of a zipfian workload.
     pub fn key_of_rank(&self, rank: u64) -> Option<u32> {
-        let index = usize::try_from(rank.checked_sub(1)?).ok()?;
-        self.rank_to_key.get(index).copied()
+        match self.keys.distribution() {
+            KeyDistribution::ScrambledZipfian(scrambled) => {
+                u32::try_from(scrambled.key_of_rank(rank)?).ok()
+            }
+            _ => None,
+        }
     }
 
     pub fn next_op(&mut self) -> Op {
         // The update draw comes first and is always made, so the key sequence does not
         // depend on the update ratio's value in a surprising way.
         let update = self.rng.next_f64() < self.update_ratio;
-        let rank = self.zipf.sample(&mut self.rng);
-        let key = self.key_of_rank(rank).unwrap_or(0);
+        // Keys are below KEYS_MAX (checked in `new`), so they fit a u32.
+        let key = u32::try_from(self.keys.next_key(&mut self.rng)).unwrap_or(0);
         if update {
             Op::Update(key)
         } else {

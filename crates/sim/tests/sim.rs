@@ -1,27 +1,39 @@
 //! The simulator's promises: the workload is a function of the seed, its key popularity
-//! is zipfian, and on a small seeded run the engine's Dual-LRU moves the hits to DRAM
-//! and cuts slow-tier reads against `--no-migration`. Every assertion counts; none
-//! depends on timing.
+//! is zipfian or seed 000's hot set, and on a small seeded run the engine's Dual-LRU
+//! moves the hits to DRAM and cuts slow-tier reads against `--no-migration`; the slow
+//! lines written are the engine's counter. Every assertion counts; none depends on
+//! timing.
 
-use sim::rng::Rng;
 use sim::workload::{key_name, Op, Workload};
-use sim::zipf::Zipf;
-use sim::{compare, run, SimConfig};
+use sim::{compare, run, Distribution, Policy, SimConfig};
+use workload::Zipf;
+
+const ZIPF: Distribution = Distribution::Zipf { theta: 0.99 };
 
 fn ops(w: &mut Workload, n: usize) -> Vec<Op> {
     (0..n).map(|_| w.next_op()).collect()
 }
 
-#[test]
-fn the_workload_is_a_function_of_the_seed() {
-    let mut a = Workload::new(10_000, 0.99, 0.1, 7).unwrap();
-    let mut b = Workload::new(10_000, 0.99, 0.1, 7).unwrap();
-    let mut c = Workload::new(10_000, 0.99, 0.1, 8).unwrap();
-    let (oa, ob, oc) = (
+/// 20 000 requests of `keys` keys from seed 7, again from seed 7, and from seed 8; and
+/// the first workload, for its key ranks.
+fn three_streams(
+    keys: u64,
+    distribution: &Distribution,
+    update_ratio: f64,
+) -> ([Vec<Op>; 3], Workload) {
+    let workload = |seed| Workload::new(keys, distribution, update_ratio, seed).unwrap();
+    let (mut a, mut b, mut c) = (workload(7), workload(7), workload(8));
+    let streams = [
         ops(&mut a, 20_000),
         ops(&mut b, 20_000),
         ops(&mut c, 20_000),
-    );
+    ];
+    (streams, a)
+}
+
+#[test]
+fn the_workload_is_a_function_of_the_seed() {
+    let ([oa, ob, oc], a) = three_streams(10_000, &ZIPF, 0.1);
     assert_eq!(oa, ob);
     assert_ne!(oa, oc);
     // Both kinds of request occur, in about the configured proportion.
@@ -40,38 +52,8 @@ fn the_workload_is_a_function_of_the_seed() {
 }
 
 #[test]
-fn zipf_frequencies_match_theory_for_a_small_n() {
-    const N: u64 = 20;
-    const SAMPLES: u64 = 400_000;
-    let zipf = Zipf::new(N, 0.99).unwrap();
-    let mut rng = Rng::new(2024, 0);
-    let mut counts = [0u64; N as usize];
-    for _ in 0..SAMPLES {
-        let k = zipf.sample(&mut rng);
-        counts[(k - 1) as usize] += 1;
-    }
-    let mut chi2 = 0.0;
-    for (i, &count) in counts.iter().enumerate() {
-        let p = zipf.probability(i as u64 + 1);
-        let expected = p * SAMPLES as f64;
-        let sigma = (SAMPLES as f64 * p * (1.0 - p)).sqrt();
-        assert!(
-            (count as f64 - expected).abs() <= 5.0 * sigma,
-            "rank {}: {count} samples, expected {expected:.0} +- {sigma:.0}",
-            i + 1
-        );
-        chi2 += (count as f64 - expected).powi(2) / expected;
-    }
-    // 99.9th percentile of chi-square with 19 degrees of freedom is 43.8.
-    assert!(chi2 < 43.8, "chi-square {chi2:.1}");
-    // The head is where zipf differs from uniform: rank 1 over rank 2 is 2^0.99.
-    let head_ratio = counts[0] as f64 / counts[1] as f64;
-    assert!((1.90..2.08).contains(&head_ratio), "{head_ratio}");
-}
-
-#[test]
 fn scrambled_keys_keep_the_rank_frequencies() {
-    let mut w = Workload::new(1_000, 0.99, 0.0, 5).unwrap();
+    let mut w = Workload::new(1_000, &ZIPF, 0.0, 5).unwrap();
     let zipf = Zipf::new(1_000, 0.99).unwrap();
     let hottest = w.key_of_rank(1).unwrap();
     let samples = 200_000;
@@ -100,7 +82,7 @@ fn small() -> SimConfig {
         slow_mib: 10,
         ops: 200_000,
         windows: 20,
-        theta: 0.99,
+        distribution: ZIPF,
         update_ratio: 0.0,
         seed: 42,
         ops_per_s: 20_000,
@@ -159,11 +141,12 @@ fn a_seeded_run_is_reproducible() {
         update_ratio: 0.05,
         ..small()
     };
-    let a = run(&config, true).unwrap();
-    let b = run(&config, true).unwrap();
+    let dual_lru = Policy::named("dual-lru").unwrap();
+    let a = run(&config, &dual_lru).unwrap();
+    let b = run(&config, &dual_lru).unwrap();
     assert_eq!(a, b);
     assert!(a.total.updates > 0);
-    let other = run(&SimConfig { seed: 43, ..config }, true).unwrap();
+    let other = run(&SimConfig { seed: 43, ..config }, &dual_lru).unwrap();
     assert_ne!(a.windows, other.windows);
 }
 
@@ -180,7 +163,14 @@ fn bad_settings_are_errors_not_panics() {
             ..small()
         },
         SimConfig {
-            theta: -1.0,
+            distribution: Distribution::Zipf { theta: -1.0 },
+            ..small()
+        },
+        SimConfig {
+            distribution: Distribution::HotSet {
+                hot_first: 0,
+                hot_keys: 0,
+            },
             ..small()
         },
         SimConfig {
@@ -196,16 +186,90 @@ fn bad_settings_are_errors_not_panics() {
             ..small()
         },
     ] {
-        assert!(run(&config, true).is_err(), "{config:?}");
+        assert!(
+            run(&config, &Policy::named("dual-lru").unwrap()).is_err(),
+            "{config:?}"
+        );
     }
 }
 
+const HOT_SET: Distribution = Distribution::HotSet {
+    hot_first: 4_000,
+    hot_keys: 1_000,
+};
+
 #[test]
-fn head_probability_sums_the_top_ranks() {
-    let zipf = Zipf::new(100, 0.99).unwrap();
-    let top3: f64 = (1..=3).map(|k| zipf.probability(k)).sum();
-    assert!((zipf.head_probability(3) - top3).abs() < 1e-12);
-    assert!((zipf.head_probability(100) - 1.0).abs() < 1e-12);
-    assert!((zipf.head_probability(1_000) - 1.0).abs() < 1e-12);
-    assert_eq!(zipf.head_probability(0), 0.0);
+fn the_hot_set_workload_alternates_and_is_a_function_of_the_seed() {
+    let ([oa, ob, oc], a) = three_streams(8_000, &HOT_SET, 0.0);
+    assert_eq!(oa, ob);
+    assert_ne!(oa, oc);
+    let hot = |op: &Op| matches!(op, Op::Read(id) if (4_000..5_000).contains(id));
+    // Every other request names a hot key; the others are uniform over all 8000 keys,
+    // so 1/8 of them are hot too: 50% + 50% / 8 = 56.25% of the requests in all.
+    assert!(oa.iter().skip(1).step_by(2).all(hot));
+    let hot_share = oa.iter().filter(|op| hot(op)).count() as f64 / oa.len() as f64;
+    assert!((0.55..0.575).contains(&hot_share), "{hot_share:.4}");
+    // The uniform half reaches past the hot range on both sides.
+    let uniform: Vec<u32> = oa
+        .iter()
+        .step_by(2)
+        .map(|op| match op {
+            Op::Read(id) | Op::Update(id) => *id,
+        })
+        .collect();
+    assert!(uniform.iter().any(|&id| id < 400) && uniform.iter().any(|&id| id >= 7_600));
+    assert_eq!(a.key_of_rank(1), None, "a hot set has no zipf ranks");
+}
+
+#[test]
+fn migration_pulls_the_hot_set_into_dram() {
+    // Seed 000 in small: the 1000 hot keys (about 1 MiB) fit the 2 MiB DRAM tier, and
+    // they sit in the middle of the key space, away from the keys the load leaves in
+    // DRAM.
+    let config = SimConfig {
+        keys: 8_000,
+        distribution: HOT_SET,
+        ..small()
+    };
+    let policies = Policy::parse_list(&["dual-lru,no-migration"]).unwrap();
+    let runs = sim::run_policies(&config, &policies).unwrap();
+    let (dual_lru, frozen) = (&runs[0], &runs[1]);
+    assert_eq!(
+        (dual_lru.policy, frozen.policy),
+        ("dual-lru", "no-migration")
+    );
+    assert!(dual_lru.migration_enabled && !frozen.migration_enabled);
+    // A DRAM holding exactly the hot keys serves 50% + 50% / 8 of the reads; Dual-LRU
+    // gets there in its steady state, no migration keeps the load-time placement.
+    let steady = dual_lru.steady.dram_hit_share();
+    assert!(steady > 0.55, "dual-lru steady state {steady:.3}");
+    let frozen_share = frozen.steady.dram_hit_share();
+    assert!(frozen_share < 0.2, "no-migration {frozen_share:.3}");
+    assert!(dual_lru.steady.slow_lines_per_request() < frozen.steady.slow_lines_per_request());
+}
+
+#[test]
+fn slow_lines_written_count_the_demotion_copies() {
+    let config = SimConfig {
+        ops: 100_000,
+        windows: 4,
+        ..small()
+    };
+    let r = run(&config, &Policy::named("dual-lru").unwrap()).unwrap();
+    let t = &r.total;
+    assert!(t.demotions > 1_000, "{} demotions", t.demotions);
+    // Each demotion copies an item of 1062 bytes (header, key, value) into the slow
+    // tier: at least 16 whole 64-byte lines written, whatever its alignment.
+    assert!(
+        t.slow_lines_written >= 16 * t.demotions,
+        "{} lines written for {} demotions",
+        t.slow_lines_written,
+        t.demotions
+    );
+    let per_request = t.slow_lines_written as f64 / t.requests as f64;
+    assert_eq!(t.slow_lines_written_per_request(), per_request);
+    // The steady state is the sum of windows 3 and 4.
+    let last_half: u64 = r.windows[2..].iter().map(|w| w.slow_lines_written).sum();
+    assert_eq!(r.steady.slow_lines_written, last_half);
+    assert_eq!(r.steady.requests, 50_000);
 }

@@ -1,4 +1,4 @@
-//! A small seeded random number generator owned by the simulator, so that a seed names
+//! A small seeded random number generator owned by the workspace, so that a seed names
 //! the same workload on every machine and with every version of the `rand` crates.
 //!
 //! xoshiro256** (Blackman and Vigna, "Scrambled linear pseudorandom number generators",

@@ -62,6 +62,10 @@ impl Zipf {
         self.n
     }
 
+    pub fn theta(&self) -> f64 {
+        self.theta
+    }
+
     /// A rank in 1..=n; rank 1 is the most popular.
     pub fn sample(&self, rng: &mut Rng) -> u64 {
         // The acceptance rate is above 0.9 for every theta, so a sample needs few
@@ -153,6 +157,46 @@ mod tests {
         for _ in 0..100 {
             assert_eq!(z.sample(&mut rng), 1);
         }
+    }
+
+    #[test]
+    fn frequencies_match_theory_for_a_small_n() {
+        const N: u64 = 20;
+        const SAMPLES: u64 = 400_000;
+        let zipf = Zipf::new(N, 0.99).unwrap();
+        let mut rng = Rng::new(2024, 0);
+        let mut counts = [0u64; N as usize];
+        for _ in 0..SAMPLES {
+            let k = zipf.sample(&mut rng);
+            counts[(k - 1) as usize] += 1;
+        }
+        let mut chi2 = 0.0;
+        for (i, &count) in counts.iter().enumerate() {
+            let p = zipf.probability(i as u64 + 1);
+            let expected = p * SAMPLES as f64;
+            let sigma = (SAMPLES as f64 * p * (1.0 - p)).sqrt();
+            assert!(
+                (count as f64 - expected).abs() <= 5.0 * sigma,
+                "rank {}: {count} samples, expected {expected:.0} +- {sigma:.0}",
+                i + 1
+            );
+            chi2 += (count as f64 - expected).powi(2) / expected;
+        }
+        // 99.9th percentile of chi-square with 19 degrees of freedom is 43.8.
+        assert!(chi2 < 43.8, "chi-square {chi2:.1}");
+        // The head is where zipf differs from uniform: rank 1 over rank 2 is 2^0.99.
+        let head_ratio = counts[0] as f64 / counts[1] as f64;
+        assert!((1.90..2.08).contains(&head_ratio), "{head_ratio}");
+    }
+
+    #[test]
+    fn head_probability_sums_the_top_ranks() {
+        let zipf = Zipf::new(100, 0.99).unwrap();
+        let top3: f64 = (1..=3).map(|k| zipf.probability(k)).sum();
+        assert!((zipf.head_probability(3) - top3).abs() < 1e-12);
+        assert!((zipf.head_probability(100) - 1.0).abs() < 1e-12);
+        assert!((zipf.head_probability(1_000) - 1.0).abs() < 1e-12);
+        assert_eq!(zipf.head_probability(0), 0.0);
     }
 
     #[test]
