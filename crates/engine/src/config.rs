@@ -145,7 +145,7 @@ impl Default for EngineConfig {
             move_queue_max: 1024,
             migration_threads: 1,
             access_period_requests: 0,
-            promotion_margin: 2,
+            promotion_margin: 3,
         }
     }
 }

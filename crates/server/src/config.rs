@@ -115,7 +115,7 @@ struct Cli {
     access_period: u64,
     /// While DRAM is full, promote an item only if its decayed access count exceeds that
     /// of the DRAM item it would displace by this much (dual-lru); 0 admits every one.
-    #[arg(long = "promotion-margin", value_name = "N", default_value_t = 2)]
+    #[arg(long = "promotion-margin", value_name = "N", default_value_t = 3)]
     promotion_margin: u8,
     /// Keep every item in the tier it was first written to (no promotion or demotion).
     #[arg(long = "no-migration")]

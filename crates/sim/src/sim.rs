@@ -62,6 +62,15 @@ pub struct SimConfig {
     pub ticks_per_s: u32,
     /// Simulated seconds between LRU crawler passes; 0 = never.
     pub crawler_interval_s: u32,
+    /// Engine knobs a run sets over the policy's defaults (tuning sweeps).
+    pub tuning: Tuning,
+}
+
+/// Engine settings a sweep may override; `None` keeps the engine's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tuning {
+    pub promotion_margin: Option<u8>,
+    pub access_period_requests: Option<u64>,
 }
 
 impl SimConfig {
@@ -446,6 +455,12 @@ pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
         ..EngineConfig::default()
     };
     policy.configure(&mut engine_config);
+    if let Some(margin) = config.tuning.promotion_margin {
+        engine_config.promotion_margin = margin;
+    }
+    if let Some(period) = config.tuning.access_period_requests {
+        engine_config.access_period_requests = period;
+    }
     let migration_enabled = engine_config.migration_enabled;
     let clock = ManualClock::new(SIM_START_UNIX_S);
     let engine = Engine::new(engine_config, clock.clone()).map_err(SimError::Engine)?;

@@ -48,10 +48,15 @@ pub(crate) fn dram_needs_room(tier: &Tier, cs: &ClassState) -> bool {
     cs.free_chunks * RESERVE_DIVISOR <= total_chunks && tier.pool.lock().free_pages() == 0
 }
 
-/// Whether DRAM has room for `cs`'s class beyond the reserve kept for new items: a
-/// free page, or more free chunks than the reserve. The caller holds the class lock.
+/// Whether DRAM has room for `cs`'s class well beyond the reserve kept for new items: a
+/// free page, or more than twice the reserve in free chunks. The gap between this and
+/// [`dram_needs_room`] matters: were they one threshold, every chunk a demotion freed to
+/// restore the reserve would count as spare room, be taken by the next promotion without
+/// an admission test, and cause the next demotion — churn. The caller holds the class
+/// lock.
 pub(crate) fn dram_has_spare(tier: &Tier, cs: &ClassState) -> bool {
-    !dram_needs_room(tier, cs)
+    let total_chunks = (cs.pages.len() * cs.per_page) as u64;
+    cs.free_chunks * RESERVE_DIVISOR > 2 * total_chunks || tier.pool.lock().free_pages() > 0
 }
 
 /// Whether DRAM holds more than the low-water share of its size (as seen at the
