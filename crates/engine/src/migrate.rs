@@ -127,6 +127,9 @@ pub(crate) struct Migration {
     /// Test builds only: the armed [`MigrationPause`], if any.
     #[cfg(feature = "test-hooks")]
     pause_before_relock: Mutex<Option<std::sync::Arc<pause::PausePoint>>>,
+    /// Test builds only: every migration yields its thread at the pause point.
+    #[cfg(feature = "test-hooks")]
+    yield_before_relock: std::sync::atomic::AtomicBool,
 }
 
 /// What making room in DRAM by one synchronous demotion came to.
@@ -170,6 +173,8 @@ impl Migration {
             dropped: AtomicU64::new(0),
             #[cfg(feature = "test-hooks")]
             pause_before_relock: Mutex::new(None),
+            #[cfg(feature = "test-hooks")]
+            yield_before_relock: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -395,8 +400,8 @@ impl Engine {
                 return outcome;
             }
         };
-        // Test builds only: a test may hold this migration here to run a request that
-        // only the re-check below can see.
+        // Test builds only: a test may hold this migration here (or have every
+        // migration yield here) to run requests that only the re-check below can see.
         #[cfg(feature = "test-hooks")]
         self.moves.pause_point_before_relock(&req, direction);
         // 3. Re-check, copy, swap.
@@ -689,9 +694,12 @@ pub use pause::MigrationPause;
 /// one pause point in a migration, after the destination chunk is allocated and before
 /// the item's shard is locked again for the re-check and the copy (between steps 2 and
 /// 3 of the module comment). No lock is held there, so a test can run a request on the
-/// key while the migration waits, and check that the re-check makes the request win.
+/// key while the migration waits, and check that the re-check makes the request win;
+/// or a stress test can have every migration yield its thread there, as a preemption
+/// would, so that concurrent requests meet the re-check often rather than rarely.
 #[cfg(feature = "test-hooks")]
 mod pause {
+    use std::sync::atomic::Ordering;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
@@ -753,6 +761,15 @@ mod pause {
         }
     }
 
+    impl Engine {
+        /// Test builds only: with `on`, every migration yields its thread at the pause
+        /// point (what a preemption there does in production), which widens the window
+        /// only the re-check covers from a few instructions to a scheduling slice.
+        pub fn yield_migrations_before_relock(&self, on: bool) {
+            self.moves.yield_before_relock.store(on, Ordering::Relaxed);
+        }
+    }
+
     impl MigrationPause<'_> {
         /// Waits until the migration is held at the pause point; false if none got there
         /// within `timeout`.
@@ -798,6 +815,9 @@ mod pause {
     impl Migration {
         /// The pause point itself: holds this migration if a test armed a pause for it.
         pub(crate) fn pause_point_before_relock(&self, req: &MoveReq, direction: Direction) {
+            if self.yield_before_relock.load(Ordering::Relaxed) {
+                std::thread::yield_now();
+            }
             let point = {
                 let mut armed = self.pause_before_relock.lock();
                 match armed.as_ref() {
