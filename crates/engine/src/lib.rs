@@ -28,3 +28,5 @@ pub use config::{
 };
 pub use engine::Engine;
 pub use engine::ReassignError;
+#[cfg(feature = "test-hooks")]
+pub use migrate::MigrationPause;
