@@ -24,6 +24,8 @@ mod memory;
 mod moves;
 mod ops;
 mod pages;
+#[cfg(feature = "test-hooks")]
+mod pause;
 mod policy;
 mod report;
 mod slab;
@@ -37,3 +39,5 @@ pub use config::{
 };
 pub use engine::Engine;
 pub use engine::ReassignError;
+#[cfg(feature = "test-hooks")]
+pub use pause::MigrationPause;

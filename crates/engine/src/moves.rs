@@ -108,6 +108,12 @@ pub(crate) struct Migration {
     pub demotions_failed: AtomicU64,
     pub raced: AtomicU64,
     pub dropped: AtomicU64,
+    /// Test builds only: the armed [`crate::MigrationPause`], if any.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) pause_before_relock: Mutex<Option<std::sync::Arc<crate::pause::PausePoint>>>,
+    /// Test builds only: every move yields its thread at the pause point.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) yield_before_relock: std::sync::atomic::AtomicBool,
 }
 
 /// What became of one move.
@@ -138,6 +144,10 @@ impl Migration {
             demotions_failed: AtomicU64::new(0),
             raced: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            #[cfg(feature = "test-hooks")]
+            pause_before_relock: Mutex::new(None),
+            #[cfg(feature = "test-hooks")]
+            yield_before_relock: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -366,6 +376,10 @@ impl Engine {
                     return Outcome::NoSpace;
                 }
             };
+        // Test builds only: a test may hold this move here (or have every move yield
+        // here) to run requests that only the re-check below can see.
+        #[cfg(feature = "test-hooks")]
+        self.moves.pause_point_before_relock(&req, direction);
         // 3. Re-check, copy, swap.
         let Some(mut table) = self.lock_shard(req.key_hash, locking) else {
             self.free_unlinked(dst_addr);

@@ -143,131 +143,274 @@ fn the_slow_maintainer_queues_promote_items_the_read_path_could_not() {
     assert_eq!(value(&e, b.as_bytes()), Some(val(&b, 0, 900)));
 }
 
-/// Queues a promotion of `k` (a slow-tier item), runs `op`, then the migration, and
-/// returns the migration counters.
-fn race(e: &Engine, k: &str, op: impl FnOnce(&Engine)) -> MigrationCounts {
-    assert_eq!(e.tier_of_key(k.as_bytes()), Some(TierId::Slow), "{k}");
-    read_n(e, k, READS_TO_PROMOTE);
-    assert_eq!(e.migration_counts().move_to_dram_queue_len, 1);
-    let before = e.migration_counts();
-    op(e);
-    e.migration_step();
-    let after = e.migration_counts();
-    MigrationCounts {
-        promotions: after.promotions - before.promotions,
-        migrations_raced: after.migrations_raced - before.migrations_raced,
-        ..after
+// ----- requests racing a migration -------------------------------------------------
+//
+// A migration checks the item (address + CAS) under the shard lock, allocates its copy
+// with no lock held, then locks the shard again and checks once more before copying.
+// A request that runs between the two checks is seen only by the second one. These
+// tests hold the migration exactly there (the engine's `test-hooks` pause point, after
+// the destination chunk is allocated and before the shard is locked again), run the
+// request, release the migration, and check that the request won, in both directions.
+
+/// Seconds an item may sit in DRAM unaccessed before the maintainer demotes it.
+const RACE_RESIDENCY_S: u32 = 10;
+
+/// The destinations a migration can have: promotion, demotion.
+const BOTH_DIRECTIONS: [TierId; 2] = [TierId::Dram, TierId::Slow];
+
+/// An engine where a migration can be queued on demand: age-based demotion with no
+/// low-water mark (any DRAM item idle for `RACE_RESIDENCY_S` is demoted), and room in
+/// both tiers (a promotion takes a free DRAM chunk, no admission check).
+fn racing_engine() -> (std::sync::Arc<Engine>, std::sync::Arc<ManualClock>) {
+    engine_with(EngineConfig {
+        dram_residency_max_s: RACE_RESIDENCY_S,
+        dram_low_water_pct: 0,
+        ..tiered(4, 16)
+    })
+}
+
+/// Queues a migration of `k` (a fresh item in DRAM) to tier `to` and leaves it in its
+/// Move queue: a demotion (the maintainer queues the idle DRAM COLD tail), or a
+/// demotion carried out and then a promotion (reads that take it to Promote).
+fn queue_migration(e: &Engine, clock: &ManualClock, k: &str, to: TierId) {
+    assert_eq!(e.tier_of_key(k.as_bytes()), Some(TierId::Dram), "{k}");
+    clock.advance_s(RACE_RESIDENCY_S + 1);
+    e.lru_maintainer_tier_step(0);
+    assert_eq!(e.migration_counts().move_to_slow_queue_len, 1);
+    if to == TierId::Dram {
+        assert_eq!(e.migration_step(), 1);
+        assert_eq!(e.tier_of_key(k.as_bytes()), Some(TierId::Slow), "{k}");
+        read_n(e, k, READS_TO_PROMOTE);
+        assert_eq!(e.migration_counts().move_to_dram_queue_len, 1);
     }
+}
+
+/// What one migration step did while `op` ran against it.
+#[derive(Debug)]
+struct Raced {
+    moved: u64,
+    raced: u64,
+}
+
+/// Runs the queued migration of `k` to `to` on another thread, holds it at the pause
+/// point, runs `op` (the racing request), then lets it finish.
+fn race(e: &Engine, k: &str, to: TierId, op: impl FnOnce(&Engine)) -> Raced {
+    let before = e.migration_counts();
+    std::thread::scope(|s| {
+        let pause = e.pause_migration_before_relock(k.as_bytes(), to);
+        let migration = s.spawn(|| e.migration_step());
+        assert!(
+            pause.wait_until_paused(std::time::Duration::from_secs(10)),
+            "the migration of {k} to {to:?} never reached the pause point"
+        );
+        op(e);
+        assert!(
+            pause.release(),
+            "the migration gave up waiting before the release"
+        );
+        migration.join().expect("migration thread");
+    });
+    let after = e.migration_counts();
+    let moved = match to {
+        TierId::Dram => after.promotions - before.promotions,
+        TierId::Slow => after.demotions - before.demotions,
+    };
+    Raced {
+        moved,
+        raced: after.migrations_raced - before.migrations_raced,
+    }
+}
+
+fn items_in_both_tiers(e: &Engine) -> u64 {
+    e.tier_usage(TierId::Dram).items + e.tier_usage(TierId::Slow).items
+}
+
+/// After a race: new items of the raced item's size (its slab class, so they take the
+/// chunks the race freed) each get a chunk of their own. A chunk freed twice (by the
+/// request and again by a migration that missed it) would be handed out twice, and
+/// one of these values would come back overwritten by another.
+fn fresh_items_keep_their_values(e: &Engine, len: usize, to: TierId) {
+    const FRESH: u32 = 16;
+    let items = items_in_both_tiers(e);
+    let fresh = |i: u32| format!("fresh:{i:02}");
+    for i in 0..FRESH {
+        let k = fresh(i);
+        assert!(stored(set(e, k.as_bytes(), &val(&k, 0, len))), "{k}");
+    }
+    for i in 0..FRESH {
+        let k = fresh(i);
+        let got = value(e, k.as_bytes());
+        assert!(
+            got == Some(val(&k, 0, len)),
+            "to {to:?}: {k} reads {:?}",
+            got.map(|v| String::from_utf8_lossy(&v[..v.len().min(24)]).into_owned())
+        );
+    }
+    assert_eq!(
+        items_in_both_tiers(e),
+        items + u64::from(FRESH),
+        "to {to:?}"
+    );
 }
 
 #[test]
 fn a_set_racing_a_migration_wins() {
-    let (e, _) = engine_with(tiered(1, 16));
-    fill(&e, 3000, 900);
-    let k = key(2);
-    let m = race(&e, &k, |e| assert!(stored(set(e, k.as_bytes(), b"new"))));
-    assert_eq!(m.promotions, 0);
-    assert_eq!(m.migrations_raced, 1);
-    assert_eq!(value(&e, k.as_bytes()), Some(b"new".to_vec()));
-    assert_eq!(
-        e.tier_usage(TierId::Dram).items + e.tier_usage(TierId::Slow).items,
-        3000
-    );
+    for to in BOTH_DIRECTIONS {
+        let (e, clock) = racing_engine();
+        let k = key(2);
+        assert!(stored(set(&e, k.as_bytes(), &val(&k, 0, 900))));
+        queue_migration(&e, &clock, &k, to);
+        let mut new_cas = 0;
+        let m = race(&e, &k, to, |e| match set(e, k.as_bytes(), b"new") {
+            StoreOutcome::Stored { cas } => new_cas = cas,
+            other => panic!("set: {other:?}"),
+        });
+        assert_eq!((m.moved, m.raced), (0, 1), "to {to:?}: {m:?}");
+        let got = get(&e, k.as_bytes()).expect("the new value");
+        assert_eq!(
+            (got.value, got.cas),
+            (b"new".to_vec(), new_cas),
+            "to {to:?}"
+        );
+        // One copy: the migration left no second (old) one linked.
+        assert_eq!(items_in_both_tiers(&e), 1, "to {to:?}");
+        settle(&e);
+        assert_eq!(value(&e, k.as_bytes()), Some(b"new".to_vec()), "to {to:?}");
+        fresh_items_keep_their_values(&e, 900, to);
+    }
 }
 
 #[test]
 fn a_delete_racing_a_migration_wins_and_nothing_is_resurrected() {
-    let (e, _) = engine_with(tiered(1, 16));
-    fill(&e, 3000, 900);
-    let k = key(3);
-    let m = race(&e, &k, |e| {
-        assert_eq!(
-            e.delete(k.as_bytes(), &DeleteOptions::default()),
-            DeleteOutcome::Deleted
-        )
-    });
-    assert_eq!((m.promotions, m.migrations_raced), (0, 1));
-    assert_eq!(value(&e, k.as_bytes()), None);
-    settle(&e);
-    assert_eq!(value(&e, k.as_bytes()), None);
-    assert_eq!(
-        e.tier_usage(TierId::Dram).items + e.tier_usage(TierId::Slow).items,
-        2999
-    );
+    for to in BOTH_DIRECTIONS {
+        let (e, clock) = racing_engine();
+        let k = key(3);
+        assert!(stored(set(&e, k.as_bytes(), &val(&k, 0, 900))));
+        queue_migration(&e, &clock, &k, to);
+        let m = race(&e, &k, to, |e| {
+            assert_eq!(
+                e.delete(k.as_bytes(), &DeleteOptions::default()),
+                DeleteOutcome::Deleted
+            )
+        });
+        assert_eq!((m.moved, m.raced), (0, 1), "to {to:?}: {m:?}");
+        assert_eq!(value(&e, k.as_bytes()), None, "to {to:?}");
+        assert_eq!(items_in_both_tiers(&e), 0, "to {to:?}: a copy was linked");
+        settle(&e);
+        assert_eq!(value(&e, k.as_bytes()), None, "to {to:?}");
+        assert_eq!(stat(&e, "curr_items"), 0, "to {to:?}");
+        fresh_items_keep_their_values(&e, 900, to);
+    }
 }
 
 #[test]
 fn an_incr_racing_a_migration_wins() {
-    let (e, _) = engine_with(tiered(1, 16));
-    fill(&e, 3000, 900);
-    // A counter padded with spaces (memcached's in-place incr format) to the size of
-    // the other items, so it shares their slab class (which owns the DRAM page).
-    let k = "counter".to_string();
-    let counter = |n: &[u8]| {
-        let mut v = n.to_vec();
-        v.resize(900, b' ');
-        v
-    };
-    assert!(stored(set(&e, k.as_bytes(), &counter(b"100"))));
-    // Push the counter down to the slow tier (the maintainer demotes DRAM's COLD tail
-    // to keep room for new items).
-    for i in 3000..4500 {
-        let kk = key(i);
-        set(&e, kk.as_bytes(), &val(&kk, 0, 900));
-        if i % 64 == 0 {
-            settle(&e);
+    for to in BOTH_DIRECTIONS {
+        let (e, clock) = racing_engine();
+        // Room for the new digits in place (memcached's in-place incr): the item keeps
+        // its address, so only its CAS tells the migration it changed.
+        let k = "counter".to_string();
+        assert!(stored(set(&e, k.as_bytes(), b"100 ")));
+        queue_migration(&e, &clock, &k, to);
+        let mut incr_cas = 0;
+        let m = race(&e, &k, to, |e| {
+            match e.arith(k.as_bytes(), &ArithOptions::new(true, 5)) {
+                ArithOutcome::Value {
+                    value: 105, cas, ..
+                } => incr_cas = cas,
+                other => panic!("incr: {other:?}"),
+            }
+        });
+        assert_eq!((m.moved, m.raced), (0, 1), "to {to:?}: {m:?}");
+        // A copy carrying the queued (pre-incr) CAS would let a `cas` with the old
+        // unique overwrite the increment.
+        let got = get(&e, k.as_bytes()).expect("the counter");
+        assert_eq!(
+            (got.value, got.cas),
+            (b"105 ".to_vec(), incr_cas),
+            "to {to:?}"
+        );
+        assert_eq!(items_in_both_tiers(&e), 1, "to {to:?}");
+        // The in-place incr left the item queueable: it migrates later, unchanged.
+        if to == TierId::Dram {
+            read_n(&e, &k, READS_TO_PROMOTE);
+        } else {
+            clock.advance_s(RACE_RESIDENCY_S + 1);
+            e.lru_maintainer_tier_step(0);
         }
+        e.migration_step();
+        assert_eq!(e.tier_of_key(k.as_bytes()), Some(to), "to {to:?}");
+        let got = get(&e, k.as_bytes()).expect("the counter");
+        assert_eq!(
+            (got.value, got.cas),
+            (b"105 ".to_vec(), incr_cas),
+            "to {to:?}"
+        );
     }
-    settle(&e);
-    let m = race(&e, &k, |e| {
-        assert!(matches!(
-            e.arith(k.as_bytes(), &ArithOptions::new(true, 5)),
-            ArithOutcome::Value { value: 105, .. }
-        ))
-    });
-    assert_eq!((m.promotions, m.migrations_raced), (0, 1));
-    assert_eq!(value(&e, k.as_bytes()), Some(counter(b"105")));
-    // The in-place incr left the item queueable: it is promoted on later reads.
-    read_n(&e, &k, READS_TO_PROMOTE);
-    e.migration_step();
-    assert_eq!(e.tier_of_key(k.as_bytes()), Some(TierId::Dram));
-    assert_eq!(value(&e, k.as_bytes()), Some(counter(b"105")));
 }
 
 #[test]
 fn an_append_racing_a_migration_wins() {
-    let (e, _) = engine_with(tiered(1, 16));
-    fill(&e, 3000, 900);
-    let k = key(5);
-    let m = race(&e, &k, |e| {
-        assert!(stored(store(
-            e,
-            StoreMode::Append,
-            k.as_bytes(),
-            b"+tail",
-            0,
-            0
-        )))
-    });
-    assert_eq!((m.promotions, m.migrations_raced), (0, 1));
-    let mut want = val(&k, 0, 900);
-    want.extend_from_slice(b"+tail");
-    assert_eq!(value(&e, k.as_bytes()), Some(want));
+    for to in BOTH_DIRECTIONS {
+        let (e, clock) = racing_engine();
+        let k = key(5);
+        assert!(stored(set(&e, k.as_bytes(), &val(&k, 0, 900))));
+        queue_migration(&e, &clock, &k, to);
+        let mut append_cas = 0;
+        let m = race(&e, &k, to, |e| {
+            match store(e, StoreMode::Append, k.as_bytes(), b"+tail", 0, 0) {
+                StoreOutcome::Stored { cas } => append_cas = cas,
+                other => panic!("append: {other:?}"),
+            }
+        });
+        assert_eq!((m.moved, m.raced), (0, 1), "to {to:?}: {m:?}");
+        let mut want = val(&k, 0, 900);
+        want.extend_from_slice(b"+tail");
+        let got = get(&e, k.as_bytes()).expect("the appended value");
+        assert_eq!(
+            (got.value, got.cas),
+            (want.clone(), append_cas),
+            "to {to:?}"
+        );
+        assert_eq!(items_in_both_tiers(&e), 1, "to {to:?}");
+        fresh_items_keep_their_values(&e, 900, to);
+        assert_eq!(value(&e, k.as_bytes()), Some(want), "to {to:?}");
+    }
 }
 
 #[test]
 fn a_touch_racing_a_migration_keeps_its_new_expiry() {
-    let (e, clock) = engine_with(tiered(1, 16));
-    fill(&e, 3000, 900);
-    let k = key(6);
-    let m = race(&e, &k, |e| {
-        assert_eq!(e.touch(k.as_bytes(), 100), TouchOutcome::Touched)
-    });
-    // `touch` changes no CAS: the migration may go ahead, but carries the new expiry.
-    assert_eq!(m.promotions + m.migrations_raced, 1);
-    assert_eq!(value(&e, k.as_bytes()), Some(val(&k, 0, 900)));
-    clock.advance_s(101);
-    assert_eq!(value(&e, k.as_bytes()), None);
+    const TTL_S: i64 = 100;
+    const NEW_TTL_S: i64 = 1000;
+    for to in BOTH_DIRECTIONS {
+        let (e, clock) = racing_engine();
+        let k = key(6);
+        let v = val(&k, 0, 900);
+        assert!(stored(store(
+            &e,
+            StoreMode::Set,
+            k.as_bytes(),
+            &v,
+            0,
+            TTL_S
+        )));
+        queue_migration(&e, &clock, &k, to);
+        let m = race(&e, &k, to, |e| {
+            assert_eq!(e.touch(k.as_bytes(), NEW_TTL_S), TouchOutcome::Touched)
+        });
+        // `touch` changes no CAS and no address: the migration goes ahead, and must
+        // carry the expiry the item has when it is copied, not when it was queued.
+        assert_eq!((m.moved, m.raced), (1, 0), "to {to:?}: {m:?}");
+        assert_eq!(e.tier_of_key(k.as_bytes()), Some(to), "to {to:?}");
+        clock.advance_s(TTL_S as u32);
+        assert_eq!(
+            value(&e, k.as_bytes()),
+            Some(v.clone()),
+            "to {to:?}: old expiry"
+        );
+        clock.advance_s(NEW_TTL_S as u32);
+        assert_eq!(value(&e, k.as_bytes()), None, "to {to:?}: never expires");
+    }
 }
 
 #[test]

@@ -89,3 +89,105 @@ pub fn stat(e: &Engine, name: &str) -> u64 {
 pub fn stored(o: StoreOutcome) -> bool {
     matches!(o, StoreOutcome::Stored { .. })
 }
+
+// ----- self-checking values ----------------------------------------------------------
+//
+// A value is a concatenation of writes (a `set`'s value, then each `append`'s bytes),
+// and every write is a run of blocks. Every block names the key, the write's version,
+// its own index in the write and the write's block count, and fills its other bytes
+// from all four, so a value checks only if it is exactly whole writes of that key: a
+// read that mixes two versions (at any byte), bytes of another key, a truncated or a
+// stretched value, or bytes of a freed chunk all fail.
+
+/// Bytes of one block.
+pub const BLOCK_BYTES: usize = 32;
+
+/// One write of a self-checking value, as found in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Run {
+    pub version: u64,
+    pub blocks: u32,
+}
+
+/// A fixed mix of a block's fields (splitmix64's finaliser): the bytes that no two
+/// different blocks share.
+fn block_fill(key_id: u32, version: u64, index: u32, blocks: u32) -> [u8; 12] {
+    let mut z = version
+        ^ (u64::from(key_id) << 32 | u64::from(index)).rotate_left(17)
+        ^ u64::from(blocks).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    let mut fill = [0u8; 12];
+    fill[..8].copy_from_slice(&z.to_le_bytes());
+    fill[8..].copy_from_slice(&(z.rotate_left(32) as u32 ^ key_id).to_le_bytes());
+    fill
+}
+
+fn block(key_id: u32, version: u64, index: u32, blocks: u32) -> [u8; BLOCK_BYTES] {
+    let mut b = [0u8; BLOCK_BYTES];
+    b[0..4].copy_from_slice(&key_id.to_le_bytes());
+    b[4..12].copy_from_slice(&version.to_le_bytes());
+    b[12..16].copy_from_slice(&index.to_le_bytes());
+    b[16..20].copy_from_slice(&blocks.to_le_bytes());
+    b[20..32].copy_from_slice(&block_fill(key_id, version, index, blocks));
+    b
+}
+
+/// The bytes of one write: `blocks` blocks of `key_id`'s `version`.
+pub fn write_bytes(key_id: u32, version: u64, blocks: u32) -> Vec<u8> {
+    let mut v = Vec::with_capacity(blocks as usize * BLOCK_BYTES);
+    for index in 0..blocks {
+        v.extend_from_slice(&block(key_id, version, index, blocks));
+    }
+    v
+}
+
+/// Splits a value of `key_id` into its writes. `Err` names the first byte that is not
+/// part of a whole write of this key (a torn, foreign, cut or padded value).
+pub fn parse_runs(key_id: u32, v: &[u8]) -> Result<Vec<Run>, String> {
+    let whole_blocks = v.chunks_exact(BLOCK_BYTES);
+    if !whole_blocks.remainder().is_empty() {
+        return Err(format!(
+            "key {key_id}: length {} is not whole blocks",
+            v.len()
+        ));
+    }
+    let field = |b: &[u8], at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+    let mut runs: Vec<Run> = Vec::new();
+    let mut expected_index = 0;
+    for (i, b) in whole_blocks.enumerate() {
+        let version = u64::from_le_bytes(b[4..12].try_into().expect("8 bytes"));
+        let (index, blocks) = (field(b, 12), field(b, 16));
+        let at = i * BLOCK_BYTES;
+        if b != block(key_id, version, index, blocks) {
+            return Err(format!(
+                "key {key_id}: block at byte {at} is torn or another key's \
+                 (names key {}, version {version:#x}, block {index} of {blocks})",
+                field(b, 0)
+            ));
+        }
+        if index != expected_index {
+            return Err(format!(
+                "key {key_id}: block at byte {at} is block {index} of version {version:#x}, \
+                 expected block {expected_index}"
+            ));
+        }
+        if index == 0 {
+            runs.push(Run { version, blocks });
+        } else if !matches!(runs.last(), Some(r) if (r.version, r.blocks) == (version, blocks)) {
+            return Err(format!(
+                "key {key_id}: block at byte {at} of version {version:#x} continues {:?}",
+                runs.last()
+            ));
+        }
+        expected_index = if index + 1 == blocks { 0 } else { index + 1 };
+    }
+    if expected_index != 0 {
+        return Err(format!(
+            "key {key_id}: the last write is cut short ({:?})",
+            runs.last()
+        ));
+    }
+    Ok(runs)
+}
