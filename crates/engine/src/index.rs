@@ -61,6 +61,15 @@ impl Index {
         &self.shards[(key_hash >> self.shard_shift) as usize % self.shards.len()]
     }
 
+    /// DRAM bytes the index's tables hold (entries, control bytes, padding): every
+    /// item's only DRAM cost outside its own tier.
+    pub fn allocated_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.table.lock().allocation_size())
+            .sum()
+    }
+
     /// Total buckets, for `hash_power_level` / `hash_bytes`.
     pub fn bucket_count(&self) -> usize {
         self.shards.iter().map(|s| s.table.lock().capacity()).sum()

@@ -56,6 +56,9 @@ impl Engine {
             u((buckets * std::mem::size_of::<u64>()) as u64),
         );
         emit("hash_is_expanding", u(0));
+        // fogcached's own: what the index really takes in DRAM (memcached's
+        // `hash_bytes` counts one pointer per bucket).
+        emit("index_bytes", u(self.index.allocated_bytes() as u64));
         let r = &self.rare;
         emit("slab_reassign_rescues", u(0));
         emit("slab_reassign_chunk_rescues", u(0));
