@@ -110,11 +110,20 @@ impl Periods {
 
     /// The policy byte after one more access now.
     pub fn accessed(&self, access: u8, last_access_s: u32) -> u8 {
+        let current = self.current();
+        let now_bits = ((current % PERIOD_SLOTS) as u8) << COUNT_BITS;
+        let slot = (current % PERIOD_SLOTS) as usize;
+        if access & !COUNT_MAX == now_bits
+            && last_access_s >= self.started_at_s[slot].load(Ordering::Relaxed)
+        {
+            // Accessed before in this period (the common case of a hot item): no decay.
+            return now_bits | (access & COUNT_MAX).saturating_add(1).min(COUNT_MAX);
+        }
         let count = self
             .decayed(access, last_access_s)
             .saturating_add(1)
             .min(COUNT_MAX);
-        (((self.current() % PERIOD_SLOTS) as u8) << COUNT_BITS) | count
+        now_bits | count
     }
 
     /// Records one access of the item with header `h` at `now_s`: the counter and the
