@@ -188,6 +188,22 @@ impl ItemMemory {
         self.region.charge_write(ptr, len);
     }
 
+    /// Charges writing header bytes `range` of every item in `addrs` as one burst (one
+    /// access latency, each line counted), e.g. a fresh page's chunk headers.
+    pub fn charge_header_write_burst(
+        &self,
+        addrs: impl Iterator<Item = ItemAddr>,
+        range: std::ops::Range<usize>,
+    ) {
+        let (mut lines, mut bytes) = (0u64, 0u64);
+        for addr in addrs {
+            let from = self.header_ptr(addr) as usize + range.start;
+            lines += tier::lines_touched(from, range.len());
+            bytes += range.len() as u64;
+        }
+        self.region.charge_write_burst(lines, bytes);
+    }
+
     /// Charges a read of header bytes `range` (see [`header_bytes`]).
     pub fn charge_header_read(&self, addr: ItemAddr, range: std::ops::Range<usize>) {
         self.charge_read(addr, range.start, range.len());

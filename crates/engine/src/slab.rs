@@ -248,7 +248,7 @@ impl ClassState {
 
     /// Adds a fresh page, labels it with the class, and splits it into free chunks
     /// (memcached 1.6 splits whole pages at once, so `free_chunks_end` is always 0).
-    /// Writing each chunk's header is charged.
+    /// Writing the chunk headers is charged as one burst.
     pub fn add_page(
         &mut self,
         mem: &ItemMemory,
@@ -268,9 +268,10 @@ impl ClassState {
         // The page's chunks go in front of the free list in address order, so allocation
         // walks the page upwards. Each chunk header is written once.
         let old_head = self.free_head;
+        // Every chunk header is written once, back to back: one burst.
+        mem.charge_header_write_burst((0..self.per_page).map(chunk_addr), header_bytes::LINKS);
         for i in 0..self.per_page {
             let addr = chunk_addr(i);
-            mem.charge_header_write(addr, header_bytes::LINKS);
             let h = mem.header(addr);
             h.state.store(state::FREE, Ordering::Relaxed);
             let prev = if i == 0 { NIL } else { chunk_addr(i - 1) };

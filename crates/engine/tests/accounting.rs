@@ -179,3 +179,17 @@ fn a_demotion_and_a_promotion_charge_the_slow_tier_exactly() {
     assert_eq!(value(&e, key(0).as_bytes()), Some(val(0)));
     assert_eq!(value(&e, key(1).as_bytes()), Some(val(1)));
 }
+
+/// The first item of a class in the slow tier splits a fresh page: every chunk header
+/// (5461 chunks of 192 bytes in 1 MiB) is written once, as one burst; then the chunk
+/// comes off the free list (its header read, the next chunk's `prev` written) and the
+/// item's three lines are written, with no LRU neighbour yet.
+#[test]
+fn a_fresh_slow_page_is_formatted_with_one_line_per_chunk_header() {
+    let e = slow_only();
+    let chunks_per_page = 1024 * 1024 / 192;
+    let lines = slow_lines(&e, || {
+        assert!(stored(set(&e, key(0).as_bytes(), &val(0))));
+    });
+    assert_eq!(lines, (1, chunks_per_page + 1 + ITEM_LINES));
+}

@@ -361,6 +361,21 @@ impl Region {
         }
     }
 
+    /// Counts a burst of `lines` 64-byte lines holding `bytes` bytes as written (a page
+    /// being formatted: scattered small writes issued back to back), and busy-waits one
+    /// access latency plus the transfer of `lines` whole lines.
+    pub fn charge_write_burst(&self, lines: u64, bytes: u64) {
+        self.counters.add_write(bytes, lines);
+        if !self.costless {
+            let line_bytes = usize::try_from(lines)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(crate::LINE_SIZE_BYTES);
+            let ns = self.cost.write_cost_ns(line_bytes);
+            self.counters.add_wait_ns(ns);
+            busy_wait_ns(ns);
+        }
+    }
+
     /// Sum of every thread's accounting so far.
     pub fn access_counts(&self) -> AccessCounts {
         self.counters.snapshot()
