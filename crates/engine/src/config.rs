@@ -66,30 +66,50 @@ pub struct EngineConfig {
     pub move_queue_max: usize,
     /// `--migration-threads`: threads draining the Move queues.
     pub migration_threads: usize,
+    /// `--access-period`: requests per period of the decayed access counters that
+    /// promotion admission compares (HMCached's logical period); 0 = twice the number
+    /// of items in DRAM (re-read every maintainer pass).
+    pub access_period_requests: u64,
+    /// `--promotion-margin`: while DRAM is full, a promotion is admitted only if the
+    /// item's decayed access count exceeds that of the DRAM item it would displace by
+    /// at least this much (Dual-LRU). 0 admits every promotion.
+    pub promotion_margin: u8,
 }
 
 /// `--policy`: the placement policies the engine implements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum PlacementPolicy {
-    /// Fogcached's Dual-LRU: a segmented LRU per tier joined by two Move queues.
+    /// Fogcached's Dual-LRU: a segmented LRU per tier joined by two Move queues, with
+    /// promotion admission by decayed access counts.
     #[default]
     DualLru,
+    /// HMCached's HM-UNI: new items spread over the tiers in proportion to their sizes,
+    /// never moved.
+    Uniform,
+    /// HMCached's HM-TLC: every access pulls an item into DRAM, DRAM's LRU tail is
+    /// demoted.
+    TwoLevel,
 }
 
 impl PlacementPolicy {
+    /// Every policy, in the order `--help` lists them.
+    pub const ALL: [PlacementPolicy; 3] = [
+        PlacementPolicy::DualLru,
+        PlacementPolicy::Uniform,
+        PlacementPolicy::TwoLevel,
+    ];
     /// Names accepted by [`PlacementPolicy::parse`].
-    pub const NAMES: [&'static str; 1] = ["dual-lru"];
+    pub const NAMES: [&'static str; 3] = ["dual-lru", "uniform", "two-level"];
 
     pub fn parse(name: &str) -> Option<PlacementPolicy> {
-        match name {
-            "dual-lru" => Some(PlacementPolicy::DualLru),
-            _ => None,
-        }
+        Self::ALL.into_iter().find(|p| p.name() == name)
     }
 
     pub fn name(&self) -> &'static str {
         match self {
             PlacementPolicy::DualLru => "dual-lru",
+            PlacementPolicy::Uniform => "uniform",
+            PlacementPolicy::TwoLevel => "two-level",
         }
     }
 }
@@ -124,6 +144,8 @@ impl Default for EngineConfig {
             dram_low_water_pct: 50,
             move_queue_max: 1024,
             migration_threads: 1,
+            access_period_requests: 0,
+            promotion_margin: 3,
         }
     }
 }

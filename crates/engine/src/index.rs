@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::item::{ItemAddr, ItemMemory, ITEM_HEADER_BYTES};
+use crate::item::{header_bytes, ItemAddr, ItemMemory, ITEM_HEADER_BYTES};
 
 /// A shard: its table, padded to its own cache lines.
 #[repr(align(128))]
@@ -61,14 +61,24 @@ impl Index {
         &self.shards[(key_hash >> self.shard_shift) as usize % self.shards.len()]
     }
 
+    /// DRAM bytes the index's tables hold (entries, control bytes, padding): every
+    /// item's only DRAM cost outside its own tier.
+    pub fn allocated_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.table.lock().allocation_size())
+            .sum()
+    }
+
     /// Total buckets, for `hash_power_level` / `hash_bytes`.
     pub fn bucket_count(&self) -> usize {
         self.shards.iter().map(|s| s.table.lock().capacity()).sum()
     }
 
     /// Finds the item with `key`. Entries may live in any tier: `mem_of` names the
-    /// memory of an address. Each key compared is charged as a read of its tier (a
-    /// slow-tier key compare is a slow-tier access).
+    /// memory of an address. Each entry probed is charged as a read of its tier (a
+    /// slow-tier key compare is a slow-tier access): the `key_hash` line for a tag
+    /// collision, header and key for a matching hash.
     pub fn find<'m>(
         table: &ShardGuard<'_>,
         mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
@@ -80,9 +90,12 @@ impl Index {
                 let mem = mem_of(addr);
                 let h = mem.header(addr);
                 if h.key_hash.load(Ordering::Relaxed) != key_hash {
-                    mem.charge_read(addr, 0, ITEM_HEADER_BYTES);
+                    // A collision of the table's tag: only the line of `key_hash` is read.
+                    mem.charge_header_read(addr, header_bytes::KEY_HASH);
                     return false;
                 }
+                // The header and the key: the operation goes on to use every header
+                // field, so the whole header is charged with the key, once.
                 mem.charge_read(addr, 0, ITEM_HEADER_BYTES + key.len());
                 // SAFETY: the caller holds this shard's lock and every entry of the
                 // shard is a published item of the shard (item.rs invariant 3).
@@ -105,7 +118,11 @@ impl Index {
         addr: ItemAddr,
     ) {
         table.insert_unique(table_hash(key_hash), addr, |&a| {
-            table_hash(mem_of(a).header(a).key_hash.load(Ordering::Relaxed))
+            // Growth rehashes every entry from its header: a read of each item's
+            // `key_hash` line, wherever the item lives.
+            let mem = mem_of(a);
+            mem.charge_header_read(a, header_bytes::KEY_HASH);
+            table_hash(mem.header(a).key_hash.load(Ordering::Relaxed))
         });
     }
 

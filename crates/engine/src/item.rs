@@ -55,50 +55,72 @@ pub(crate) mod state {
     /// Chunk on its class's free list.
     pub const FREE: u16 = 1 << 8;
     /// Fogcached's Promote state: a slow-tier item referenced again while ACTIVE.
-    /// Cleared when the item is copied to DRAM (the copy starts without it).
+    /// Set and read by the placement policy; cleared when the item is copied to DRAM
+    /// (the copy starts without it).
     pub const PROMOTE: u16 = 1 << 9;
     /// The item has an entry in a Move queue; keeps it from being queued twice.
     /// Cleared by the migration thread when it handles the entry.
     pub const QUEUED: u16 = 1 << 10;
-    /// The 1/32-second fraction of the last access (`ItemHeader::last_access_ticks`),
-    /// five bits in the otherwise spare top of the state word, so sub-second access
-    /// times cost no header byte.
-    pub const ACCESS_FRAC_SHIFT: u16 = 11;
-    pub const ACCESS_FRAC_MASK: u16 = 0b1_1111 << ACCESS_FRAC_SHIFT;
-    /// Bits a migrated copy keeps: what the client or the protocol can observe, and the
-    /// access time's fraction (the seconds are copied with `last_access_s`).
-    pub const CARRIED_BY_MIGRATION: u16 = FETCHED | STALE | TOKEN_SENT | ACCESS_FRAC_MASK;
+    /// Bits a migrated copy keeps: what the client or the protocol can observe.
+    pub const CARRIED_BY_MIGRATION: u16 = FETCHED | STALE | TOKEN_SENT;
 }
 
-const _: () = assert!(crate::clock::TICKS_PER_S == 1 << 5, "five fraction bits");
-const _: () = assert!(
-    state::ACCESS_FRAC_MASK & (state::QUEUED * 2 - 1) == 0,
-    "the fraction bits are above every flag"
-);
+/// Byte ranges of the header that one kind of update rewrites. The accounting charges
+/// the 64-byte lines they span, so the fields an operation writes together sit together:
+/// a hit rewrites `ACCESS` (one aligned 8-byte word, so always one line), an LRU or
+/// free-list link rewrites `LINKS` (the links and the segment bits of `state`).
+pub(crate) mod header_bytes {
+    use std::ops::Range;
+    /// `next`, `prev`, `last_access_s`, `state`.
+    pub const LINKS: Range<usize> = 0..22;
+    /// `state`: flags alone (a queue mark, a refused promotion).
+    pub const STATE: Range<usize> = 20..22;
+    /// `last_access_s`, `state`, `access`: what a read or touch updates.
+    pub const ACCESS: Range<usize> = 16..23;
+    /// `key_hash`: what an index probe compares before the key.
+    pub const KEY_HASH: Range<usize> = 36..40;
+    /// `last_access_s` .. `exptime_rel_s`: what `touch` rewrites (access and expiry).
+    pub const TOUCH: Range<usize> = 16..36;
+    /// The whole header.
+    pub const ALL: Range<usize> = 0..super::ITEM_HEADER_BYTES;
+}
 
-/// The header at the start of every chunk. `repr(C)`, 48 bytes.
+/// The header at the start of every chunk. `repr(C)`, 48 bytes. The fields a read
+/// updates (`last_access_s`, `state`, `access`) share one aligned 8-byte word with
+/// `key_len`, so a hit dirties exactly one 64-byte line of a slow-tier item.
 #[repr(C, align(8))]
 pub(crate) struct ItemHeader {
     /// LRU (or free list) links; meaningful under the class lock.
     pub next: AtomicU64,
     pub prev: AtomicU64,
-    /// CAS unique; written under the shard lock.
-    pub cas: AtomicU64,
     /// Relative time of the last access; written lock-free by reads.
     pub last_access_s: AtomicU32,
-    /// Relative expiry time, 0 = never; written under the shard lock.
-    pub exptime_rel_s: AtomicU32,
-    pub client_flags: AtomicU32,
-    pub value_len: AtomicU32,
-    /// 32-bit hash of the key (selects the shard and rebuilds the index on growth).
-    pub key_hash: AtomicU32,
     /// `state::*` bits.
     pub state: AtomicU16,
+    /// Owned by the placement policy (e.g. a decayed access counter and its period);
+    /// the engine only zeroes it for a new item and copies it on migration.
+    pub access: AtomicU8,
     pub key_len: AtomicU8,
-    pub class_id: AtomicU8,
+    /// CAS unique; written under the shard lock.
+    pub cas: AtomicU64,
+    /// Relative expiry time, 0 = never; written under the shard lock.
+    pub exptime_rel_s: AtomicU32,
+    /// 32-bit hash of the key (selects the shard and rebuilds the index on growth).
+    pub key_hash: AtomicU32,
+    pub client_flags: AtomicU32,
+    pub value_len: AtomicU32,
 }
 
 const _: () = assert!(std::mem::size_of::<ItemHeader>() == ITEM_HEADER_BYTES);
+const _: () = assert!(
+    std::mem::offset_of!(ItemHeader, last_access_s) == header_bytes::ACCESS.start
+        && std::mem::offset_of!(ItemHeader, access) + 1 == header_bytes::ACCESS.end
+        && std::mem::offset_of!(ItemHeader, state) + 2 == header_bytes::LINKS.end
+        && std::mem::offset_of!(ItemHeader, state) == header_bytes::STATE.start
+        && std::mem::offset_of!(ItemHeader, key_hash) == header_bytes::KEY_HASH.start
+        && std::mem::offset_of!(ItemHeader, exptime_rel_s) + 4 == header_bytes::TOUCH.end,
+    "header_bytes ranges match the field layout"
+);
 
 impl ItemHeader {
     pub fn has(&self, bits: u16) -> bool {
@@ -126,33 +148,11 @@ impl ItemHeader {
             + self.key_len.load(Ordering::Relaxed) as usize
             + self.value_len.load(Ordering::Relaxed) as usize
     }
-    pub fn class(&self) -> usize {
-        self.class_id.load(Ordering::Relaxed) as usize
-    }
-    /// Last access in 1/32-second ticks: `last_access_s` plus the fraction kept in the
-    /// state word. The two are written without a common lock (reads update them
-    /// lock-free), so a concurrent reader may pair a second with the fraction of a
-    /// neighbouring access: off by under a second, which only blurs an admission
-    /// decision (never a correctness check, which all use whole seconds).
-    pub fn last_access_ticks(&self) -> u64 {
-        let frac = (self.state.load(Ordering::Relaxed) & state::ACCESS_FRAC_MASK)
-            >> state::ACCESS_FRAC_SHIFT;
-        u64::from(self.last_access_s.load(Ordering::Relaxed)) * crate::clock::TICKS_PER_S
-            + u64::from(frac)
-    }
-    /// Records an access at `now_ticks` (seconds and fraction).
-    pub fn set_last_access_ticks(&self, now_ticks: u64) {
-        let s = u32::try_from(now_ticks / crate::clock::TICKS_PER_S).unwrap_or(u32::MAX);
-        let frac = ((now_ticks % crate::clock::TICKS_PER_S) as u16) << state::ACCESS_FRAC_SHIFT;
-        if self.last_access_s.load(Ordering::Relaxed) != s {
-            self.last_access_s.store(s, Ordering::Relaxed);
-        }
-        if self.state.load(Ordering::Relaxed) & state::ACCESS_FRAC_MASK != frac {
-            let _ = self
-                .state
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
-                    Some((b & !state::ACCESS_FRAC_MASK) | frac)
-                });
+    /// Records an access at `now_s` (a store only when the second changed, so a
+    /// repeated hit within a second leaves a slow-tier line clean).
+    pub fn touch_last_access(&self, now_s: u32) {
+        if self.last_access_s.load(Ordering::Relaxed) != now_s {
+            self.last_access_s.store(now_s, Ordering::Relaxed);
         }
     }
 }
@@ -186,6 +186,75 @@ impl ItemMemory {
     pub fn charge_write(&self, addr: ItemAddr, from: usize, len: usize) {
         let ptr = self.header_ptr(addr).wrapping_add(from);
         self.region.charge_write(ptr, len);
+    }
+
+    /// Charges writing header bytes `range` of every item in `addrs` as one burst (one
+    /// access latency, each line counted), e.g. a fresh page's chunk headers.
+    pub fn charge_header_write_burst(
+        &self,
+        addrs: impl Iterator<Item = ItemAddr>,
+        range: std::ops::Range<usize>,
+    ) {
+        let (mut lines, mut bytes) = (0u64, 0u64);
+        for addr in addrs {
+            let from = self.header_ptr(addr) as usize + range.start;
+            lines += tier::lines_touched(from, range.len());
+            bytes += range.len() as u64;
+        }
+        self.region.charge_write_burst(lines, bytes);
+    }
+
+    /// Charges a read of header bytes `range` (see [`header_bytes`]).
+    pub fn charge_header_read(&self, addr: ItemAddr, range: std::ops::Range<usize>) {
+        self.charge_read(addr, range.start, range.len());
+    }
+
+    /// Charges a write of one field of a neighbour's header (an LRU or free-list link).
+    pub fn header_write_field(&self, addr: ItemAddr, field: std::ops::Range<usize>) {
+        self.charge_write(addr, field.start, field.len());
+    }
+
+    /// Charges a write of header bytes `range` (see [`header_bytes`]).
+    pub fn charge_header_write(&self, addr: ItemAddr, range: std::ops::Range<usize>) {
+        self.charge_write(addr, range.start, range.len());
+    }
+
+    /// Charges a write of header bytes `range` except the 64-byte lines that
+    /// `already` spans (written by the same operation and charged already).
+    pub fn charge_header_write_except(
+        &self,
+        addr: ItemAddr,
+        range: std::ops::Range<usize>,
+        already: std::ops::Range<usize>,
+    ) {
+        let line = tier::LINE_SIZE_BYTES;
+        let base = self.header_ptr(addr) as usize;
+        let line_of = |offset: usize| (base + offset) / line;
+        let (first, last) = (line_of(range.start), line_of(range.end - 1));
+        let (skip_first, skip_last) = (line_of(already.start), line_of(already.end - 1));
+        for l in first..=last {
+            if (skip_first..=skip_last).contains(&l) {
+                continue;
+            }
+            let from = (l * line).max(base + range.start);
+            let to = ((l + 1) * line).min(base + range.end);
+            self.region.charge_write(from as *const u8, to - from);
+        }
+    }
+
+    /// Charges a read of bytes `[from, to)` of the item that continues a read of the
+    /// bytes just before `from` by the same operation: the 64-byte line holding byte
+    /// `from - 1` was charged by that read and is in the CPU's cache, so only the lines
+    /// after it are charged (none when the rest fits in that line).
+    pub fn charge_read_continuing(&self, addr: ItemAddr, from: usize, to: usize) {
+        debug_assert!(from <= to, "read range {from}..{to} is reversed");
+        let base = self.header_ptr(addr) as usize;
+        let first_new_line = (base + from).next_multiple_of(tier::LINE_SIZE_BYTES);
+        let end = base + to;
+        if first_new_line < end {
+            self.region
+                .charge_read(first_new_line as *const u8, end - first_new_line);
+        }
     }
 
     /// Address of byte `offset` of the region.

@@ -4,18 +4,29 @@
 //!
 //! Map: `item.rs` (item layout, the only raw-pointer code), `slab.rs` (classes, page
 //! pool, free chunks), `lru.rs` (segmented lists), `index.rs` (sharded hash index),
-//! `engine.rs` (request operations, allocation, lock order), `maintainer.rs` (LRU
-//! maintainer, crawler, slab automover), `stats.rs` + `report.rs` (statistics).
+//! `engine.rs` (the engine, its tiers, lock order), `ops.rs` (request verbs),
+//! `memory.rs` (allocation, link, unlink), `moves.rs` (Move queues, `move_item`),
+//! `pages.rs` (slab page moves), `crawler.rs`, `automove.rs`, `background.rs`
+//! (background work), `policy/` (every placement decision), `stats.rs` + `report.rs`
+//! (statistics).
 
 pub mod api;
+mod automove;
+mod background;
 pub mod clock;
 pub mod config;
+mod crawler;
 mod engine;
 mod index;
 mod item;
 mod lru;
-mod maintainer;
-mod migrate;
+mod memory;
+mod moves;
+mod ops;
+mod pages;
+#[cfg(feature = "test-hooks")]
+mod pause;
+mod policy;
 mod report;
 mod slab;
 mod stats;
@@ -29,4 +40,4 @@ pub use config::{
 pub use engine::Engine;
 pub use engine::ReassignError;
 #[cfg(feature = "test-hooks")]
-pub use migrate::MigrationPause;
+pub use pause::MigrationPause;

@@ -56,6 +56,9 @@ impl Engine {
             u((buckets * std::mem::size_of::<u64>()) as u64),
         );
         emit("hash_is_expanding", u(0));
+        // fogcached's own: what the index really takes in DRAM (memcached's
+        // `hash_bytes` counts one pointer per bucket).
+        emit("index_bytes", u(self.index.allocated_bytes() as u64));
         let r = &self.rare;
         emit("slab_reassign_rescues", u(0));
         emit("slab_reassign_chunk_rescues", u(0));
@@ -369,6 +372,8 @@ impl Engine {
         emit("dram_low_water_pct", u(u64::from(cfg.dram_low_water_pct)));
         emit("move_queue_max", u(cfg.move_queue_max as u64));
         emit("migration_threads", u(cfg.migration_threads as u64));
+        emit("access_period_requests", u(cfg.access_period_requests));
+        emit("promotion_margin", u(u64::from(cfg.promotion_margin)));
     }
 
     /// `stats reset`: clears the request counters and the per-class LRU counters.

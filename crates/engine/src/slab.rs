@@ -6,10 +6,10 @@
 //! items larger than the largest chunk go to the *large class*, whose items each take a
 //! run of whole contiguous pages (returned to the pool as soon as the item is freed).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use crate::config::{EngineConfig, SLAB_CLASSES_MAX, SLAB_PAGE_SIZE_BYTES};
-use crate::item::{state, ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
+use crate::item::{header_bytes, state, ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
 use crate::lru::Lru;
 use crate::stats::ClassStats;
 
@@ -192,12 +192,16 @@ impl ClassState {
         (self.pages.len() * self.per_page) as u64 - self.free_chunks
     }
 
+    /// Puts a chunk on the free list. The caller charges the chunk's own header write
+    /// (it has just unlinked it, or is splitting a fresh page); the old head's link
+    /// update is charged here.
     pub fn push_free(&mut self, mem: &ItemMemory, addr: ItemAddr) {
         let h = mem.header(addr);
         h.state.store(state::FREE, Ordering::Relaxed);
         h.prev.store(NIL, Ordering::Relaxed);
         h.next.store(self.free_head, Ordering::Relaxed);
         if self.free_head != NIL {
+            mem.header_write_field(self.free_head, 8..16);
             mem.header(self.free_head)
                 .prev
                 .store(addr, Ordering::Relaxed);
@@ -206,51 +210,87 @@ impl ClassState {
         self.free_chunks += 1;
     }
 
-    /// Removes a specific free chunk from the free list.
+    /// Removes a specific free chunk from the free list (its neighbours' links are
+    /// charged; the chunk's own header is rewritten by whoever takes it).
     pub fn unlink_free(&mut self, mem: &ItemMemory, addr: ItemAddr) {
         let h = mem.header(addr);
         let prev = h.prev.load(Ordering::Relaxed);
         let next = h.next.load(Ordering::Relaxed);
         if prev != NIL {
+            mem.header_write_field(prev, 0..8);
             mem.header(prev).next.store(next, Ordering::Relaxed);
         } else {
             self.free_head = next;
         }
         if next != NIL {
+            mem.header_write_field(next, 8..16);
             mem.header(next).prev.store(prev, Ordering::Relaxed);
         }
         h.state.store(0, Ordering::Relaxed);
+        debug_assert!(self.free_chunks > 0, "free list and free_chunks disagree");
         self.free_chunks -= 1;
     }
 
-    /// Takes a chunk from the free list, marked ALLOCATED.
+    /// Takes a chunk from the free list, marked ALLOCATED. Reading the head's links is
+    /// a read of its header.
     pub fn pop_free(&mut self, mem: &ItemMemory) -> Option<ItemAddr> {
         let addr = self.free_head;
         if addr == NIL {
             return None;
         }
+        mem.charge_header_read(addr, header_bytes::LINKS);
         self.unlink_free(mem, addr);
-        let h = mem.header(addr);
-        h.state.store(state::ALLOCATED, Ordering::Relaxed);
-        h.class_id.store(self.id as u8, Ordering::Relaxed);
+        mem.header(addr)
+            .state
+            .store(state::ALLOCATED, Ordering::Relaxed);
         Some(addr)
     }
 
-    /// Adds a fresh page and splits it into free chunks (memcached 1.6 splits whole
-    /// pages at once, so `free_chunks_end` is always 0).
-    pub fn add_page(&mut self, mem: &ItemMemory, page: usize, used: &[AtomicU32]) {
+    /// Adds a fresh page, labels it with the class, and splits it into free chunks
+    /// (memcached 1.6 splits whole pages at once, so `free_chunks_end` is always 0).
+    /// Writing the chunk headers is charged as one burst.
+    pub fn add_page(
+        &mut self,
+        mem: &ItemMemory,
+        page: usize,
+        used: &[AtomicU32],
+        page_class: &[AtomicU8],
+    ) {
         self.pages.push(page as u32);
         if let Some(u) = used.get(page) {
             u.store(0, Ordering::Relaxed);
         }
+        if let Some(c) = page_class.get(page) {
+            c.store(self.id as u8, Ordering::Relaxed);
+        }
         let base = page * SLAB_PAGE_SIZE_BYTES;
-        // Push in reverse so allocation walks the page upwards.
-        for i in (0..self.per_page).rev() {
-            let addr = mem.addr_at(base + i * self.chunk_bytes);
-            mem.header(addr)
-                .class_id
-                .store(self.id as u8, Ordering::Relaxed);
-            self.push_free(mem, addr);
+        let chunk_addr = |i: usize| mem.addr_at(base + i * self.chunk_bytes);
+        // The page's chunks go in front of the free list in address order, so allocation
+        // walks the page upwards. Each chunk header is written once.
+        let old_head = self.free_head;
+        // Every chunk header is written once, back to back: one burst.
+        mem.charge_header_write_burst((0..self.per_page).map(chunk_addr), header_bytes::LINKS);
+        for i in 0..self.per_page {
+            let addr = chunk_addr(i);
+            let h = mem.header(addr);
+            h.state.store(state::FREE, Ordering::Relaxed);
+            let prev = if i == 0 { NIL } else { chunk_addr(i - 1) };
+            let next = if i + 1 == self.per_page {
+                old_head
+            } else {
+                chunk_addr(i + 1)
+            };
+            h.prev.store(prev, Ordering::Relaxed);
+            h.next.store(next, Ordering::Relaxed);
+        }
+        if self.per_page > 0 {
+            if old_head != NIL {
+                let last = chunk_addr(self.per_page - 1);
+                mem.header_write_field(old_head, 8..16);
+                mem.header(old_head).prev.store(last, Ordering::Relaxed);
+            }
+            self.free_head = chunk_addr(0);
+            self.free_chunks += self.per_page as u64;
         }
     }
 }

@@ -40,7 +40,7 @@ const SLOW_SIZE_DEFAULT: &str = "1g";
 
 /// Policies of the design (BRIEF.md) that are not built yet: named so that asking for
 /// one says "not yet" rather than "unknown".
-const POLICIES_PLANNED: &[&str] = &["hotspot", "uniform", "two-level", "hyperbolic"];
+const POLICIES_PLANNED: &[&str] = &["hotspot", "hyperbolic"];
 
 /// The `-o` suboptions fogcached accepts but that change nothing here, because
 /// fogcached has no such mechanism or always behaves one way. They are accepted so that
@@ -104,9 +104,19 @@ struct Cli {
     /// Directory for the slow tier's pool file, created if missing.
     #[arg(long = "data-dir", value_name = "DIR", default_value = DATA_DIR_DEFAULT)]
     data_dir: PathBuf,
-    /// Placement policy across the tiers: dual-lru.
+    /// Placement policy across the tiers: dual-lru (Fogcached), uniform (HM-UNI: items
+    /// spread over the tiers by size, never moved), two-level (HM-TLC: every access pulls
+    /// the item into DRAM).
     #[arg(long = "policy", value_name = "NAME", default_value = "dual-lru")]
     policy: String,
+    /// Requests per period of the decayed access counts that promotion admission
+    /// compares; 0 = twice the number of items in DRAM.
+    #[arg(long = "access-period", value_name = "REQUESTS", default_value_t = 0)]
+    access_period: u64,
+    /// While DRAM is full, promote an item only if its decayed access count exceeds that
+    /// of the DRAM item it would displace by this much (dual-lru); 0 admits every one.
+    #[arg(long = "promotion-margin", value_name = "N", default_value_t = 3)]
+    promotion_margin: u8,
     /// Keep every item in the tier it was first written to (no promotion or demotion).
     #[arg(long = "no-migration")]
     no_migration: bool,
@@ -405,6 +415,8 @@ fn apply_tier_flags(engine: &mut EngineConfig, cli: &Cli) -> Result<(), CliExit>
         }
     };
     engine.migration_enabled = !cli.no_migration;
+    engine.access_period_requests = cli.access_period;
+    engine.promotion_margin = cli.promotion_margin;
     engine.dram_residency_max_s = cli.dram_residency_max_s;
     if cli.migration_threads == 0 || cli.migration_threads > MIGRATION_THREADS_MAX {
         return Err(usage(format!(
@@ -973,23 +985,28 @@ mod tests {
     }
 
     #[test]
-    fn policy_accepts_dual_lru_only_for_now() {
-        assert_eq!(
-            parse_ok(&["--policy", "dual-lru"]).engine.policy,
-            PlacementPolicy::DualLru
-        );
+    fn policy_names_the_implemented_policies_and_refuses_the_rest() {
+        for (name, policy) in [
+            ("dual-lru", PlacementPolicy::DualLru),
+            ("uniform", PlacementPolicy::Uniform),
+            ("two-level", PlacementPolicy::TwoLevel),
+        ] {
+            assert_eq!(parse_ok(&["--policy", name]).engine.policy, policy);
+        }
         assert_eq!(
             parse_usage(&["--policy", "hotspot"]),
-            "policy \"hotspot\" is not implemented yet (valid: dual-lru)"
-        );
-        assert_eq!(
-            parse_usage(&["--policy", "two-level"]),
-            "policy \"two-level\" is not implemented yet (valid: dual-lru)"
+            "policy \"hotspot\" is not implemented yet (valid: dual-lru, uniform, two-level)"
         );
         assert_eq!(
             parse_usage(&["--policy", "lfu"]),
-            "unknown policy \"lfu\" (valid: dual-lru)"
+            "unknown policy \"lfu\" (valid: dual-lru, uniform, two-level)"
         );
+        let tuned = parse_ok(&["--access-period", "50000", "--promotion-margin", "0"]).engine;
+        assert_eq!(
+            (tuned.access_period_requests, tuned.promotion_margin),
+            (50000, 0)
+        );
+        assert!(parse_usage(&["--promotion-margin", "300"]).contains("--promotion-margin"));
     }
 
     #[test]

@@ -16,5 +16,7 @@ pub mod sim;
 pub mod workload;
 
 pub use policy::Policy;
-pub use sim::{compare, run, run_policies, Comparison, RunReport, SimConfig, SimError, Window};
+pub use sim::{
+    compare, run, run_policies, Comparison, RunReport, SimConfig, SimError, Tuning, Window,
+};
 pub use workload::Distribution;

@@ -89,6 +89,12 @@ struct Cli {
     /// Simulated seconds between LRU crawler passes; 0 = never (the workload sets no TTL).
     #[arg(long, default_value_t = 0)]
     crawler_interval_s: u32,
+    /// Engine `promotion_margin` for every run [default: the engine's].
+    #[arg(long)]
+    promotion_margin: Option<u8>,
+    /// Engine `access_period_requests` for every run (0 = automatic) [default: the engine's].
+    #[arg(long)]
+    access_period: Option<u64>,
     /// Placement policies to run, in order: repeat the option or give a comma list
     /// (dual-lru, no-migration) [default: dual-lru]
     #[arg(long, value_name = "NAME[,NAME...]")]
@@ -193,6 +199,10 @@ fn config_from(cli: &Cli) -> SimConfig {
         ops_per_s: cli.ops_per_s,
         ticks_per_s: cli.ticks_per_s,
         crawler_interval_s: cli.crawler_interval_s,
+        tuning: sim::Tuning {
+            promotion_margin: cli.promotion_margin,
+            access_period_requests: cli.access_period,
+        },
     }
 }
 

@@ -2,7 +2,7 @@
 //! them on the same seeded workload; it decides nothing itself, each name only sets
 //! fields of the engine's configuration.
 
-use engine::EngineConfig;
+use engine::{EngineConfig, PlacementPolicy};
 
 /// A placement setting: its name and what it changes in the engine's configuration.
 #[derive(Clone, Copy)]
@@ -12,12 +12,19 @@ pub struct Policy {
 }
 
 /// Every name `--policy` accepts, in the order the errors list them. A new engine
-/// policy is one more line here, e.g. once `EngineConfig::policy` exists:
-/// `Policy { name: "uniform", configure: |c| c.policy = PlacementPolicy::Uniform },`
+/// policy is one more line here.
 pub const POLICIES: &[Policy] = &[
     Policy {
         name: "dual-lru",
-        configure: |_| {},
+        configure: |c| c.policy = PlacementPolicy::DualLru,
+    },
+    Policy {
+        name: "uniform",
+        configure: |c| c.policy = PlacementPolicy::Uniform,
+    },
+    Policy {
+        name: "two-level",
+        configure: |c| c.policy = PlacementPolicy::TwoLevel,
     },
     // The papers' "without dynamic relocation": items stay in the tier of their write.
     Policy {
@@ -102,7 +109,7 @@ mod tests {
         assert!(!config.migration_enabled);
         assert_eq!(
             Policy::named("lru").unwrap_err().to_string(),
-            "unknown policy \"lru\" (known: dual-lru, no-migration)"
+            "unknown policy \"lru\" (known: dual-lru, uniform, two-level, no-migration)"
         );
     }
 

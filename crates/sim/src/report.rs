@@ -264,6 +264,16 @@ pub fn comparison(config: &SimConfig, runs: &[RunReport]) -> String {
             );
         }
     }
+    for run in runs {
+        let _ = writeln!(
+            out,
+            "index, {}: {} bytes of DRAM for {} items: {:.1} bytes per item (a slow-tier item's only DRAM cost)",
+            run.policy,
+            run.index_bytes,
+            run.items,
+            run.index_bytes_per_item(),
+        );
+    }
     let distribution = config.distribution.build(config.keys, config.seed);
     if let (Some(last), Ok(distribution)) = (first.last(), distribution) {
         let _ = writeln!(
@@ -324,7 +334,7 @@ fn run_json(run: &RunReport) -> String {
     let windows: Vec<String> = run.windows.iter().map(window_json).collect();
     let steady_first = steady_first_window(u32::try_from(run.windows.len()).unwrap_or(u32::MAX));
     format!(
-        "{{\"policy\":{},\"migration_enabled\":{},\"load\":{{\"keys\":{},\"stored\":{},\"dram_items\":{},\"slow_items\":{},\"dataset_to_dram_ratio\":{},\"demotions\":{},\"evictions\":{},\"end_s\":{}}},\"windows\":[{}],\"steady_first_window\":{},\"steady\":{},\"total\":{},\"wrong_values\":{},\"failed_stores\":{}}}",
+        "{{\"policy\":{},\"migration_enabled\":{},\"load\":{{\"keys\":{},\"stored\":{},\"dram_items\":{},\"slow_items\":{},\"dataset_to_dram_ratio\":{},\"demotions\":{},\"evictions\":{},\"end_s\":{}}},\"windows\":[{}],\"steady_first_window\":{},\"steady\":{},\"total\":{},\"wrong_values\":{},\"failed_stores\":{},\"index_bytes\":{},\"items\":{}}}",
         json_str(run.policy),
         run.migration_enabled,
         l.keys,
@@ -341,6 +351,8 @@ fn run_json(run: &RunReport) -> String {
         window_json(&run.total),
         run.wrong_values,
         run.failed_stores,
+        run.index_bytes,
+        run.items,
     )
 }
 

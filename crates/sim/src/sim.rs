@@ -62,6 +62,15 @@ pub struct SimConfig {
     pub ticks_per_s: u32,
     /// Simulated seconds between LRU crawler passes; 0 = never.
     pub crawler_interval_s: u32,
+    /// Engine knobs a run sets over the policy's defaults (tuning sweeps).
+    pub tuning: Tuning,
+}
+
+/// Engine settings a sweep may override; `None` keeps the engine's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tuning {
+    pub promotion_margin: Option<u8>,
+    pub access_period_requests: Option<u64>,
 }
 
 impl SimConfig {
@@ -146,6 +155,8 @@ pub struct Counters {
     pub dram_item_bytes: u64,
     pub slow_item_bytes: u64,
     pub dram_limit_bytes: u64,
+    /// DRAM bytes of the index (a gauge).
+    pub index_bytes: u64,
 }
 
 impl Counters {
@@ -176,6 +187,7 @@ impl Counters {
                 "tier_dram_bytes" => &mut c.dram_item_bytes,
                 "tier_slow_bytes" => &mut c.slow_item_bytes,
                 "tier_dram_limit_bytes" => &mut c.dram_limit_bytes,
+                "index_bytes" => &mut c.index_bytes,
                 _ => return,
             };
             *slot = v;
@@ -354,6 +366,21 @@ pub struct RunReport {
     pub wrong_values: u64,
     /// Stores the engine refused in the run phase (must stay 0 with default sizes).
     pub failed_stores: u64,
+    /// At the end of the run: DRAM bytes of the index, and the items it maps (both
+    /// tiers). The index is the only DRAM a slow-tier item costs.
+    pub index_bytes: u64,
+    pub items: u64,
+}
+
+impl RunReport {
+    /// DRAM bytes of index per item at the end of the run.
+    pub fn index_bytes_per_item(&self) -> f64 {
+        if self.items == 0 {
+            0.0
+        } else {
+            self.index_bytes as f64 / self.items as f64
+        }
+    }
 }
 
 impl RunReport {
@@ -446,6 +473,12 @@ pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
         ..EngineConfig::default()
     };
     policy.configure(&mut engine_config);
+    if let Some(margin) = config.tuning.promotion_margin {
+        engine_config.promotion_margin = margin;
+    }
+    if let Some(period) = config.tuning.access_period_requests {
+        engine_config.access_period_requests = period;
+    }
     let migration_enabled = engine_config.migration_enabled;
     let clock = ManualClock::new(SIM_START_UNIX_S);
     let engine = Engine::new(engine_config, clock.clone()).map_err(SimError::Engine)?;
@@ -552,6 +585,8 @@ pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
     let steady_from = steady_first_window(config.windows) as usize - 1;
     report.steady = Window::sum(0, &report.windows[steady_from..]);
     report.total = Window::sum(0, &report.windows);
+    report.index_bytes = before.index_bytes;
+    report.items = before.dram_items + before.slow_items;
     Ok(report)
 }
 

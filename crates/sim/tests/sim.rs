@@ -88,6 +88,7 @@ fn small() -> SimConfig {
         ops_per_s: 20_000,
         ticks_per_s: 20,
         crawler_interval_s: 0,
+        tuning: sim::Tuning::default(),
     }
 }
 
@@ -257,7 +258,7 @@ fn slow_lines_written_count_the_demotion_copies() {
     };
     let r = run(&config, &Policy::named("dual-lru").unwrap()).unwrap();
     let t = &r.total;
-    assert!(t.demotions > 1_000, "{} demotions", t.demotions);
+    assert!(t.demotions > 500, "{} demotions", t.demotions);
     // Each demotion copies an item of 1062 bytes (header, key, value) into the slow
     // tier: at least 16 whole 64-byte lines written, whatever its alignment.
     assert!(

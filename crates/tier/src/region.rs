@@ -103,6 +103,8 @@ pub struct Region {
     page_count: usize,
     release: Release,
     cost: CostModel,
+    /// `cost.is_none()`, decided once: every access asks.
+    costless: bool,
     counters: StripedCounters,
     map_mode: MapMode,
     description: String,
@@ -130,6 +132,7 @@ impl Region {
             RegionBacking::Numa { node } => Region::numa(*node, page_count)?,
         };
         region.cost = spec.cost;
+        region.costless = spec.cost.is_none();
         Ok(region)
     }
 
@@ -276,6 +279,7 @@ impl Region {
             page_count,
             release,
             cost: CostModel::NONE,
+            costless: true,
             counters: StripedCounters::new(),
             map_mode: MapMode::NotFile,
             description,
@@ -338,7 +342,7 @@ impl Region {
     pub fn charge_read(&self, ptr: *const u8, len: usize) {
         self.counters
             .add_read(len as u64, lines_touched(ptr as usize, len));
-        if !self.cost.is_none() {
+        if !self.costless {
             let ns = self.cost.read_cost_ns(len);
             self.counters.add_wait_ns(ns);
             busy_wait_ns(ns);
@@ -350,8 +354,23 @@ impl Region {
     pub fn charge_write(&self, ptr: *const u8, len: usize) {
         self.counters
             .add_write(len as u64, lines_touched(ptr as usize, len));
-        if !self.cost.is_none() {
+        if !self.costless {
             let ns = self.cost.write_cost_ns(len);
+            self.counters.add_wait_ns(ns);
+            busy_wait_ns(ns);
+        }
+    }
+
+    /// Counts a burst of `lines` 64-byte lines holding `bytes` bytes as written (a page
+    /// being formatted: scattered small writes issued back to back), and busy-waits one
+    /// access latency plus the transfer of `lines` whole lines.
+    pub fn charge_write_burst(&self, lines: u64, bytes: u64) {
+        self.counters.add_write(bytes, lines);
+        if !self.costless {
+            let line_bytes = usize::try_from(lines)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(crate::LINE_SIZE_BYTES);
+            let ns = self.cost.write_cost_ns(line_bytes);
             self.counters.add_wait_ns(ns);
             busy_wait_ns(ns);
         }

@@ -1,9 +1,10 @@
-//! Dual-LRU under concurrency: worker threads hammer overlapping keys with set, get,
-//! delete, incr and append while both Move queues are busy (a one-page DRAM tier, a
-//! short Move-queue bound, the per-tier maintainers and two migration threads running,
-//! and one more thread driving maintainer passes and migrations; every migration
-//! yields its thread between allocating its copy and re-checking the item, so requests
-//! race it there). The run is sized so that nothing is evicted (both tiers together
+//! Every placement policy under concurrency (one suite, run once per policy by the
+//! `policy_stress!` macro at the bottom): worker threads hammer overlapping keys with set,
+//! get, delete, incr and append while, under the policies that move items, both Move
+//! queues are busy (a one-page DRAM tier, a short Move-queue bound, the per-tier
+//! maintainers and two migration threads running, and one more thread driving
+//! maintainer passes and migrations; every migration yields its thread between
+//! allocating its copy and re-checking the item, so requests race it there). The run is sized so that nothing is evicted (both tiers together
 //! hold every key with room to spare, asserted), so every check is exact:
 //!
 //! - string keys: each is written (set, delete) by one owner thread and read by all.
@@ -400,11 +401,21 @@ fn worker(e: &Engine, t: u32, published: &Published) -> WorkerLog {
     log
 }
 
-#[test]
-fn concurrent_operations_during_migrations_lose_nothing_and_read_only_whole_latest_values() {
+/// The whole check under `policy` (see the module comment).
+fn concurrent_operations_during_migrations_lose_nothing_and_read_only_whole_latest_values(
+    policy: PlacementPolicy,
+) {
     let engine = Engine::new(
         EngineConfig {
-            memory_limit_bytes: MIB as u64,
+            policy,
+            // One DRAM page keeps both Move queues busy. HM-UNI never moves items, so its
+            // DRAM holds its hashed share of every class the growing append values pass
+            // through: it needs a page per class to lose nothing.
+            memory_limit_bytes: if policy == PlacementPolicy::Uniform {
+                16 * MIB as u64
+            } else {
+                MIB as u64
+            },
             slow_tier: Some(tier::RegionSpec {
                 size_bytes: 64 * MIB,
                 backing: tier::RegionBacking::Anonymous,
@@ -503,10 +514,19 @@ fn concurrent_operations_during_migrations_lose_nothing_and_read_only_whole_late
         "sized to evict nothing: {m:?}"
     );
     assert_eq!(stat(&engine, "slab_reassign_evictions_nomem"), 0, "{m:?}");
-    assert!(
-        m.promotions > 0 && m.demotions > 0 && m.migrations_raced > 0,
-        "both Move queues were busy and requests raced migrations: {m:?}"
-    );
+    if policy == PlacementPolicy::Uniform {
+        // HM-UNI never moves an item: both tiers hold items, no queue was used.
+        assert_eq!((m.promotions, m.demotions), (0, 0), "{m:?}");
+        assert!(
+            engine.tier_usage(TierId::Dram).items > 0 && engine.tier_usage(TierId::Slow).items > 0,
+            "both tiers hold items"
+        );
+    } else {
+        assert!(
+            m.promotions > 0 && m.demotions > 0 && m.migrations_raced > 0,
+            "both Move queues were busy and requests raced migrations: {m:?}"
+        );
+    }
     // Now a worker's failed check, if any.
     let logs: Vec<WorkerLog> = results
         .into_iter()
@@ -620,4 +640,25 @@ fn concurrent_operations_during_migrations_lose_nothing_and_read_only_whole_late
         .map(|l| l.string_reads.len() + l.counter_reads.len() + l.append_reads.len())
         .sum();
     assert!(reads > 10_000, "{reads} reads checked");
+}
+
+/// The suite, once per policy.
+macro_rules! policy_stress {
+    ($($module:ident => $policy:expr),* $(,)?) => {$(
+        mod $module {
+            #[test]
+            fn concurrent_operations_during_migrations_lose_nothing_and_read_only_whole_latest_values(
+            ) {
+                super::concurrent_operations_during_migrations_lose_nothing_and_read_only_whole_latest_values(
+                    $policy,
+                );
+            }
+        }
+    )*};
+}
+
+policy_stress! {
+    dual_lru => engine::PlacementPolicy::DualLru,
+    two_level => engine::PlacementPolicy::TwoLevel,
+    uniform => engine::PlacementPolicy::Uniform,
 }

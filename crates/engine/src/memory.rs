@@ -1,0 +1,330 @@
+//! Item memory: taking and returning chunks, writing a new item, publishing it (index +
+//! LRU) and taking it away again. Which tier a new item goes to and what is removed when
+//! a class is full are the policy's decisions (`policy/`); this file is the mechanism
+//! they use.
+//!
+//! Accounting of an item's own header: every operation that rewrites an item's links or
+//! state charges that header write once (`header_bytes::LINKS`); the neighbours' link
+//! updates are charged by `lru.rs` and `slab.rs`. A freshly written item's header was
+//! charged with the whole item by `write_item`.
+
+use std::sync::atomic::Ordering;
+
+use crate::api::StoreOutcome;
+use crate::engine::{Dead, Engine, Tier};
+use crate::index::{Index, ShardGuard};
+use crate::item::{header_bytes, state, ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
+use crate::policy::Policy;
+use crate::slab::{ClassState, Geometry};
+use crate::stats::G;
+
+/// Allocation attempts (each may evict or demote) before giving up, as memcached's
+/// `do_item_alloc_pull`.
+const ALLOC_TRIES: usize = 10;
+
+impl Engine {
+    /// Takes a chunk (or a page run) for an item of `total_bytes` without evicting.
+    pub(crate) fn take_chunk(
+        &self,
+        tier: &Tier,
+        cs: &mut ClassState,
+        total_bytes: usize,
+    ) -> Option<ItemAddr> {
+        if cs.id == self.geometry.large {
+            let run = Geometry::large_run_pages(total_bytes);
+            let first = tier.pool.lock().alloc_run(cs.id, run)?;
+            cs.pages.push(first as u32);
+            tier.page_used[first].store(run as u32, Ordering::Relaxed);
+            tier.page_class[first].store(cs.id as u8, Ordering::Relaxed);
+            let addr = tier
+                .mem
+                .addr_at(first * crate::config::SLAB_PAGE_SIZE_BYTES);
+            tier.mem
+                .header(addr)
+                .state
+                .store(state::ALLOCATED, Ordering::Relaxed);
+            return Some(addr);
+        }
+        if cs.free_head == NIL {
+            let page = tier.pool.lock().alloc_run(cs.id, 1)?;
+            cs.add_page(&tier.mem, page, &tier.page_used, &tier.page_class);
+        }
+        let addr = cs.pop_free(&tier.mem)?;
+        let page = ItemMemory::page_of(addr);
+        tier.page_used[page].fetch_add(1, Ordering::Relaxed);
+        Some(addr)
+    }
+
+    /// Returns a chunk that is in no LRU and no index to its class (or the pool). The
+    /// caller has charged the chunk's header write.
+    pub(crate) fn free_chunk(&self, tier: &Tier, cs: &mut ClassState, addr: ItemAddr) {
+        let h = tier.mem.header(addr);
+        let page = ItemMemory::page_of(addr);
+        if cs.id == self.geometry.large {
+            let run = tier.page_used[page].swap(0, Ordering::Relaxed) as usize;
+            h.state.store(0, Ordering::Relaxed);
+            if let Some(pos) = cs.pages.iter().position(|&p| p as usize == page) {
+                cs.pages.swap_remove(pos);
+            }
+            tier.page_class[page].store(0, Ordering::Relaxed);
+            tier.pool.lock().free_run(page, run.max(1));
+            return;
+        }
+        let used = tier.page_used[page].fetch_sub(1, Ordering::Relaxed);
+        debug_assert!(used > 0, "page {page} frees more chunks than it handed out");
+        if cs.moving_page == Some(page as u32) {
+            // The slab mover is emptying this page: keep the chunk off the free list.
+            h.state.store(0, Ordering::Relaxed);
+        } else {
+            cs.push_free(&tier.mem, addr);
+        }
+    }
+
+    /// Allocates a chunk for an item of `total_bytes` in `class_id` of `tier`. When the
+    /// class has no free chunk, the policy makes room (memcached evicts its COLD tail,
+    /// `do_item_alloc_pull`); if the class holds nothing at all, a page is taken from
+    /// another class.
+    pub(crate) fn alloc(
+        &self,
+        tier: &Tier,
+        class_id: usize,
+        total_bytes: usize,
+    ) -> Option<ItemAddr> {
+        if tier.page_count == 0 {
+            return None;
+        }
+        let now = self.clock.now_s();
+        for attempt in 0..ALLOC_TRIES {
+            let mut cs = tier.classes[class_id].0.lock();
+            if let Some(addr) = self.take_chunk(tier, &mut cs, total_bytes) {
+                cs.stats.direct_reclaims += attempt as u64;
+                return Some(addr);
+            }
+            if cs.lru.items() == 0 || self.policy.make_room(self, tier, &mut cs, now) == 0 {
+                break;
+            }
+        }
+        // Nothing to evict here (the class is empty, or its tail is busy): take a page
+        // from another class. Never with `-M`, where nothing may be evicted.
+        if self.config.slab_reassign
+            && self.config.evictions_enabled
+            && self.steal_page(tier, class_id)
+        {
+            let mut cs = tier.classes[class_id].0.lock();
+            if let Some(addr) = self.take_chunk(tier, &mut cs, total_bytes) {
+                return Some(addr);
+            }
+        }
+        tier.classes[class_id].0.lock().stats.outofmemory += 1;
+        None
+    }
+
+    /// Takes a free chunk (or a free page) of `class_id` in `tier`, evicting nothing.
+    pub(crate) fn take_free(
+        &self,
+        tier: &Tier,
+        class_id: usize,
+        total_bytes: usize,
+    ) -> Option<ItemAddr> {
+        if tier.page_count == 0 {
+            return None;
+        }
+        let mut cs = tier.classes[class_id].0.lock();
+        self.take_chunk(tier, &mut cs, total_bytes)
+    }
+
+    /// Frees a chunk that was allocated but never linked (a refused store, a migration
+    /// that lost its race). Its header was charged when the item was written.
+    pub(crate) fn free_unlinked(&self, addr: ItemAddr) {
+        let tier = self.tier_of(addr);
+        let class_id = tier.class_of(addr);
+        let mut cs = tier.classes[class_id].0.lock();
+        self.free_chunk(tier, &mut cs, addr);
+    }
+
+    /// Removes a linked item from its LRU and frees it. The caller holds the item's
+    /// shard lock and has already removed it from the index.
+    pub(crate) fn unlink_from_class(&self, addr: ItemAddr) {
+        let tier = self.tier_of(addr);
+        let h = tier.mem.header(addr);
+        tier.mem.charge_header_write(addr, header_bytes::LINKS);
+        h.clear(state::LINKED);
+        let mut cs = tier.classes[tier.class_of(addr)].0.lock();
+        cs.lru.unlink(&tier.mem, addr);
+        self.free_chunk(tier, &mut cs, addr);
+    }
+
+    /// Removes a linked item from index, LRU and memory when the caller already holds
+    /// its class lock (`cs`) and its shard (`table`): eviction, reclaim of dead items,
+    /// page evacuation. Counting why is the caller's business.
+    pub(crate) fn remove_locked(
+        &self,
+        tier: &Tier,
+        cs: &mut ClassState,
+        table: &mut ShardGuard<'_>,
+        addr: ItemAddr,
+    ) {
+        let h = tier.mem.header(addr);
+        Index::remove(table, h.key_hash.load(Ordering::Relaxed), addr);
+        tier.mem.charge_header_write(addr, header_bytes::LINKS);
+        h.clear(state::LINKED);
+        cs.lru.unlink(&tier.mem, addr);
+        self.free_chunk(tier, cs, addr);
+    }
+
+    /// Reclaims a dead (expired or flushed) item found by a scan under the class lock,
+    /// if its shard is free. Returns whether it was removed.
+    pub(crate) fn reclaim_dead(
+        &self,
+        tier: &Tier,
+        cs: &mut ClassState,
+        addr: ItemAddr,
+        by_crawler: bool,
+    ) -> bool {
+        let h = tier.mem.header(addr);
+        let key_hash = h.key_hash.load(Ordering::Relaxed);
+        let Some(mut table) = self.index.shard(key_hash).table.try_lock() else {
+            cs.stats.lrutail_reflocked += 1;
+            return false;
+        };
+        if by_crawler {
+            cs.stats.crawler_reclaimed += 1;
+        } else {
+            cs.stats.reclaimed += 1;
+        }
+        if !h.has(state::FETCHED) {
+            cs.stats.expired_unfetched += 1;
+        }
+        self.remove_locked(tier, cs, &mut table, addr);
+        true
+    }
+
+    /// Evicts the live item at `addr` (found at a COLD tail by the policy) if its shard
+    /// is free, with memcached's eviction statistics. Returns whether it was evicted.
+    pub(crate) fn evict_item(
+        &self,
+        tier: &Tier,
+        cs: &mut ClassState,
+        addr: ItemAddr,
+        now_s: u32,
+    ) -> bool {
+        let h = tier.mem.header(addr);
+        let key_hash = h.key_hash.load(Ordering::Relaxed);
+        let Some(mut table) = self.index.shard(key_hash).table.try_lock() else {
+            cs.stats.lrutail_reflocked += 1;
+            return false;
+        };
+        cs.stats.evicted += 1;
+        cs.stats.evicted_time_s = now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed));
+        if h.exptime_rel_s.load(Ordering::Relaxed) != 0 {
+            cs.stats.evicted_nonzero += 1;
+        }
+        if !h.has(state::FETCHED) {
+            cs.stats.evicted_unfetched += 1;
+        }
+        if h.has(state::ACTIVE) {
+            cs.stats.evicted_active += 1;
+        }
+        self.remove_locked(tier, cs, &mut table, addr);
+        true
+    }
+
+    /// Unlinks the item at `addr` from index and LRU and frees it (shard lock held).
+    pub(crate) fn unlink(&self, table: &mut ShardGuard<'_>, key_hash: u32, addr: ItemAddr) {
+        Index::remove(table, key_hash, addr);
+        self.unlink_from_class(addr);
+    }
+
+    /// Publishes a freshly written item: index (replacing `old`), the LRU segment the
+    /// policy names, then frees `old`. The caller holds the shard lock.
+    pub(crate) fn link(
+        &self,
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+        addr: ItemAddr,
+        old: Option<ItemAddr>,
+    ) {
+        let tier = self.tier_of(addr);
+        let h = tier.mem.header(addr);
+        h.key_hash.store(key_hash, Ordering::Relaxed);
+        h.set(state::LINKED);
+        match old {
+            Some(old_addr) => {
+                Index::replace(table, key_hash, old_addr, addr);
+            }
+            None => Index::insert_new(table, |a| &self.tier_of(a).mem, key_hash, addr),
+        }
+        {
+            let mut cs = tier.classes[tier.class_of(addr)].0.lock();
+            let segment = self.policy.segment_for_new_item(tier.id);
+            cs.lru.link_head(&tier.mem, segment, addr);
+        }
+        if let Some(old_addr) = old {
+            self.unlink_from_class(old_addr);
+        }
+        self.counters.add(G::TotalItems, 1);
+    }
+
+    /// Looks up `key` under its shard lock; a dead item found is unlinked and counted.
+    pub(crate) fn find_live(
+        &self,
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+        key: &[u8],
+        now_s: u32,
+        count_reads: bool,
+    ) -> Option<ItemAddr> {
+        let addr = Index::find(table, |a| &self.tier_of(a).mem, key_hash, key)?;
+        let h = self.tier_of(addr).mem.header(addr);
+        match self.dead_reason(h, now_s) {
+            None => Some(addr),
+            Some(reason) => {
+                if count_reads {
+                    match reason {
+                        Dead::Expired => self.counters.add(G::GetExpired, 1),
+                        Dead::Flushed => self.counters.add(G::GetFlushed, 1),
+                    }
+                }
+                self.unlink(table, key_hash, addr);
+                None
+            }
+        }
+    }
+
+    /// Allocates (where the policy places it) and writes a new item, not yet linked.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new_item(
+        &self,
+        key: &[u8],
+        key_hash: u32,
+        value_parts: &[&[u8]],
+        client_flags: u32,
+        exptime_rel_s: u32,
+        now_s: u32,
+    ) -> Result<ItemAddr, StoreOutcome> {
+        let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
+        let total = ITEM_HEADER_BYTES + key.len() + value_len;
+        if !self.item_fits(key.len(), value_len) {
+            return Err(StoreOutcome::TooLarge);
+        }
+        let class_id = self.geometry.class_for(total);
+        let Some(addr) = self.policy.alloc_new_item(self, key_hash, class_id, total) else {
+            return Err(StoreOutcome::OutOfMemory);
+        };
+        let tier = self.tier_of(addr);
+        let capacity = self.chunk_capacity(class_id, total);
+        // SAFETY: the chunk was just allocated for at least `total` bytes and is not
+        // published (item.rs invariant 3 (a)).
+        unsafe { tier.mem.write_item(addr, capacity, key, value_parts) };
+        let h = tier.mem.header(addr);
+        h.client_flags.store(client_flags, Ordering::Relaxed);
+        h.exptime_rel_s.store(exptime_rel_s, Ordering::Relaxed);
+        h.last_access_s.store(now_s, Ordering::Relaxed);
+        h.access
+            .store(self.policy.new_item_access(now_s), Ordering::Relaxed);
+        h.next.store(NIL, Ordering::Relaxed);
+        h.prev.store(NIL, Ordering::Relaxed);
+        h.cas.store(0, Ordering::Relaxed);
+        Ok(addr)
+    }
+}

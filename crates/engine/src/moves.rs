@@ -1,0 +1,455 @@
+//! Moving items between tiers: the two bounded Move queues (Move-to-slow, Move-to-DRAM;
+//! Fogcached, seed 000 section 4.3, seed 004 section 4.2) and [`Engine::move_item`], the
+//! one way an item changes tier. Which items are queued, and whether a move is admitted
+//! and where its destination chunk comes from, are the policy's decisions (`policy/`).
+//!
+//! A queue entry is `(address, CAS, key hash)`; the item stays linked in its LRU and
+//! readable while it waits (its `QUEUED` bit keeps it from being queued twice). A full
+//! queue refuses the entry and counts it: the migration threads shed work, never grow.
+//! Entries for Move-to-DRAM name items the policy put in the Promote state.
+//!
+//! One move ([`Engine::move_item`]):
+//! 1. under the key's shard lock, check the index still maps the key hash to the
+//!    address and the item's CAS is the queued one; read its size and the policy's
+//!    access byte; unlock;
+//! 2. ask the policy for a destination chunk, with no lock held (it may refuse, or
+//!    make room, e.g. by demoting another item first);
+//! 3. lock the shard again and re-check as in 1 (a `set`, `delete`, `incr`, `append`,
+//!    `touch`-with-expiry that ran in between changed the CAS or the address: the move
+//!    gives up and frees its chunk, so the request wins); copy key, value and header;
+//!    swap the index entry; link the copy where the policy says; unlink and free the
+//!    source; unlock.
+//!
+//! So the only lock held during the copy is the key's shard lock: a client request on
+//! that key waits at most for one item copy, and no LRU (class) lock is held during a
+//! copy. Lock order stays shard -> class -> pool; on the client path (a store that
+//! needs DRAM room, which may already hold its own shard lock) shards are only
+//! `try_lock`ed.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::api::MigrationCounts;
+use crate::engine::Engine;
+use crate::index::{Index, ShardGuard};
+use crate::item::{header_bytes, state, ItemAddr, ItemMemory, NIL};
+use crate::policy::{Candidate, Policy, Refusal};
+
+/// Entries a migration step takes from each queue before returning (bounds the time a
+/// test or the sim spends in one step; the threads loop).
+const MIGRATION_BATCH: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direction {
+    /// Move-to-DRAM (promotion).
+    ToDram,
+    /// Move-to-slow (demotion).
+    ToSlow,
+}
+
+/// How a move takes the item's shard lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShardLocking {
+    /// Wait for it (migration threads, which hold no other lock).
+    Wait,
+    /// Give up if it is busy (a client store, which may hold another shard).
+    Try,
+}
+
+/// One Move-queue entry: the item as it was when queued.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MoveReq {
+    pub addr: ItemAddr,
+    pub cas: u64,
+    pub key_hash: u32,
+}
+
+impl MoveReq {
+    /// The entry for the item at `addr` as it is now.
+    pub fn of(mem: &ItemMemory, addr: ItemAddr) -> MoveReq {
+        let h = mem.header(addr);
+        MoveReq {
+            addr,
+            cas: h.cas.load(Ordering::Relaxed),
+            key_hash: h.key_hash.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A bounded FIFO. The deque is allocated once at its full capacity, so pushing never
+/// allocates (the read path may push).
+struct MoveQueue {
+    entries: Mutex<VecDeque<MoveReq>>,
+    /// Mirror of the length, read without the lock (stats, the read path's pre-check).
+    len: AtomicUsize,
+}
+
+impl MoveQueue {
+    fn new(capacity: usize) -> MoveQueue {
+        MoveQueue {
+            entries: Mutex::new(VecDeque::with_capacity(capacity)),
+            len: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// The Move queues and the migration counters.
+pub(crate) struct Migration {
+    capacity: usize,
+    to_dram: MoveQueue,
+    to_slow: MoveQueue,
+    pub promotions: AtomicU64,
+    pub demotions: AtomicU64,
+    pub promotions_failed: AtomicU64,
+    /// Promotions refused by the policy's admission rule.
+    pub promotions_skipped: AtomicU64,
+    pub demotions_failed: AtomicU64,
+    pub raced: AtomicU64,
+    pub dropped: AtomicU64,
+    /// Test builds only: the armed [`crate::MigrationPause`], if any.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) pause_before_relock: Mutex<Option<std::sync::Arc<crate::pause::PausePoint>>>,
+    /// Test builds only: every move yields its thread at the pause point.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) yield_before_relock: std::sync::atomic::AtomicBool,
+}
+
+/// What became of one move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Moved,
+    /// A request changed, replaced or removed the item first (it wins).
+    Raced,
+    /// No chunk in the destination tier.
+    NoSpace,
+    /// The shard was busy (only with `ShardLocking::Try`).
+    Busy,
+    /// A promotion refused by the policy's admission rule: the item stays put.
+    Skipped,
+}
+
+impl Migration {
+    pub fn new(capacity: usize) -> Migration {
+        let capacity = capacity.max(1);
+        Migration {
+            capacity,
+            to_dram: MoveQueue::new(capacity),
+            to_slow: MoveQueue::new(capacity),
+            promotions: AtomicU64::new(0),
+            demotions: AtomicU64::new(0),
+            promotions_failed: AtomicU64::new(0),
+            promotions_skipped: AtomicU64::new(0),
+            demotions_failed: AtomicU64::new(0),
+            raced: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            #[cfg(feature = "test-hooks")]
+            pause_before_relock: Mutex::new(None),
+            #[cfg(feature = "test-hooks")]
+            yield_before_relock: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    fn queue(&self, direction: Direction) -> &MoveQueue {
+        match direction {
+            Direction::ToDram => &self.to_dram,
+            Direction::ToSlow => &self.to_slow,
+        }
+    }
+
+    pub fn queue_len(&self, direction: Direction) -> usize {
+        self.queue(direction).len.load(Ordering::Relaxed)
+    }
+
+    /// Queues the item at `addr` for a move and marks it `QUEUED`. The caller holds the
+    /// item's shard lock or its class lock, so the item cannot be freed meanwhile, and
+    /// charges the state write with whatever else it wrote to the header. With
+    /// `wait == false` a busy queue lock is not waited for (the read path). Returns
+    /// whether the item was queued; a full queue counts a drop.
+    pub fn offer(
+        &self,
+        direction: Direction,
+        mem: &ItemMemory,
+        addr: ItemAddr,
+        wait: bool,
+    ) -> bool {
+        let queue = self.queue(direction);
+        if queue.len.load(Ordering::Relaxed) >= self.capacity {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let mut entries = if wait {
+            queue.entries.lock()
+        } else {
+            match queue.entries.try_lock() {
+                Some(guard) => guard,
+                None => return false,
+            }
+        };
+        if entries.len() >= self.capacity {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        mem.header(addr).set(state::QUEUED);
+        entries.push_back(MoveReq::of(mem, addr));
+        queue.len.store(entries.len(), Ordering::Relaxed);
+        true
+    }
+
+    fn pop(&self, direction: Direction) -> Option<MoveReq> {
+        let queue = self.queue(direction);
+        if queue.len.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut entries = queue.entries.lock();
+        let req = entries.pop_front();
+        queue.len.store(entries.len(), Ordering::Relaxed);
+        req
+    }
+
+    pub fn counts(&self) -> MigrationCounts {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        MigrationCounts {
+            promotions: get(&self.promotions),
+            demotions: get(&self.demotions),
+            promotions_failed: get(&self.promotions_failed),
+            promotions_skipped: get(&self.promotions_skipped),
+            demotions_failed: get(&self.demotions_failed),
+            migrations_raced: get(&self.raced),
+            move_queue_dropped: get(&self.dropped),
+            move_to_dram_queue_len: self.queue_len(Direction::ToDram) as u64,
+            move_to_slow_queue_len: self.queue_len(Direction::ToSlow) as u64,
+        }
+    }
+
+    pub fn reset_counters(&self) {
+        for c in [
+            &self.promotions,
+            &self.demotions,
+            &self.promotions_failed,
+            &self.promotions_skipped,
+            &self.demotions_failed,
+            &self.raced,
+            &self.dropped,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Engine {
+    /// Migration counters and queue lengths.
+    pub fn migration_counts(&self) -> MigrationCounts {
+        self.moves.counts()
+    }
+
+    /// One step of a migration thread: handles up to a batch of Move-to-slow entries
+    /// (they make DRAM room), then up to a batch of Move-to-DRAM entries. Returns the
+    /// entries handled (0: both queues were empty).
+    pub fn migration_step(&self) -> usize {
+        let mut handled = 0;
+        for direction in [Direction::ToSlow, Direction::ToDram] {
+            for _ in 0..MIGRATION_BATCH {
+                let Some(req) = self.moves.pop(direction) else {
+                    break;
+                };
+                handled += 1;
+                self.move_item(req, direction, ShardLocking::Wait);
+            }
+        }
+        handled
+    }
+
+    /// Whether the shard still maps `req.key_hash` to `req.addr`, the item there is
+    /// linked, alive and carries the queued CAS. The caller holds the shard lock and
+    /// has charged the item's header read.
+    fn still_queued_item(&self, table: &ShardGuard<'_>, req: &MoveReq, now_s: u32) -> bool {
+        if !Index::contains(table, req.key_hash, req.addr) {
+            return false;
+        }
+        let h = self.tier_of(req.addr).mem.header(req.addr);
+        h.has(state::LINKED)
+            && h.cas.load(Ordering::Relaxed) == req.cas
+            && self.dead_reason(h, now_s).is_none()
+    }
+
+    fn lock_shard(&self, key_hash: u32, locking: ShardLocking) -> Option<ShardGuard<'_>> {
+        let shard = self.index.shard(key_hash);
+        match locking {
+            ShardLocking::Wait => Some(shard.table.lock()),
+            ShardLocking::Try => shard.table.try_lock(),
+        }
+    }
+
+    /// Moves the queued item to the other tier (see the module comment). Returns
+    /// whether it moved; every other outcome is counted.
+    pub(crate) fn move_item(
+        &self,
+        req: MoveReq,
+        direction: Direction,
+        locking: ShardLocking,
+    ) -> bool {
+        let outcome = self.move_item_inner(req, direction, locking);
+        let m = &self.moves;
+        let counter = match (outcome, direction) {
+            (Outcome::Moved, Direction::ToDram) => &m.promotions,
+            (Outcome::Moved, Direction::ToSlow) => &m.demotions,
+            (Outcome::Raced, _) => &m.raced,
+            (Outcome::Skipped, _) => &m.promotions_skipped,
+            (_, Direction::ToDram) => &m.promotions_failed,
+            (_, Direction::ToSlow) => &m.demotions_failed,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        outcome == Outcome::Moved
+    }
+
+    fn move_item_inner(
+        &self,
+        req: MoveReq,
+        direction: Direction,
+        locking: ShardLocking,
+    ) -> Outcome {
+        let src_tier = self.tier_of(req.addr);
+        let dst_tier = match direction {
+            Direction::ToDram => self.dram(),
+            Direction::ToSlow => match self.slow() {
+                Some(t) => t,
+                None => return Outcome::NoSpace,
+            },
+        };
+        if src_tier.id == dst_tier.id {
+            return Outcome::Raced;
+        }
+        let src = &src_tier.mem;
+        // 1. Still the queued item? Its size decides the destination class.
+        let (total_bytes, class_id, candidate) = {
+            let Some(table) = self.lock_shard(req.key_hash, locking) else {
+                self.clear_state(req.addr, state::QUEUED);
+                return Outcome::Busy;
+            };
+            src.charge_header_read(req.addr, header_bytes::ALL);
+            if !self.still_queued_item(&table, &req, self.clock.now_s()) {
+                self.release(&table, &req);
+                return Outcome::Raced;
+            }
+            let h = src.header(req.addr);
+            if direction == Direction::ToDram && !h.has(state::PROMOTE) {
+                // Not promoted (a stale entry): nothing to do.
+                self.clear_state(req.addr, state::QUEUED);
+                return Outcome::Raced;
+            }
+            (
+                h.total_bytes(),
+                src_tier.class_of(req.addr),
+                Candidate {
+                    access: h.access.load(Ordering::Relaxed),
+                    last_access_s: h.last_access_s.load(Ordering::Relaxed),
+                },
+            )
+        };
+        // 2. A destination chunk, allocated with no lock held.
+        let dst_addr =
+            match self
+                .policy
+                .destination(self, direction, class_id, total_bytes, candidate)
+            {
+                Ok(addr) => addr,
+                Err(Refusal::NotAdmitted) => {
+                    // The item stays where it is, served from there, and leaves the
+                    // Promote state; a later access may offer it again.
+                    if let Some(table) = self.lock_shard(req.key_hash, locking) {
+                        if Index::contains(&table, req.key_hash, req.addr) {
+                            self.clear_state(req.addr, state::PROMOTE | state::QUEUED);
+                        }
+                    }
+                    return Outcome::Skipped;
+                }
+                Err(Refusal::NoSpace) => {
+                    if let Some(table) = self.lock_shard(req.key_hash, locking) {
+                        self.release(&table, &req);
+                    }
+                    if direction == Direction::ToDram {
+                        // The automover gives this class a DRAM page (no lock is held).
+                        self.dram().classes[class_id].0.lock().dram_pressure += 1;
+                    }
+                    return Outcome::NoSpace;
+                }
+            };
+        // Test builds only: a test may hold this move here (or have every move yield
+        // here) to run requests that only the re-check below can see.
+        #[cfg(feature = "test-hooks")]
+        self.moves.pause_point_before_relock(&req, direction);
+        // 3. Re-check, copy, swap.
+        let Some(mut table) = self.lock_shard(req.key_hash, locking) else {
+            self.free_unlinked(dst_addr);
+            self.clear_state(req.addr, state::QUEUED);
+            return Outcome::Busy;
+        };
+        let now = self.clock.now_s();
+        let src_h = src.header(req.addr);
+        if !self.still_queued_item(&table, &req, now) || src_h.total_bytes() != total_bytes {
+            self.release(&table, &req);
+            drop(table);
+            self.free_unlinked(dst_addr);
+            return Outcome::Raced;
+        }
+        let capacity = self.chunk_capacity(class_id, total_bytes);
+        let dst = &dst_tier.mem;
+        src.charge_read(req.addr, 0, total_bytes);
+        // SAFETY: we hold the source item's shard lock (item.rs invariant 3), so its
+        // key and value are stable; the destination chunk was allocated above for at
+        // least `total_bytes` (same class geometry in both tiers) and is unpublished
+        // (invariant 3 (a)). Source and destination are distinct chunks.
+        unsafe {
+            let key = src.key(req.addr);
+            let value = src.value(req.addr);
+            dst.write_item(dst_addr, capacity, key, &[value]);
+        }
+        let dst_h = dst.header(dst_addr);
+        for (to, from) in [
+            (&dst_h.client_flags, &src_h.client_flags),
+            (&dst_h.exptime_rel_s, &src_h.exptime_rel_s),
+            (&dst_h.last_access_s, &src_h.last_access_s),
+            (&dst_h.key_hash, &src_h.key_hash),
+        ] {
+            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        dst_h
+            .access
+            .store(src_h.access.load(Ordering::Relaxed), Ordering::Relaxed);
+        dst_h.cas.store(req.cas, Ordering::Relaxed);
+        dst_h.next.store(NIL, Ordering::Relaxed);
+        dst_h.prev.store(NIL, Ordering::Relaxed);
+        dst_h.set(
+            (src_h.state.load(Ordering::Relaxed) & state::CARRIED_BY_MIGRATION) | state::LINKED,
+        );
+        Index::replace(&mut table, req.key_hash, req.addr, dst_addr);
+        {
+            let segment = self.policy.segment_after_move(direction);
+            let mut cs = dst_tier.classes[class_id].0.lock();
+            cs.lru.link_head(dst, segment, dst_addr);
+        }
+        self.unlink_from_class(req.addr);
+        drop(table);
+        Outcome::Moved
+    }
+
+    /// Clears state bits of an item the caller may no longer hold a lock on but whose
+    /// chunk is not reused (a queued item being released), charging the state write.
+    fn clear_state(&self, addr: ItemAddr, bits: u16) {
+        let mem = &self.tier_of(addr).mem;
+        mem.charge_header_write(addr, header_bytes::STATE);
+        mem.header(addr).clear(bits);
+    }
+
+    /// Clears `QUEUED` on the item at `req.addr` if it is still indexed (possibly
+    /// changed in place, e.g. by `incr`), so it can be queued again. Clearing it on an
+    /// item queued by someone else would at worst queue it twice, which the checks of
+    /// `move_item` make harmless. The caller holds the shard lock.
+    fn release(&self, table: &ShardGuard<'_>, req: &MoveReq) {
+        if Index::contains(table, req.key_hash, req.addr) {
+            self.clear_state(req.addr, state::QUEUED);
+        }
+    }
+}

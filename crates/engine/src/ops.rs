@@ -1,0 +1,704 @@
+//! The request verbs of the cache: what `get`, `set`, `delete`, `incr`, `touch` and
+//! `flush_all` (and their meta and binary forms) do to items. Each takes the key's shard
+//! lock once; allocation happens before it (or, for `append`, under it with shard locks
+//! only tried). Placement of a new item and the effect of a hit are the policy's
+//! (`self.policy`).
+
+use std::sync::atomic::Ordering;
+
+use crate::api::*;
+use crate::engine::Engine;
+use crate::index::ShardGuard;
+use crate::item::{header_bytes, state, ItemHeader, ITEM_HEADER_BYTES};
+use crate::lru::{HOT, WARM};
+use crate::policy::Policy;
+use crate::stats::{C, G};
+
+/// What a store does after its checks, decided under the shard lock.
+enum Verdict {
+    Store { stale: bool },
+    Refuse(StoreOutcome),
+}
+
+impl Engine {
+    pub fn read<R>(
+        &self,
+        key: &[u8],
+        opts: &ReadOptions,
+        on_hit: impl FnOnce(&ItemView<'_>) -> R,
+    ) -> ReadOutcome<R> {
+        let count = !opts.no_stats;
+        // Converted before the lock: it may read the clock.
+        let touch_rel = opts.touch_exptime.map(|e| self.exptime_to_rel(e));
+        let key_hash = self.index.hash(key);
+        let mut table = self.index.shard(key_hash).table.lock();
+        let now = self.clock.now_s();
+        let Some(addr) = self.find_live(&mut table, key_hash, key, now, count) else {
+            if count {
+                if opts.is_touch_command && !opts.miss_counts_as_get {
+                    self.counters.add(G::CmdTouch, 1);
+                    self.counters.add(G::TouchMisses, 1);
+                } else {
+                    self.counters.add(G::CmdGet, 1);
+                    self.counters.add(G::GetMisses, 1);
+                }
+            }
+            let vivified = match opts.vivify_exptime.map(|e| self.exptime_to_rel(e)) {
+                Some(Some(rel)) => self.vivify(&mut table, key_hash, key, rel, now),
+                _ => false,
+            };
+            return ReadOutcome::Miss { vivified };
+        };
+        let tier = self.tier_of(addr);
+        let h = tier.mem.header(addr);
+        if let Some(rel) = touch_rel {
+            // A negative touch time still returns the item (memcached): it expires now.
+            h.exptime_rel_s.store(rel.unwrap_or(1), Ordering::Relaxed);
+        }
+        let mut header_dirty = touch_rel.is_some();
+        let state_bits = h.state.load(Ordering::Relaxed);
+        let ttl_remaining_s = Self::ttl_remaining(h, now);
+        let mut win = false;
+        let mut win_token_already_sent = false;
+        if state_bits & state::TOKEN_SENT != 0 {
+            win_token_already_sent = true;
+        } else if opts.claim_recache_token
+            && (state_bits & state::STALE != 0
+                || opts
+                    .recache_below_s
+                    .is_some_and(|r| ttl_remaining_s.is_some_and(|t| i64::from(t) < r)))
+        {
+            h.set(state::TOKEN_SENT);
+            header_dirty = true;
+            win = true;
+        }
+        let class_id = tier.class_of(addr);
+        let segment = h.segment();
+        // SAFETY: we hold the item's shard lock (item.rs invariant 3).
+        let (item_key, value) = unsafe { (tier.mem.key(addr), tier.mem.value(addr)) };
+        // The index probe charged header and key; the value continues that read.
+        let value_from = ITEM_HEADER_BYTES + item_key.len();
+        tier.mem
+            .charge_read_continuing(addr, value_from, value_from + value.len());
+        let view = ItemView {
+            key: item_key,
+            value,
+            client_flags: h.client_flags.load(Ordering::Relaxed),
+            cas: self.visible_cas(h.cas.load(Ordering::Relaxed)),
+            ttl_remaining_s,
+            last_access_ago_s: now.saturating_sub(h.last_access_s.load(Ordering::Relaxed)),
+            fetched_before: state_bits & state::FETCHED != 0,
+            stale: state_bits & state::STALE != 0,
+            win,
+            win_token_already_sent,
+            slab_class: class_id as u8,
+            total_size_bytes: h.total_bytes(),
+            tier: tier.id,
+        };
+        let result = on_hit(&view);
+        let access_charged = !opts.no_bump && self.policy.on_access(self, tier, addr, now);
+        if header_dirty {
+            // A touch (`gat`, `mg T`) or a recache token rewrote expiry or state: the
+            // lines not already charged by the access update.
+            if access_charged {
+                tier.mem.charge_header_write_except(
+                    addr,
+                    header_bytes::TOUCH,
+                    header_bytes::ACCESS,
+                );
+            } else {
+                tier.mem.charge_header_write(addr, header_bytes::TOUCH);
+            }
+        }
+        if count {
+            if opts.is_touch_command {
+                self.counters.add(G::CmdTouch, 1);
+                self.counters.add_class(class_id, C::TouchHits, 1);
+            } else {
+                self.counters.add(G::CmdGet, 1);
+                self.counters.add(
+                    if tier.id == TierId::Dram {
+                        G::DramGetHits
+                    } else {
+                        G::SlowGetHits
+                    },
+                    1,
+                );
+                let c = match segment {
+                    HOT => C::HitsToHot,
+                    WARM => C::HitsToWarm,
+                    _ => C::HitsToCold,
+                };
+                self.counters.add_class(class_id, c, 1);
+            }
+        }
+        if touch_rel == Some(None) {
+            self.unlink(&mut table, key_hash, addr);
+        }
+        ReadOutcome::Hit(result)
+    }
+
+    /// `mg N`: stores an empty placeholder whose recache token the caller holds.
+    fn vivify(
+        &self,
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+        key: &[u8],
+        rel: u32,
+        now: u32,
+    ) -> bool {
+        let Ok(addr) = self.new_item(key, key_hash, &[], 0, rel, now) else {
+            return false;
+        };
+        let h = self.tier_of(addr).mem.header(addr);
+        h.cas.store(self.next_cas(), Ordering::Relaxed);
+        h.set(state::TOKEN_SENT);
+        self.link(table, key_hash, addr, None);
+        true
+    }
+
+    pub fn store(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> StoreOutcome {
+        // memcached unlinks the old value when a plain `set` (not `cas`) cannot allocate
+        // its item, so a reader never keeps seeing the value the client replaced.
+        let unlink_on_failure = opts.mode == StoreMode::Set && opts.compare_cas.is_none();
+        if !self.item_fits(key.len(), value.len()) {
+            self.refuse_too_large(key, unlink_on_failure);
+            return StoreOutcome::TooLarge;
+        }
+        let outcome = match opts.mode {
+            StoreMode::Append | StoreMode::Prepend => self.store_concat(key, value, opts),
+            _ => self.store_whole(key, value, opts),
+        };
+        match outcome {
+            StoreOutcome::OutOfMemory => {
+                self.counters.add(G::StoreNoMemory, 1);
+                if unlink_on_failure {
+                    self.unlink_key(key);
+                }
+            }
+            StoreOutcome::TooLarge => self.counters.add(G::StoreTooLarge, 1),
+            _ => {}
+        }
+        outcome
+    }
+
+    /// A store refused because its item can never fit, typically before the server has
+    /// read the payload (memcached's failed `item_alloc`): counts `store_too_large` and,
+    /// with `unlink_old`, removes the current value of `key` without counting a delete.
+    pub fn refuse_too_large(&self, key: &[u8], unlink_old: bool) {
+        self.counters.add(G::StoreTooLarge, 1);
+        if unlink_old {
+            self.unlink_key(key);
+        }
+    }
+
+    /// Removes `key` without counting a delete, as memcached does when a store fails to
+    /// allocate (meta `ms` in every mode). Returns whether a live item was removed.
+    pub fn unlink_key(&self, key: &[u8]) -> bool {
+        let key_hash = self.index.hash(key);
+        let mut table = self.index.shard(key_hash).table.lock();
+        let now = self.clock.now_s();
+        match self.find_live(&mut table, key_hash, key, now, false) {
+            Some(addr) => {
+                self.unlink(&mut table, key_hash, addr);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// CAS and mode checks shared by every store, under the shard lock. `existing`: the
+    /// live item's header and class.
+    fn verdict(
+        &self,
+        opts: &StoreOptions,
+        existing: Option<(&ItemHeader, usize)>,
+        class_id: usize,
+    ) -> Verdict {
+        let mut stale = false;
+        if let Some(expected) = opts.compare_cas {
+            match existing {
+                None => {
+                    self.counters.add(G::CasMisses, 1);
+                    return Verdict::Refuse(StoreOutcome::NotFound);
+                }
+                Some((h, class_of_existing)) => {
+                    let current = self.visible_cas(h.cas.load(Ordering::Relaxed));
+                    if current != expected {
+                        if opts.invalidate && expected < current {
+                            stale = true;
+                        } else {
+                            self.counters.add_class(class_of_existing, C::CasBadval, 1);
+                            return Verdict::Refuse(StoreOutcome::Exists);
+                        }
+                    }
+                    self.counters.add_class(class_id, C::CasHits, 1);
+                }
+            }
+        }
+        match (opts.mode, existing) {
+            (StoreMode::Add, Some(_)) | (StoreMode::Replace, None) => {
+                Verdict::Refuse(StoreOutcome::NotStored)
+            }
+            _ => Verdict::Store { stale },
+        }
+    }
+
+    /// `set`, `add`, `replace`, `cas`: the new item is written before the shard lock.
+    fn store_whole(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> StoreOutcome {
+        let exptime_rel = self.exptime_to_rel(opts.exptime);
+        let now = self.clock.now_s();
+        let total = ITEM_HEADER_BYTES + key.len() + value.len();
+        let class_id = self.geometry.class_for(total);
+        self.counters.add_class(class_id, C::CmdSet, 1);
+        let key_hash = self.index.hash(key);
+        // An already-expired item is never allocated: the checks still run and the old
+        // value is removed, as if the item was stored and expired at once.
+        let new_addr = match exptime_rel {
+            Some(rel) => {
+                match self.new_item(key, key_hash, &[value], opts.client_flags, rel, now) {
+                    Ok(addr) => Some(addr),
+                    Err(outcome) => return outcome,
+                }
+            }
+            None => None,
+        };
+        let mut table = self.index.shard(key_hash).table.lock();
+        let now = self.clock.now_s();
+        let existing = self.find_live(&mut table, key_hash, key, now, false);
+        let existing_header = existing.map(|a| (self.tier_of(a).mem.header(a), self.class_of(a)));
+        let stale = match self.verdict(opts, existing_header, class_id) {
+            Verdict::Refuse(outcome) => {
+                if outcome == StoreOutcome::NotStored && opts.mode == StoreMode::Add {
+                    // memcached bumps the item an `add` collided with (its access time).
+                    if let Some(a) = existing {
+                        let mem = &self.tier_of(a).mem;
+                        let h = mem.header(a);
+                        if h.last_access_s.load(Ordering::Relaxed) != now {
+                            h.touch_last_access(now);
+                            mem.charge_header_write(a, header_bytes::ACCESS);
+                        }
+                    }
+                }
+                drop(table);
+                if let Some(addr) = new_addr {
+                    self.free_unlinked(addr);
+                }
+                return outcome;
+            }
+            Verdict::Store { stale } => stale,
+        };
+        let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
+        match new_addr {
+            Some(addr) => {
+                let h = self.tier_of(addr).mem.header(addr);
+                h.cas.store(cas, Ordering::Relaxed);
+                if stale {
+                    h.set(state::STALE);
+                }
+                self.link(&mut table, key_hash, addr, existing);
+            }
+            None => {
+                if let Some(old) = existing {
+                    self.unlink(&mut table, key_hash, old);
+                }
+            }
+        }
+        StoreOutcome::Stored {
+            cas: self.visible_cas(cas),
+        }
+    }
+
+    /// `append`/`prepend`: the new item is built from the old one under the shard lock.
+    fn store_concat(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> StoreOutcome {
+        let key_hash = self.index.hash(key);
+        let mut table = self.index.shard(key_hash).table.lock();
+        let now = self.clock.now_s();
+        let existing = self.find_live(&mut table, key_hash, key, now, false);
+        let Some(old) = existing else {
+            if let Some(vivify) = opts.vivify_exptime {
+                // `ms` with N: an append to a missing item creates it.
+                let total = ITEM_HEADER_BYTES + key.len() + value.len();
+                let class_id = self.geometry.class_for(total);
+                self.counters.add_class(class_id, C::CmdSet, 1);
+                if let Verdict::Refuse(outcome) = self.verdict(opts, None, class_id) {
+                    return outcome;
+                }
+                let Some(rel) = self.exptime_to_rel(vivify) else {
+                    return StoreOutcome::Stored {
+                        cas: self.visible_cas(self.next_cas()),
+                    };
+                };
+                return match self.new_item(key, key_hash, &[value], opts.client_flags, rel, now) {
+                    Ok(addr) => {
+                        let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
+                        self.tier_of(addr)
+                            .mem
+                            .header(addr)
+                            .cas
+                            .store(cas, Ordering::Relaxed);
+                        self.link(&mut table, key_hash, addr, None);
+                        StoreOutcome::Stored {
+                            cas: self.visible_cas(cas),
+                        }
+                    }
+                    Err(outcome) => outcome,
+                };
+            }
+            if opts.compare_cas.is_some() {
+                self.counters.add(G::CasMisses, 1);
+                return StoreOutcome::NotFound;
+            }
+            return StoreOutcome::NotStored;
+        };
+        let old_tier = self.tier_of(old);
+        let old_h = old_tier.mem.header(old);
+        let class_id = old_tier.class_of(old);
+        self.counters.add_class(class_id, C::CmdSet, 1);
+        let stale = match self.verdict(opts, Some((old_h, class_id)), class_id) {
+            Verdict::Refuse(outcome) => return outcome,
+            Verdict::Store { stale } => stale,
+        };
+        // SAFETY: we hold the old item's shard lock (item.rs invariant 3).
+        let old_value = unsafe { old_tier.mem.value(old) };
+        let value_from = ITEM_HEADER_BYTES + key.len();
+        old_tier
+            .mem
+            .charge_read_continuing(old, value_from, value_from + old_value.len());
+        if !self.item_fits(key.len(), old_value.len() + value.len()) {
+            // memcached 1.6 answers NOT_STORED when the result would be too large.
+            return StoreOutcome::NotStored;
+        }
+        let parts: [&[u8]; 2] = if opts.mode == StoreMode::Append {
+            [old_value, value]
+        } else {
+            [value, old_value]
+        };
+        let flags = old_h.client_flags.load(Ordering::Relaxed);
+        let exptime = old_h.exptime_rel_s.load(Ordering::Relaxed);
+        let addr = match self.new_item(key, key_hash, &parts, flags, exptime, now) {
+            Ok(addr) => addr,
+            Err(outcome) => return outcome,
+        };
+        let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
+        let h = self.tier_of(addr).mem.header(addr);
+        h.cas.store(cas, Ordering::Relaxed);
+        if stale {
+            h.set(state::STALE);
+        }
+        // The allocation may have evicted the old item (only if its shard was free,
+        // which it is not: we hold it), so `old` is still linked here.
+        self.link(&mut table, key_hash, addr, Some(old));
+        StoreOutcome::Stored {
+            cas: self.visible_cas(cas),
+        }
+    }
+
+    pub fn delete(&self, key: &[u8], opts: &DeleteOptions) -> DeleteOutcome {
+        let key_hash = self.index.hash(key);
+        let mut table = self.index.shard(key_hash).table.lock();
+        let now = self.clock.now_s();
+        let Some(addr) = self.find_live(&mut table, key_hash, key, now, false) else {
+            self.counters.add(G::DeleteMisses, 1);
+            return DeleteOutcome::NotFound;
+        };
+        let tier = self.tier_of(addr);
+        let h = tier.mem.header(addr);
+        if let Some(expected) = opts.compare_cas {
+            if expected != self.visible_cas(h.cas.load(Ordering::Relaxed)) {
+                return DeleteOutcome::Exists;
+            }
+        }
+        self.counters
+            .add_class(tier.class_of(addr), C::DeleteHits, 1);
+        if opts.invalidate {
+            // memcached: mark stale, let the next reader win the token, bump the CAS.
+            tier.mem.charge_header_write(addr, header_bytes::TOUCH);
+            h.set(state::STALE);
+            h.clear(state::TOKEN_SENT);
+            if let Some(e) = opts.new_exptime {
+                h.exptime_rel_s
+                    .store(self.exptime_to_rel(e).unwrap_or(1), Ordering::Relaxed);
+            }
+            let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
+            h.cas.store(cas, Ordering::Relaxed);
+            return DeleteOutcome::Deleted;
+        }
+        if opts.remove_value_only {
+            let exptime = h.exptime_rel_s.load(Ordering::Relaxed);
+            let cas = h.cas.load(Ordering::Relaxed);
+            let bits = h.state.load(Ordering::Relaxed) & (state::STALE | state::TOKEN_SENT);
+            match self.new_item(key, key_hash, &[], 0, exptime, now) {
+                Ok(new_addr) => {
+                    let nh = self.tier_of(new_addr).mem.header(new_addr);
+                    nh.cas.store(cas, Ordering::Relaxed);
+                    nh.set(bits);
+                    self.link(&mut table, key_hash, new_addr, Some(addr));
+                }
+                // No memory even for an empty item: removing it entirely is the
+                // closest outcome that never serves the old value.
+                Err(_) => self.unlink(&mut table, key_hash, addr),
+            }
+            return DeleteOutcome::Deleted;
+        }
+        self.unlink(&mut table, key_hash, addr);
+        DeleteOutcome::Deleted
+    }
+
+    pub fn arith(&self, key: &[u8], opts: &ArithOptions) -> ArithOutcome {
+        let key_hash = self.index.hash(key);
+        let mut table = self.index.shard(key_hash).table.lock();
+        let now = self.clock.now_s();
+        let miss_counter = if opts.increment {
+            G::IncrMisses
+        } else {
+            G::DecrMisses
+        };
+        let Some(addr) = self.find_live(&mut table, key_hash, key, now, false) else {
+            self.counters.add(miss_counter, 1);
+            let Some((initial, exptime)) = opts.vivify else {
+                return ArithOutcome::NotFound;
+            };
+            let rel = self.exptime_to_rel(exptime).unwrap_or(1);
+            let digits = DecimalBuf::new(initial);
+            return match self.new_item(key, key_hash, &[digits.as_bytes()], 0, rel, now) {
+                Ok(new_addr) => {
+                    let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
+                    self.tier_of(new_addr)
+                        .mem
+                        .header(new_addr)
+                        .cas
+                        .store(cas, Ordering::Relaxed);
+                    self.link(&mut table, key_hash, new_addr, None);
+                    ArithOutcome::Value {
+                        value: initial,
+                        cas: self.visible_cas(cas),
+                        ttl_remaining_s: if rel == 0 {
+                            None
+                        } else {
+                            Some(rel.saturating_sub(now))
+                        },
+                    }
+                }
+                Err(_) => ArithOutcome::OutOfMemory,
+            };
+        };
+        let tier = self.tier_of(addr);
+        let h = tier.mem.header(addr);
+        if let Some(expected) = opts.compare_cas {
+            if expected != self.visible_cas(h.cas.load(Ordering::Relaxed)) {
+                return ArithOutcome::Exists;
+            }
+        }
+        // SAFETY: we hold the item's shard lock (item.rs invariant 3).
+        let old_value = unsafe { tier.mem.value(addr) };
+        let value_from = ITEM_HEADER_BYTES + key.len();
+        tier.mem
+            .charge_read_continuing(addr, value_from, value_from + old_value.len());
+        let Some(current) = parse_counter(old_value) else {
+            return ArithOutcome::NonNumeric;
+        };
+        let value = if opts.increment {
+            current.wrapping_add(opts.delta)
+        } else {
+            current.saturating_sub(opts.delta)
+        };
+        self.counters.add_class(
+            tier.class_of(addr),
+            if opts.increment {
+                C::IncrHits
+            } else {
+                C::DecrHits
+            },
+            1,
+        );
+        let digits = DecimalBuf::new(value);
+        let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
+        let target = if digits.len() <= old_value.len() {
+            // memcached rewrites in place, padding with spaces, when the number fits.
+            // SAFETY: shard lock held (item.rs invariant 3 (b)); the digits fit.
+            unsafe { tier.mem.overwrite_value_padded(addr, digits.as_bytes()) };
+            // CAS, access time and (with `ma T`) expiry: one header update.
+            tier.mem.charge_header_write(addr, header_bytes::TOUCH);
+            h.cas.store(cas, Ordering::Relaxed);
+            addr
+        } else {
+            let flags = h.client_flags.load(Ordering::Relaxed);
+            let exptime = h.exptime_rel_s.load(Ordering::Relaxed);
+            match self.new_item(key, key_hash, &[digits.as_bytes()], flags, exptime, now) {
+                Ok(new_addr) => {
+                    self.tier_of(new_addr)
+                        .mem
+                        .header(new_addr)
+                        .cas
+                        .store(cas, Ordering::Relaxed);
+                    self.link(&mut table, key_hash, new_addr, Some(addr));
+                    new_addr
+                }
+                Err(_) => return ArithOutcome::OutOfMemory,
+            }
+        };
+        let th = self.tier_of(target).mem.header(target);
+        if let Some(e) = opts.touch_exptime {
+            th.exptime_rel_s
+                .store(self.exptime_to_rel(e).unwrap_or(1), Ordering::Relaxed);
+        }
+        th.touch_last_access(now);
+        ArithOutcome::Value {
+            value,
+            cas: self.visible_cas(cas),
+            ttl_remaining_s: Self::ttl_remaining(th, now),
+        }
+    }
+
+    pub fn touch(&self, key: &[u8], exptime: ClientExptime) -> TouchOutcome {
+        self.counters.add(G::CmdTouch, 1);
+        let rel = self.exptime_to_rel(exptime);
+        let key_hash = self.index.hash(key);
+        let mut table = self.index.shard(key_hash).table.lock();
+        let now = self.clock.now_s();
+        let Some(addr) = self.find_live(&mut table, key_hash, key, now, false) else {
+            self.counters.add(G::TouchMisses, 1);
+            return TouchOutcome::NotFound;
+        };
+        let tier = self.tier_of(addr);
+        let h = tier.mem.header(addr);
+        self.counters
+            .add_class(tier.class_of(addr), C::TouchHits, 1);
+        match rel {
+            Some(rel) => {
+                h.exptime_rel_s.store(rel, Ordering::Relaxed);
+                if self.policy.on_access(self, tier, addr, now) {
+                    tier.mem.charge_header_write_except(
+                        addr,
+                        header_bytes::TOUCH,
+                        header_bytes::ACCESS,
+                    );
+                } else {
+                    tier.mem.charge_header_write(addr, header_bytes::TOUCH);
+                }
+            }
+            None => self.unlink(&mut table, key_hash, addr),
+        }
+        TouchOutcome::Touched
+    }
+
+    /// `flush_all [delay]`: invalidates every item now, or `delay_s` seconds from now
+    /// (an absolute Unix time above 30 days). Items are removed lazily and by the
+    /// crawler, as memcached does.
+    pub fn flush_all(&self, delay_s: i64) {
+        self.counters.add(G::CmdFlush, 1);
+        let now = self.clock.now_s();
+        if delay_s <= 0 {
+            // memcached takes a CAS value for the flush (`get_cas_id`): every item stored
+            // before it has a smaller CAS, and the next store's CAS skips one value.
+            self.flush_oldest_cas
+                .store(self.next_cas(), Ordering::Relaxed);
+            self.flush_at_s.store(now.max(1), Ordering::Relaxed);
+        } else {
+            let when = self.exptime_to_rel(delay_s).unwrap_or(now).max(1);
+            self.flush_at_s.store(when, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Reads a stored counter as memcached's `do_add_delta` does, with `safe_strtoull` on
+/// the value: leading whitespace (C `isspace`) is skipped, then an optional `+` or `-`,
+/// then at least one digit (any number of leading zeros); the digits must be followed by
+/// the end of the value, a NUL or a whitespace byte, and whatever follows is ignored
+/// (so `"9 0"` reads as 9 and `"12\r\nab"` as 12). A `-` number is negated modulo 2^64
+/// by `strtoull` and kept only if the result is not negative as an i64 (`"-0"` is 0).
+/// Overflow is refused.
+fn parse_counter(value: &[u8]) -> Option<u64> {
+    let is_c_space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
+    let skipped = value.iter().take_while(|&&b| is_c_space(b)).count();
+    let rest = &value[skipped..];
+    let (negative, rest) = match rest.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        Some((b'+', rest)) => (false, rest),
+        _ => (false, rest),
+    };
+    let digit_count = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digit_count == 0 {
+        return None;
+    }
+    match rest.get(digit_count) {
+        None | Some(0) => {}
+        Some(&b) if is_c_space(b) => {}
+        Some(_) => return None,
+    }
+    let magnitude = rest[..digit_count].iter().try_fold(0u64, |acc, &d| {
+        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })?;
+    if !negative {
+        return Some(magnitude);
+    }
+    let wrapped = magnitude.wrapping_neg();
+    (i64::try_from(wrapped).is_ok()).then_some(wrapped)
+}
+
+/// A u64 formatted in decimal on the stack.
+struct DecimalBuf {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl DecimalBuf {
+    fn new(mut v: u64) -> DecimalBuf {
+        let mut buf = [0u8; 20];
+        let mut start = buf.len();
+        loop {
+            start -= 1;
+            buf[start] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        DecimalBuf { buf, start }
+    }
+    fn as_bytes(&self) -> &[u8] {
+        &self.buf[self.start..]
+    }
+    fn len(&self) -> usize {
+        self.buf.len() - self.start
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_parsing_follows_memcached() {
+        assert_eq!(parse_counter(b"42"), Some(42));
+        assert_eq!(parse_counter(b"42  "), Some(42));
+        assert_eq!(parse_counter(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_counter(b"18446744073709551616"), None);
+        assert_eq!(parse_counter(b"000000000000000000000000042"), Some(42));
+        assert_eq!(parse_counter(b""), None);
+        assert_eq!(parse_counter(b"  "), None);
+        assert_eq!(parse_counter(b"\t\n"), None);
+        assert_eq!(parse_counter(b"1a"), None);
+        assert_eq!(parse_counter(b"a1"), None);
+        assert_eq!(parse_counter(b"+"), None);
+        // Checked against memcached 1.6.18 (`incr k 1` on each value): `+3` -> 4,
+        // ` 7` -> 8, `12 abc` -> 13, `12\r\nab` -> 13, `-0` -> 1, `1\0a` -> 2,
+        // `1\t` -> 2, `9 0` (decr 0) -> 9; `-1 ` and `1a` are non-numeric.
+        assert_eq!(parse_counter(b"+3"), Some(3));
+        assert_eq!(parse_counter(b" 7"), Some(7));
+        assert_eq!(parse_counter(b"12 abc"), Some(12));
+        assert_eq!(parse_counter(b"12\r\nab"), Some(12));
+        assert_eq!(parse_counter(b"-0"), Some(0));
+        assert_eq!(parse_counter(b"1\0a"), Some(1));
+        assert_eq!(parse_counter(b"1\t"), Some(1));
+        assert_eq!(parse_counter(b"9 0"), Some(9));
+        assert_eq!(parse_counter(b"-1 "), None);
+        assert_eq!(parse_counter(b"-18446744073709551615"), Some(1));
+        assert_eq!(DecimalBuf::new(0).as_bytes(), b"0");
+        assert_eq!(
+            DecimalBuf::new(u64::MAX).as_bytes(),
+            b"18446744073709551615"
+        );
+    }
+}

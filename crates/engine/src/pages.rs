@@ -1,0 +1,311 @@
+//! Slab page moves: `slabs reassign`, the automover's page moves and a full class
+//! taking a page from another (memcached's slab rebalancer). A page is emptied by
+//! evacuation; in a tiered engine whose policy migrates, its live items are demoted to
+//! the slow tier first (one move each), so a page move loses no item while the slow
+//! tier has room.
+
+use std::sync::atomic::Ordering;
+
+use crate::config::{ConfigError, SLAB_PAGE_SIZE_BYTES};
+use crate::engine::{Engine, ReassignError, Tier};
+use crate::item::{header_bytes, state};
+use crate::moves::{Direction, MoveReq, ShardLocking};
+
+/// Classes a failed allocation tries to take a page from, and how often it waits for
+/// busy items in the page before moving to the next class.
+const STEAL_VICTIMS_MAX: usize = 3;
+const STEAL_RETRIES: usize = 2;
+/// Waits (1 ms each) for busy items when the automover or `slabs reassign` moves a page.
+const REASSIGN_RETRIES: usize = 100;
+/// Passes over a moving DRAM page demoting its items before the rest are evicted (an
+/// item changed in place during a pass, e.g. by `incr`, is skipped by that pass).
+const PAGE_DEMOTE_PASSES: usize = 3;
+
+impl Engine {
+    /// Empties `page` of class `src` (evicting its items) and returns it to the pool.
+    /// `retries`: how many times to wait for busy items before giving up.
+    /// With `keep`, the emptied page stays reserved (not back in the pool) for the
+    /// caller to hand to a class with [`Engine::adopt_page`].
+    pub(crate) fn evacuate_page(
+        &self,
+        tier: &Tier,
+        src: usize,
+        page: usize,
+        retries: usize,
+        keep: bool,
+    ) -> bool {
+        for attempt in 0..=retries {
+            let mut cs = tier.classes[src].0.lock();
+            if !cs.pages.contains(&(page as u32)) {
+                return false;
+            }
+            if src == self.geometry.large {
+                let addr = tier.mem.addr_at(page * SLAB_PAGE_SIZE_BYTES);
+                tier.mem.charge_header_read(addr, header_bytes::ALL);
+                let h = tier.mem.header(addr);
+                if h.has(state::LINKED) {
+                    let key_hash = h.key_hash.load(Ordering::Relaxed);
+                    if let Some(mut table) = self.index.shard(key_hash).table.try_lock() {
+                        self.remove_locked(tier, &mut cs, &mut table, addr);
+                        self.rare
+                            .slab_reassign_evictions_nomem
+                            .fetch_add(1, Ordering::Relaxed);
+                        self.rare.slabs_moved.fetch_add(1, Ordering::Relaxed);
+                        return true;
+                    }
+                }
+                self.rare
+                    .slab_reassign_busy_items
+                    .fetch_add(1, Ordering::Relaxed);
+            } else {
+                if cs.moving_page.is_some_and(|p| p as usize != page) {
+                    return false;
+                }
+                cs.moving_page = Some(page as u32);
+                let base = page * SLAB_PAGE_SIZE_BYTES;
+                let mut busy = 0u64;
+                for i in 0..cs.per_page {
+                    let addr = tier.mem.addr_at(base + i * cs.chunk_bytes);
+                    tier.mem.charge_header_read(addr, header_bytes::ALL);
+                    let h = tier.mem.header(addr);
+                    let bits = h.state.load(Ordering::Relaxed);
+                    if bits & state::FREE != 0 {
+                        cs.unlink_free(&tier.mem, addr);
+                    } else if bits & state::LINKED != 0 {
+                        let key_hash = h.key_hash.load(Ordering::Relaxed);
+                        match self.index.shard(key_hash).table.try_lock() {
+                            Some(mut table) => {
+                                self.remove_locked(tier, &mut cs, &mut table, addr);
+                                self.rare
+                                    .slab_reassign_evictions_nomem
+                                    .fetch_add(1, Ordering::Relaxed);
+                            }
+                            None => busy += 1,
+                        }
+                    } else if bits & state::ALLOCATED != 0 {
+                        // Being written by a store that has not linked it yet.
+                        busy += 1;
+                    }
+                }
+                if busy == 0 {
+                    cs.moving_page = None;
+                    if let Some(pos) = cs.pages.iter().position(|&p| p as usize == page) {
+                        cs.pages.swap_remove(pos);
+                    }
+                    tier.page_used[page].store(0, Ordering::Relaxed);
+                    if !keep {
+                        tier.pool.lock().free_run(page, 1);
+                    }
+                    self.rare.slabs_moved.fetch_add(1, Ordering::Relaxed);
+                    return true;
+                }
+                self.rare
+                    .slab_reassign_busy_items
+                    .fetch_add(busy, Ordering::Relaxed);
+                if attempt == retries {
+                    // Give up: put the chunks already emptied back on the free list.
+                    cs.moving_page = None;
+                    for i in 0..cs.per_page {
+                        let addr = tier.mem.addr_at(base + i * cs.chunk_bytes);
+                        if tier.mem.header(addr).state.load(Ordering::Relaxed) == 0 {
+                            cs.push_free(&tier.mem, addr);
+                        }
+                    }
+                    return false;
+                }
+            }
+            drop(cs);
+            if retries <= STEAL_RETRIES {
+                // Foreground (a store is waiting): only let the busy writers finish.
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        false
+    }
+
+    /// The page of `class_id` with the fewest chunks in use.
+    pub(crate) fn emptiest_page(&self, tier: &Tier, class_id: usize) -> Option<usize> {
+        let cs = tier.classes[class_id].0.lock();
+        cs.pages
+            .iter()
+            .map(|&p| p as usize)
+            .min_by_key(|&p| tier.page_used[p].load(Ordering::Relaxed))
+    }
+
+    /// A class that could neither allocate nor evict takes a page from the classes
+    /// with the most pages (memcached would exceed `-m` here; we stay within it).
+    pub(crate) fn steal_page(&self, tier: &Tier, class_id: usize) -> bool {
+        let mut victims: Vec<(usize, usize)> = (1..=self.geometry.large)
+            .filter(|&c| c != class_id)
+            .map(|c| (c, tier.classes[c].0.lock().pages.len()))
+            .filter(|&(_, pages)| pages > 0)
+            .collect();
+        victims.sort_by_key(|&(_, pages)| std::cmp::Reverse(pages));
+        victims.iter().take(STEAL_VICTIMS_MAX).any(|&(victim, _)| {
+            self.emptiest_page(tier, victim).is_some_and(|page| {
+                let keep = victim != self.geometry.large && class_id != self.geometry.large;
+                let moved = self.evacuate_page(tier, victim, page, STEAL_RETRIES, keep);
+                if moved && keep {
+                    self.adopt_page(tier, class_id, page);
+                }
+                moved
+            })
+        })
+    }
+
+    /// Gives a page reserved by `evacuate_page(.., keep = true)` to class `dst`.
+    fn adopt_page(&self, tier: &Tier, dst: usize, page: usize) {
+        let mut cs = tier.classes[dst].0.lock();
+        tier.pool.lock().set_owner(page, dst);
+        cs.add_page(&tier.mem, page, &tier.page_used, &tier.page_class);
+    }
+
+    /// `slabs reassign <src> <dst>`: moves one page from class `src` (-1: any class
+    /// with a spare page) to class `dst` (0: the free page pool).
+    pub fn slabs_reassign(&self, src_class: i32, dst_class: i32) -> Result<(), ReassignError> {
+        if !self.config.slab_reassign {
+            return Err(ReassignError::Disabled);
+        }
+        // memcached's order of checks (`do_slabs_reassign`): running, same, pick a
+        // source for -1, class range, spare pages.
+        if self.rare.slab_reassign_running.load(Ordering::Acquire) {
+            return Err(ReassignError::Busy);
+        }
+        if src_class == dst_class {
+            return Err(ReassignError::Same);
+        }
+        let tier = self.dram();
+        let largest = self.geometry.largest as i32;
+        let src_class = if src_class == -1 {
+            // Any class with a spare page; none found is BADCLASS, as in memcached.
+            (1..=self.geometry.largest)
+                .filter(|&c| c as i32 != dst_class)
+                .map(|c| (c, tier.classes[c].0.lock().pages.len()))
+                .filter(|&(_, pages)| pages > 1)
+                .max_by_key(|&(_, pages)| pages)
+                .map_or(-1, |(c, _)| c as i32)
+        } else {
+            src_class
+        };
+        if src_class < 0 || src_class > largest || dst_class < 0 || dst_class > largest {
+            return Err(ReassignError::BadClass);
+        }
+        let src = src_class as usize;
+        // Class 0 is the free page pool, which is never a source here.
+        if src == 0 || tier.classes[src].0.lock().pages.len() < 2 {
+            return Err(ReassignError::NoSpare);
+        }
+        if self.rare.slab_reassign_running.swap(true, Ordering::AcqRel) {
+            return Err(ReassignError::Busy);
+        }
+        let moved = self.move_page(tier, src, dst_class as usize);
+        self.rare
+            .slab_reassign_running
+            .store(false, Ordering::Release);
+        if moved {
+            Ok(())
+        } else {
+            Err(ReassignError::Busy)
+        }
+    }
+
+    /// Moves the emptiest page of `src` to `dst` (0: leave it in the pool). In DRAM
+    /// with a slow tier the page's items are demoted first, so none is lost.
+    pub(crate) fn move_page(&self, tier: &Tier, src: usize, dst: usize) -> bool {
+        let Some(page) = self.emptiest_page(tier, src) else {
+            return false;
+        };
+        let keep = dst != 0 && dst != self.geometry.large && src != self.geometry.large;
+        if self.page_moves_demote(tier) {
+            // Tiered: the page's items go to the slow tier; only what cannot be
+            // demoted (the slow tier is full) is evicted below. A few passes: an item
+            // changed in place during a pass (its CAS moved on) is taken by the next.
+            for _ in 0..PAGE_DEMOTE_PASSES {
+                if !self.demote_page_items(tier, src, page) {
+                    break;
+                }
+            }
+            if src == self.geometry.large
+                && !tier.classes[src].0.lock().pages.contains(&(page as u32))
+            {
+                // The large item's demotion already returned its run to the pool.
+                self.rare.slabs_moved.fetch_add(1, Ordering::Relaxed);
+                return true;
+            }
+        }
+        if !self.evacuate_page(tier, src, page, REASSIGN_RETRIES, keep) {
+            return false;
+        }
+        if keep {
+            self.adopt_page(tier, dst, page);
+        }
+        true
+    }
+
+    /// `slabs automove <0|1|2>`.
+    pub fn set_slab_automove(&self, mode: u32) -> Result<(), ConfigError> {
+        if mode > 2 {
+            return Err(ConfigError::SlabAutomove(mode));
+        }
+        self.slab_automove.store(mode, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Before a DRAM page of class `src` is emptied by the slab mover: demotes every
+    /// live item in it to the slow tier (one copy each), so a page move loses no item.
+    /// The page is marked as moving first, so freed chunks (and the free ones already
+    /// in it) stay off the free list; `evacuate_page` then finishes the move and evicts
+    /// (and counts) only what could not be demoted. Bounded by the chunks of one page.
+    /// The caller holds no lock (demotions wait for shard locks). Returns whether some
+    /// item was looked at but did not move (another pass may take it).
+    pub(crate) fn demote_page_items(&self, tier: &Tier, src: usize, page: usize) -> bool {
+        let reqs: Vec<MoveReq> = {
+            let mut cs = tier.classes[src].0.lock();
+            if !cs.pages.contains(&(page as u32))
+                || cs.moving_page.is_some_and(|p| p as usize != page)
+            {
+                return false;
+            }
+            let now = self.clock.now_s();
+            let base = page * SLAB_PAGE_SIZE_BYTES;
+            let chunks = if src == self.geometry.large {
+                // A large item's run starts at its first page; nothing to reserve.
+                1
+            } else {
+                cs.moving_page = Some(page as u32);
+                cs.per_page
+            };
+            let mut reqs = Vec::with_capacity(chunks);
+            for i in 0..chunks {
+                let addr = tier.mem.addr_at(base + i * cs.chunk_bytes);
+                tier.mem.charge_header_read(addr, header_bytes::ALL);
+                let h = tier.mem.header(addr);
+                let bits = h.state.load(Ordering::Relaxed);
+                if bits & state::FREE != 0 && src != self.geometry.large {
+                    cs.unlink_free(&tier.mem, addr);
+                } else if bits & state::LINKED != 0 && self.dead_reason(h, now).is_none() {
+                    // Even if already queued: a second entry for the same item is
+                    // harmless (the address + CAS check of `move_item`).
+                    h.set(state::QUEUED);
+                    reqs.push(MoveReq::of(&tier.mem, addr));
+                }
+            }
+            reqs
+        };
+        let mut left_behind = false;
+        for req in reqs {
+            if !self.move_item(req, Direction::ToSlow, ShardLocking::Wait) {
+                left_behind = true;
+            }
+        }
+        left_behind
+    }
+
+    /// Whether a DRAM page being moved can hand its items to the slow tier instead of
+    /// evicting them: the policy migrates and both tiers are present.
+    pub(crate) fn page_moves_demote(&self, tier: &Tier) -> bool {
+        tier.id == crate::api::TierId::Dram && self.migrating()
+    }
+}

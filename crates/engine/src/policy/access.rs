@@ -1,0 +1,197 @@
+//! A decayed access counter per item, kept in the header's policy byte: five bits of
+//! count and three bits of the *period* it was last updated in. Periods are counted in
+//! requests (HMCached, seed 002 section 3.2: "logical periods"), so the counter measures
+//! how often an item is used relative to the traffic, whatever the request rate.
+//!
+//! Decay is lazy: an item's count is halved for every period that ended since its last
+//! access, and reset after three idle periods (HMCached divides by 2^(idle+1) and resets
+//! after three idle periods; here the halving for the period the access fell in is the
+//! `+1`). Nothing walks the items to decay them, so a slow-tier item's header is only
+//! written when the item itself is accessed.
+//!
+//! Three bits of period wrap every eight periods. An item idle for eight or more would
+//! look recent, so the period's start time is kept for the last eight periods and an
+//! access older than the start of the period three back counts as idle (the check is
+//! exact while fewer than eight periods begin within one second, i.e. a period longer
+//! than an eighth of a second of traffic).
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use crate::engine::Engine;
+use crate::item::ItemHeader;
+use crate::stats::G;
+
+/// Count bits of the policy byte.
+const COUNT_BITS: u32 = 5;
+pub(crate) const COUNT_MAX: u8 = (1 << COUNT_BITS) - 1;
+/// Periods the period bits distinguish.
+const PERIOD_SLOTS: u32 = 1 << (8 - COUNT_BITS);
+/// Idle periods after which a count is reset (HMCached: three).
+const IDLE_PERIODS_MAX: u32 = 3;
+/// Smallest automatic period, in requests (a tiny DRAM would otherwise decay counts
+/// faster than any item can be read twice).
+pub(crate) const PERIOD_REQUESTS_MIN: u64 = 1024;
+
+/// The period clock: which period the engine is in, and when the last eight began.
+pub(crate) struct Periods {
+    /// Requests per period; 0: twice the DRAM tier's item count (at least
+    /// [`PERIOD_REQUESTS_MIN`]), re-read every maintainer pass.
+    configured_requests: u64,
+    current: AtomicU32,
+    /// The request count at which the current period began.
+    started_at_requests: AtomicU64,
+    /// Relative second at which each of the last eight periods began.
+    started_at_s: [AtomicU32; PERIOD_SLOTS as usize],
+}
+
+impl Periods {
+    pub fn new(configured_requests: u64) -> Periods {
+        Periods {
+            configured_requests,
+            current: AtomicU32::new(0),
+            started_at_requests: AtomicU64::new(0),
+            started_at_s: std::array::from_fn(|_| AtomicU32::new(0)),
+        }
+    }
+
+    pub fn current(&self) -> u32 {
+        self.current.load(Ordering::Relaxed)
+    }
+
+    /// The period length in requests now.
+    pub fn length_requests(&self, e: &Engine) -> u64 {
+        if self.configured_requests > 0 {
+            return self.configured_requests;
+        }
+        (2 * e.dram().items_seen.load(Ordering::Relaxed)).max(PERIOD_REQUESTS_MIN)
+    }
+
+    /// Moves the period on by as many periods as the requests since it began fill
+    /// (called by the DRAM maintainer, one thread). Returns the periods that ended.
+    pub fn advance(&self, e: &Engine) -> u32 {
+        let requests =
+            e.counters.get(G::CmdGet) + e.counters.get(G::CmdTouch) + e.counters.get(G::TotalItems);
+        let started = self.started_at_requests.load(Ordering::Relaxed);
+        let length = self.length_requests(e);
+        let ended = (requests.saturating_sub(started) / length).min(u64::from(PERIOD_SLOTS));
+        if ended == 0 {
+            return 0;
+        }
+        let now_s = e.clock.now_s();
+        let mut current = self.current.load(Ordering::Relaxed);
+        for _ in 0..ended {
+            current = current.wrapping_add(1);
+            self.started_at_s[(current % PERIOD_SLOTS) as usize].store(now_s, Ordering::Relaxed);
+        }
+        self.started_at_requests.store(requests, Ordering::Relaxed);
+        self.current.store(current, Ordering::Relaxed);
+        ended as u32
+    }
+
+    /// The count an item with policy byte `access`, last accessed at `last_access_s`,
+    /// has now.
+    pub fn decayed(&self, access: u8, last_access_s: u32) -> u8 {
+        let count = access & COUNT_MAX;
+        if count == 0 {
+            return 0;
+        }
+        let now = self.current();
+        let elapsed = now.wrapping_sub(u32::from(access >> COUNT_BITS)) % PERIOD_SLOTS;
+        if elapsed > IDLE_PERIODS_MAX {
+            return 0;
+        }
+        let oldest_kept = now.wrapping_sub(IDLE_PERIODS_MAX) % PERIOD_SLOTS;
+        if last_access_s < self.started_at_s[oldest_kept as usize].load(Ordering::Relaxed) {
+            // Older than every period the bits can tell apart: idle long enough.
+            return 0;
+        }
+        count >> elapsed
+    }
+
+    /// The policy byte after one more access now.
+    pub fn accessed(&self, access: u8, last_access_s: u32) -> u8 {
+        let current = self.current();
+        let now_bits = ((current % PERIOD_SLOTS) as u8) << COUNT_BITS;
+        let slot = (current % PERIOD_SLOTS) as usize;
+        if access & !COUNT_MAX == now_bits
+            && last_access_s >= self.started_at_s[slot].load(Ordering::Relaxed)
+        {
+            // Accessed before in this period (the common case of a hot item): no decay.
+            return now_bits | (access & COUNT_MAX).saturating_add(1).min(COUNT_MAX);
+        }
+        let count = self
+            .decayed(access, last_access_s)
+            .saturating_add(1)
+            .min(COUNT_MAX);
+        now_bits | count
+    }
+
+    /// Records one access of the item with header `h` at `now_s`: the counter and the
+    /// access time. Returns whether either changed (the header word is dirty).
+    pub fn record(&self, h: &ItemHeader, now_s: u32) -> bool {
+        let last_access_s = h.last_access_s.load(Ordering::Relaxed);
+        let old = h.access.load(Ordering::Relaxed);
+        let new = self.accessed(old, last_access_s);
+        let mut dirty = false;
+        if new != old {
+            h.access.store(new, Ordering::Relaxed);
+            dirty = true;
+        }
+        if last_access_s != now_s {
+            h.last_access_s.store(now_s, Ordering::Relaxed);
+            dirty = true;
+        }
+        dirty
+    }
+
+    /// The count of the item with header `h` now.
+    pub fn count_of(&self, h: &ItemHeader) -> u8 {
+        self.decayed(
+            h.access.load(Ordering::Relaxed),
+            h.last_access_s.load(Ordering::Relaxed),
+        )
+    }
+
+    /// The policy byte of a new item: one access in the current period.
+    pub fn fresh(&self) -> u8 {
+        (((self.current() % PERIOD_SLOTS) as u8) << COUNT_BITS) | 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_halve_per_idle_period_and_reset_after_three() {
+        let p = Periods::new(100);
+        let mut byte = p.fresh();
+        for _ in 0..9 {
+            byte = p.accessed(byte, 0);
+        }
+        assert_eq!(p.decayed(byte, 0), 10);
+        for (periods, expected) in [(1, 5), (2, 2), (3, 1), (4, 0)] {
+            let q = Periods::new(100);
+            q.current.store(periods, Ordering::Relaxed);
+            assert_eq!(q.decayed(byte, 0), expected, "after {periods} periods");
+        }
+    }
+
+    #[test]
+    fn a_count_saturates_and_an_old_access_outside_the_tracked_periods_is_idle() {
+        let p = Periods::new(100);
+        let mut byte = 0;
+        for _ in 0..100 {
+            byte = p.accessed(byte, 0);
+        }
+        assert_eq!(p.decayed(byte, 0), COUNT_MAX);
+        // Eight periods later the period bits read "now" again; the start times say the
+        // access (second 5) came before the period three back began (second 10).
+        p.current.store(8, Ordering::Relaxed);
+        for slot in 0..PERIOD_SLOTS as usize {
+            p.started_at_s[slot].store(10, Ordering::Relaxed);
+        }
+        assert_eq!(p.decayed(byte, 5), 0);
+        assert_eq!(p.decayed(byte, 10), COUNT_MAX);
+    }
+}

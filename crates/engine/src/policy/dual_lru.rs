@@ -1,0 +1,260 @@
+//! Fogcached's Dual-LRU (seed 000 section 4.3, seed 004 section 4.2): memcached's
+//! segmented LRU kept per tier, joined by two Move queues.
+//!
+//! - **New items** take a free DRAM chunk (including the reserve the maintainer keeps
+//!   free), else go to the slow tier (evicting there only when it is full), else to
+//!   DRAM's COLD tail. A store never copies another item out of the way: making DRAM
+//!   room is the maintainer's job, in the background.
+//! - **Demotion.** The DRAM maintainer queues a class's DRAM COLD tail on Move-to-slow
+//!   when the class has no free page and at most the reserve of free chunks, or when the
+//!   tail has been idle longer than `--dram-residency-max-s` while DRAM is above its
+//!   low-water mark (so age never drains DRAM, seed 001).
+//! - **Promotion.** A slow-tier item read again while ACTIVE enters the Promote state and
+//!   is offered to Move-to-DRAM at once (the read never waits); the slow tier's
+//!   maintainer re-offers Promote items found at its HOT/WARM tails.
+//! - **Admission** (what this implementation adds to the paper, so that promotions do
+//!   not churn): while DRAM has room for the class beyond the reserve, a promotion takes
+//!   a free chunk without question (DRAM never sits idle while hot items wait). Once it
+//!   has none, a promotion must beat the item it would displace: its decayed access
+//!   count (`access.rs`) must exceed that of DRAM's COLD-tail victim by
+//!   `promotion_margin`. Equally cold items (the uniform half of seed 000's workload)
+//!   then stay where they are; a hot one, read many times per period, wins. An admitted
+//!   promotion takes a reserve chunk or demotes the victim itself. It never evicts.
+//!   The read path does not even offer a candidate whose count could not beat an idle
+//!   victim while DRAM is full, so equally cold items cost no queue traffic either.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::api::TierId;
+use crate::config::EngineConfig;
+use crate::engine::{Engine, Tier};
+use crate::item::{header_bytes, state, ItemAddr};
+use crate::moves::Direction;
+use crate::slab::ClassState;
+
+use super::access::Periods;
+use super::slru::{self, TailHooks};
+use super::tiering;
+use super::{Candidate, Policy, Refusal};
+
+pub(crate) struct DualLru {
+    periods: Periods,
+    /// A promotion must out-count DRAM's victim by this much (`promotion_margin`).
+    margin: u8,
+    /// Per DRAM class: room beyond the reserve at the maintainer's last pass (the read
+    /// path's hint; the migration thread checks under the class lock).
+    dram_spare: Box<[AtomicBool]>,
+}
+
+impl DualLru {
+    pub fn new(config: &EngineConfig) -> DualLru {
+        DualLru {
+            periods: Periods::new(config.access_period_requests),
+            margin: config.promotion_margin,
+            dram_spare: (0..=crate::config::SLAB_CLASSES_MAX)
+                .map(|_| AtomicBool::new(true))
+                .collect(),
+        }
+    }
+
+    fn spare_hint(&self, class_id: usize) -> bool {
+        self.dram_spare
+            .get(class_id)
+            .is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    /// The admission test: does a candidate with count `candidate_count` beat the DRAM
+    /// item with count `victim_count`?
+    fn admits(&self, candidate_count: u8, victim_count: u8) -> bool {
+        u16::from(candidate_count) >= u16::from(victim_count) + u16::from(self.margin)
+    }
+}
+
+/// Dual-LRU's additions at the tails: Promote offers in the slow tier, demotions in DRAM.
+pub(crate) struct Hooks;
+
+impl TailHooks for Hooks {
+    fn at_hot_or_warm_tail(
+        &self,
+        e: &Engine,
+        tier: &Tier,
+        cs: &mut ClassState,
+        addr: ItemAddr,
+        _now_s: u32,
+    ) -> bool {
+        let h = tier.mem.header(addr);
+        if tier.id != TierId::Slow
+            || !h.has(state::PROMOTE)
+            || h.has(state::QUEUED)
+            || !e.migrating()
+        {
+            return false;
+        }
+        // A Promote item at the slow tier's HOT or WARM tail enters Move-to-DRAM (the
+        // read that set Promote could not queue it). It stays readable in WARM until
+        // the migration thread copies it.
+        e.moves.offer(Direction::ToDram, &tier.mem, addr, true);
+        h.clear(state::ACTIVE);
+        cs.stats.moves_to_warm += 1;
+        slru::move_to(tier, cs, addr, crate::lru::WARM);
+        true
+    }
+
+    fn at_cold_tail(
+        &self,
+        e: &Engine,
+        tier: &Tier,
+        cs: &mut ClassState,
+        addr: ItemAddr,
+        now_s: u32,
+    ) -> bool {
+        // The DRAM COLD tail leaves for the slow tier (Move-to-slow) instead of being
+        // evicted.
+        tier.id == TierId::Dram
+            && e.migrating()
+            && tiering::wants_demotion(e, tier, cs, tier.mem.header(addr), now_s)
+            && e.moves.offer(Direction::ToSlow, &tier.mem, addr, true)
+    }
+}
+
+impl Policy for DualLru {
+    fn alloc_new_item(
+        &self,
+        e: &Engine,
+        _key_hash: u32,
+        class_id: usize,
+        total_bytes: usize,
+    ) -> Option<ItemAddr> {
+        let dram = e.dram();
+        let Some(slow) = e.slow() else {
+            return e.alloc(dram, class_id, total_bytes);
+        };
+        if dram.page_count == 0 {
+            return e.alloc(slow, class_id, total_bytes);
+        }
+        e.take_free(dram, class_id, total_bytes)
+            .or_else(|| e.alloc(slow, class_id, total_bytes))
+            .or_else(|| e.alloc(dram, class_id, total_bytes))
+    }
+
+    fn new_item_access(&self, _now_s: u32) -> u8 {
+        self.periods.fresh()
+    }
+
+    fn on_access(&self, e: &Engine, tier: &Tier, addr: ItemAddr, now_s: u32) -> bool {
+        let h = tier.mem.header(addr);
+        let was_active = h.has(state::ACTIVE);
+        let mut dirty = self.periods.record(h, now_s);
+        if was_active {
+            // Fogcached's Promote state: a slow-tier item referenced again while ACTIVE
+            // is offered to Move-to-DRAM at once (never waiting for the queue's lock);
+            // the slow maintainer offers it again at its HOT/WARM tails if the queue
+            // was busy. While DRAM is full, only an item that could beat even an idle
+            // victim is offered at all.
+            let class_id = tier.class_of(addr);
+            if tier.id == TierId::Slow
+                && !h.has(state::QUEUED)
+                && e.migrating()
+                && (self.spare_hint(class_id) || self.admits(self.periods.count_of(h), 0))
+            {
+                h.set(state::PROMOTE);
+                e.moves.offer(Direction::ToDram, &tier.mem, addr, false);
+                dirty = true;
+            }
+        } else {
+            let bump = slru::bump(tier, addr, h);
+            if bump.moved_to_warm {
+                // Links, state and access word: one header update.
+                tier.mem
+                    .charge_header_write(addr, header_bytes::LINKS.start..header_bytes::ACCESS.end);
+                return true;
+            }
+            dirty |= bump.flags_changed;
+        }
+        if dirty {
+            tier.mem.charge_header_write(addr, header_bytes::ACCESS);
+        }
+        dirty
+    }
+
+    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+        slru::evict_cold_tail(e, tier, cs, now_s)
+    }
+
+    fn destination(
+        &self,
+        e: &Engine,
+        direction: Direction,
+        class_id: usize,
+        total_bytes: usize,
+        candidate: Candidate,
+    ) -> Result<ItemAddr, Refusal> {
+        match direction {
+            Direction::ToSlow => {
+                tiering::slow_chunk(e, class_id, total_bytes).ok_or(Refusal::NoSpace)
+            }
+            Direction::ToDram => {
+                let dram = e.dram();
+                {
+                    let mut cs = dram.classes[class_id].0.lock();
+                    if tiering::dram_has_spare(dram, &cs) {
+                        // DRAM never sits idle while hot items wait in the slow tier.
+                        return e
+                            .take_chunk(dram, &mut cs, total_bytes)
+                            .ok_or(Refusal::NoSpace);
+                    }
+                }
+                let candidate_count = self
+                    .periods
+                    .decayed(candidate.access, candidate.last_access_s);
+                let admit = |victim: &crate::item::ItemHeader| {
+                    self.admits(candidate_count, self.periods.count_of(victim))
+                };
+                // Admitted against the COLD-tail victim first, even when a reserve chunk
+                // is free: the reserve is for new items, not for promotions.
+                {
+                    let mut cs = dram.classes[class_id].0.lock();
+                    let now = e.clock.now_s();
+                    let victim_count = tiering::dram_victim(e, &mut cs, now)
+                        .map_or(0, |v| self.periods.count_of(dram.mem.header(v)));
+                    if !self.admits(candidate_count, victim_count) {
+                        // Demand the class could not meet: the automover may give it a
+                        // page from a class whose items are colder.
+                        cs.dram_pressure += 1;
+                        return Err(Refusal::NotAdmitted);
+                    }
+                }
+                match tiering::dram_chunk_by_demoting(e, class_id, total_bytes, admit) {
+                    Ok(Some(addr)) => Ok(addr),
+                    Ok(None) => Err(Refusal::NoSpace),
+                    Err(()) => Err(Refusal::NotAdmitted),
+                }
+            }
+        }
+    }
+
+    fn migrates(&self) -> bool {
+        true
+    }
+
+    fn begin_pass(&self, e: &Engine, tier: &Tier) {
+        if tier.id == TierId::Dram {
+            self.periods.advance(e);
+        }
+    }
+
+    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize {
+        let rounds = slru::juggle_class(e, tier, class_id, &Hooks);
+        if tier.id == TierId::Dram {
+            let cs = tier.classes[class_id].0.lock();
+            if let Some(spare) = self.dram_spare.get(class_id) {
+                spare.store(tiering::dram_has_spare(tier, &cs), Ordering::Relaxed);
+            }
+        }
+        rounds
+    }
+
+    fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
+        cs.stats.evicted + cs.dram_pressure
+    }
+}

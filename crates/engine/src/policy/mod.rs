@@ -1,0 +1,217 @@
+//! The placement-policy seam. The engine owns the mechanism — index, item layout, slabs
+//! and free lists, LRU and queue data structures, expiry and CAS, the crawler, page
+//! evacuation, and one `move_item` (`moves.rs`) — and asks a [`Policy`] at every
+//! decision point:
+//!
+//! | decision | method |
+//! |---|---|
+//! | where a new item goes | [`Policy::alloc_new_item`], [`Policy::segment_for_new_item`] |
+//! | what a hit (or touch) does in each tier | [`Policy::on_access`] |
+//! | what a full class gives up: the victim, evicted or demoted | [`Policy::make_room`] |
+//! | whether a move is admitted, where its chunk comes from | [`Policy::destination`] |
+//! | where a moved item is linked | [`Policy::segment_after_move`] |
+//! | what the maintainer does each pass | [`Policy::begin_pass`], [`Policy::maintain_class`] |
+//! | how a class's need for pages is measured | [`Policy::class_need`] |
+//!
+//! One file per policy: `dual_lru.rs` (Fogcached), `uniform.rs` (HM-UNI),
+//! `two_level.rs` (HM-TLC). `slru.rs` holds memcached's segmented-LRU rules that all
+//! three use inside each tier, `tiering.rs` the DRAM-room helpers the migrating
+//! policies share, and `access.rs` the decayed access counter. Dispatch is static:
+//! [`AnyPolicy`] is an enum whose methods match on the variant, so the call on every
+//! request is a direct, inlinable call, not a virtual one.
+
+pub(crate) mod access;
+mod dual_lru;
+pub(crate) mod slru;
+pub(crate) mod tiering;
+mod two_level;
+mod uniform;
+
+use crate::api::TierId;
+use crate::config::{EngineConfig, PlacementPolicy};
+use crate::engine::{Engine, Tier};
+use crate::item::ItemAddr;
+use crate::moves::Direction;
+use crate::slab::ClassState;
+
+pub(crate) use dual_lru::DualLru;
+pub(crate) use two_level::TwoLevel;
+pub(crate) use uniform::Uniform;
+
+/// Why a move got no destination chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The policy's admission rule said no: the item stays where it is.
+    NotAdmitted,
+    /// No chunk could be found or made in the destination tier.
+    NoSpace,
+}
+
+/// What the engine knows of an item that asks to move, read under its shard lock.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Candidate {
+    /// The header's policy-owned byte.
+    pub access: u8,
+    pub last_access_s: u32,
+}
+
+/// Every decision a placement policy makes. The engine calls these; a policy calls the
+/// engine's mechanism (`alloc`, `take_free`, `move_item`, the LRU lists) to carry them
+/// out. Locks: each method says what the caller holds.
+pub(crate) trait Policy {
+    /// The chunk for a new item of `class_id` (a store): which tier, and what to give
+    /// up when it is full. The caller may hold a shard lock, so shards are only tried.
+    fn alloc_new_item(
+        &self,
+        e: &Engine,
+        key_hash: u32,
+        class_id: usize,
+        total_bytes: usize,
+    ) -> Option<ItemAddr>;
+
+    /// The policy byte a new item starts with.
+    fn new_item_access(&self, _now_s: u32) -> u8 {
+        0
+    }
+
+    /// LRU segment a newly stored item is linked at.
+    fn segment_for_new_item(&self, _tier: TierId) -> usize {
+        crate::lru::HOT
+    }
+
+    /// A read or touch of the live item at `addr` (the caller holds its shard lock):
+    /// update what the policy tracks, maybe offer the item for a move. Returns whether
+    /// it charged a write of the header's access word (`header_bytes::ACCESS`).
+    fn on_access(&self, e: &Engine, tier: &Tier, addr: ItemAddr, now_s: u32) -> bool;
+
+    /// An allocation in `tier` found `cs`'s class full (the caller holds its lock): free
+    /// room by evicting or demoting. Returns how many items were removed or moved (0:
+    /// nothing could be done).
+    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize;
+
+    /// The destination chunk of a move of an item of `total_bytes` in `class_id`, or
+    /// why there is none. No lock is held.
+    fn destination(
+        &self,
+        e: &Engine,
+        direction: Direction,
+        class_id: usize,
+        total_bytes: usize,
+        candidate: Candidate,
+    ) -> Result<ItemAddr, Refusal>;
+
+    /// LRU segment a moved item is linked at in its new tier.
+    fn segment_after_move(&self, direction: Direction) -> usize {
+        match direction {
+            // Fogcached: promoted items enter DRAM's HOT head, demoted items the slow
+            // tier's COLD head.
+            Direction::ToDram => crate::lru::HOT,
+            Direction::ToSlow => crate::lru::COLD,
+        }
+    }
+
+    /// Whether the policy moves items between tiers at all (the engine also needs both
+    /// tiers and `--no-migration` off).
+    fn migrates(&self) -> bool;
+
+    /// Start of a maintainer pass over `tier` (no lock held).
+    fn begin_pass(&self, _e: &Engine, _tier: &Tier) {}
+
+    /// One maintainer pass over one class of `tier` (no lock held). Returns the rounds
+    /// that moved something (0 when settled).
+    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize;
+
+    /// A class's need for pages so far, monotonic (the automover looks at deltas). The
+    /// caller holds the class lock.
+    fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
+        cs.stats.evicted
+    }
+}
+
+/// The configured policy, dispatched statically.
+pub(crate) enum AnyPolicy {
+    DualLru(DualLru),
+    Uniform(Uniform),
+    TwoLevel(TwoLevel),
+}
+
+impl AnyPolicy {
+    pub fn new(config: &EngineConfig) -> AnyPolicy {
+        match config.policy {
+            PlacementPolicy::DualLru => AnyPolicy::DualLru(DualLru::new(config)),
+            PlacementPolicy::Uniform => AnyPolicy::Uniform(Uniform),
+            PlacementPolicy::TwoLevel => AnyPolicy::TwoLevel(TwoLevel),
+        }
+    }
+}
+
+/// Forwards a call to the variant's implementation.
+macro_rules! dispatch {
+    ($self:ident, $p:ident => $call:expr) => {
+        match $self {
+            AnyPolicy::DualLru($p) => $call,
+            AnyPolicy::Uniform($p) => $call,
+            AnyPolicy::TwoLevel($p) => $call,
+        }
+    };
+}
+
+impl Policy for AnyPolicy {
+    #[inline]
+    fn alloc_new_item(
+        &self,
+        e: &Engine,
+        key_hash: u32,
+        class_id: usize,
+        total_bytes: usize,
+    ) -> Option<ItemAddr> {
+        dispatch!(self, p => p.alloc_new_item(e, key_hash, class_id, total_bytes))
+    }
+    #[inline]
+    fn new_item_access(&self, now_s: u32) -> u8 {
+        dispatch!(self, p => p.new_item_access(now_s))
+    }
+    #[inline]
+    fn segment_for_new_item(&self, tier: TierId) -> usize {
+        dispatch!(self, p => p.segment_for_new_item(tier))
+    }
+    #[inline]
+    fn on_access(&self, e: &Engine, tier: &Tier, addr: ItemAddr, now_s: u32) -> bool {
+        dispatch!(self, p => p.on_access(e, tier, addr, now_s))
+    }
+    #[inline]
+    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+        dispatch!(self, p => p.make_room(e, tier, cs, now_s))
+    }
+    #[inline]
+    fn destination(
+        &self,
+        e: &Engine,
+        direction: Direction,
+        class_id: usize,
+        total_bytes: usize,
+        candidate: Candidate,
+    ) -> Result<ItemAddr, Refusal> {
+        dispatch!(self, p => p.destination(e, direction, class_id, total_bytes, candidate))
+    }
+    #[inline]
+    fn segment_after_move(&self, direction: Direction) -> usize {
+        dispatch!(self, p => p.segment_after_move(direction))
+    }
+    #[inline]
+    fn migrates(&self) -> bool {
+        dispatch!(self, p => p.migrates())
+    }
+    #[inline]
+    fn begin_pass(&self, e: &Engine, tier: &Tier) {
+        dispatch!(self, p => p.begin_pass(e, tier))
+    }
+    #[inline]
+    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize {
+        dispatch!(self, p => p.maintain_class(e, tier, class_id))
+    }
+    #[inline]
+    fn class_need(&self, tier: &Tier, cs: &ClassState) -> u64 {
+        dispatch!(self, p => p.class_need(tier, cs))
+    }
+}

@@ -1,0 +1,254 @@
+//! memcached's segmented LRU inside one tier (seed 004 section 2.1, its six rules): new
+//! items enter HOT; the first read sets FETCHED, the second ACTIVE; the maintainer moves
+//! HOT's tail to WARM if ACTIVE, else to COLD; keeps an ACTIVE WARM tail in WARM, moves
+//! an inactive one to COLD; moves an ACTIVE COLD tail to WARM; and an allocation that
+//! finds no free chunk evicts COLD's tail. Moving clears ACTIVE. HOT and WARM are capped
+//! by `hot_lru_pct`/`warm_lru_pct` of the class's bytes and by their tail's age against
+//! COLD's (`hot_max_factor`, `warm_max_factor`).
+//!
+//! Every policy here keeps these rules in each tier; what happens at a tail beyond them
+//! (a promotion offer, a demotion) comes through [`TailHooks`].
+//!
+//! Accounting: every header looked at from a tail is charged as a read of its tier;
+//! every move charges the item's own header write (links and state) and, in `lru.rs`,
+//! its neighbours'.
+
+use std::sync::atomic::Ordering;
+
+use crate::engine::{Engine, Tier};
+use crate::item::{header_bytes, state, ItemAddr, ItemHeader, NIL};
+use crate::lru::{COLD, HOT, WARM};
+use crate::slab::ClassState;
+
+/// Items looked at from a tail per pull (memcached's `tries = 5`).
+const PULL_TAIL_TRIES: usize = 5;
+/// Juggle rounds per class per maintainer pass (memcached: 500).
+const JUGGLE_ROUNDS_MAX: usize = 500;
+
+/// What a policy adds at the segment tails during a maintainer pass. The caller holds
+/// the class lock; an implementation that moves the item charges what it writes.
+pub(crate) trait TailHooks {
+    /// A live item at a HOT or WARM tail, before the segment rules. Returns whether the
+    /// hook moved it (the pull then stops, as after a move).
+    fn at_hot_or_warm_tail(
+        &self,
+        _e: &Engine,
+        _tier: &Tier,
+        _cs: &mut ClassState,
+        _addr: ItemAddr,
+        _now_s: u32,
+    ) -> bool {
+        false
+    }
+
+    /// A live, not ACTIVE, not queued item at the COLD tail. Returns whether the hook
+    /// took it (e.g. queued it for demotion).
+    fn at_cold_tail(
+        &self,
+        _e: &Engine,
+        _tier: &Tier,
+        _cs: &mut ClassState,
+        _addr: ItemAddr,
+        _now_s: u32,
+    ) -> bool {
+        false
+    }
+}
+
+/// No additions: memcached's rules alone.
+pub(crate) struct NoHooks;
+impl TailHooks for NoHooks {}
+
+/// Moves `addr` to the head of `segment` and charges the item's header write.
+pub(crate) fn move_to(tier: &Tier, cs: &mut ClassState, addr: ItemAddr, segment: usize) {
+    tier.mem.charge_header_write(addr, header_bytes::LINKS);
+    cs.lru.move_to(&tier.mem, addr, segment);
+}
+
+/// What memcached's `do_item_bump` did to an item on a read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Bump {
+    /// FETCHED or ACTIVE was set (the header's state changed).
+    pub flags_changed: bool,
+    /// The item moved from COLD to WARM (its links changed; charged by the caller).
+    pub moved_to_warm: bool,
+}
+
+/// memcached's `do_item_bump`: the first read sets FETCHED, the second ACTIVE; an item
+/// turning ACTIVE in COLD is moved to WARM if the class lock is free. Nothing is
+/// charged here: the caller charges the header words it rewrote, once.
+pub(crate) fn bump(tier: &Tier, addr: ItemAddr, h: &ItemHeader) -> Bump {
+    let mut bump = Bump::default();
+    if h.has(state::ACTIVE) {
+        return bump;
+    }
+    if !h.has(state::FETCHED) {
+        h.set(state::FETCHED);
+        bump.flags_changed = true;
+        return bump;
+    }
+    h.set(state::ACTIVE);
+    bump.flags_changed = true;
+    if h.segment() == COLD {
+        if let Some(mut cs) = tier.classes[tier.class_of(addr)].0.try_lock() {
+            if h.has(state::LINKED) && h.segment() == COLD {
+                h.clear(state::ACTIVE);
+                cs.lru.move_to(&tier.mem, addr, WARM);
+                cs.stats.moves_to_warm += 1;
+                bump.moved_to_warm = true;
+            }
+        }
+    }
+    bump
+}
+
+/// memcached's `lru_pull_tail` for juggling: looks at up to five items from the tail
+/// of `segment`, reclaims dead ones, and moves the first live one by the rules (or
+/// hands it to `hooks`). Returns how many items were removed or moved. The caller
+/// holds the class lock; shards are only `try_lock`ed.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn pull_tail(
+    e: &Engine,
+    tier: &Tier,
+    cs: &mut ClassState,
+    segment: usize,
+    total_bytes: u64,
+    max_age_s: u32,
+    now_s: u32,
+    hooks: &impl TailHooks,
+) -> usize {
+    let mem = &tier.mem;
+    let mut removed = 0;
+    let mut search = cs.lru.tail[segment];
+    let mut tries = PULL_TAIL_TRIES;
+    while tries > 0 && search != NIL {
+        tries -= 1;
+        mem.charge_header_read(search, header_bytes::ALL);
+        let h = mem.header(search);
+        let prev = h.prev.load(Ordering::Relaxed);
+        if e.dead_reason(h, now_s).is_some() {
+            if e.reclaim_dead(tier, cs, search, false) {
+                removed += 1;
+            }
+            search = prev;
+            continue;
+        }
+        match segment {
+            HOT | WARM => {
+                if hooks.at_hot_or_warm_tail(e, tier, cs, search, now_s) {
+                    removed += 1;
+                    break;
+                }
+                let pct = if segment == HOT {
+                    e.config.hot_lru_pct
+                } else {
+                    e.config.warm_lru_pct
+                };
+                let limit = total_bytes * u64::from(pct) / 100;
+                let age = now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed));
+                if h.has(state::ACTIVE) {
+                    // Active items are rescued: HOT flows to WARM, WARM stays WARM.
+                    h.clear(state::ACTIVE);
+                    if segment == WARM {
+                        cs.stats.moves_within_lru += 1;
+                    } else {
+                        cs.stats.moves_to_warm += 1;
+                    }
+                    move_to(tier, cs, search, WARM);
+                    removed += 1;
+                } else if cs.lru.bytes[segment] > limit || age > max_age_s {
+                    cs.stats.moves_to_cold += 1;
+                    move_to(tier, cs, search, COLD);
+                    removed += 1;
+                }
+                break;
+            }
+            _ => {
+                if h.has(state::QUEUED) {
+                    // Already waiting in a Move queue: look past it.
+                    search = prev;
+                    continue;
+                }
+                if h.has(state::ACTIVE) {
+                    h.clear(state::ACTIVE);
+                    cs.stats.moves_to_warm += 1;
+                    move_to(tier, cs, search, WARM);
+                    removed += 1;
+                } else if hooks.at_cold_tail(e, tier, cs, search, now_s) {
+                    removed += 1;
+                }
+                break;
+            }
+        }
+    }
+    removed
+}
+
+/// memcached's `lru_maintainer_juggle` for one class: rounds of HOT, WARM and COLD tail
+/// pulls until nothing moves. Returns the rounds that moved something.
+pub(crate) fn juggle_class(
+    e: &Engine,
+    tier: &Tier,
+    class_id: usize,
+    hooks: &impl TailHooks,
+) -> usize {
+    let now = e.clock.now_s();
+    let (hot_age, warm_age, total_bytes) = {
+        let cs = tier.classes[class_id].0.lock();
+        if cs.lru.items() == 0 {
+            return 0;
+        }
+        let cold_age = cs.lru.tail_age_s(&tier.mem, COLD, now);
+        (
+            (f64::from(cold_age) * e.config.hot_max_factor) as u32,
+            (f64::from(cold_age) * e.config.warm_max_factor) as u32,
+            cs.lru.total_bytes(),
+        )
+    };
+    let mut rounds = 0;
+    for _ in 0..JUGGLE_ROUNDS_MAX {
+        let mut cs = tier.classes[class_id].0.lock();
+        let mut moved = pull_tail(e, tier, &mut cs, HOT, total_bytes, hot_age, now, hooks);
+        moved += pull_tail(e, tier, &mut cs, WARM, total_bytes, warm_age, now, hooks);
+        moved += pull_tail(e, tier, &mut cs, COLD, 0, 0, now, hooks);
+        if moved == 0 {
+            break;
+        }
+        rounds += 1;
+    }
+    rounds
+}
+
+/// memcached's allocation-time pull (`do_item_alloc_pull`): evict the COLD tail (the
+/// first live item whose shard is free, reclaiming dead ones on the way); if COLD had
+/// nothing to give, let HOT and then WARM flow into COLD for the next attempt. Returns
+/// items removed or moved. The caller holds the class lock.
+pub(crate) fn evict_cold_tail(e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+    let mem = &tier.mem;
+    let mut removed = 0;
+    let mut search = cs.lru.tail[COLD];
+    let mut tries = PULL_TAIL_TRIES;
+    while tries > 0 && search != NIL {
+        tries -= 1;
+        mem.charge_header_read(search, header_bytes::ALL);
+        let h = mem.header(search);
+        let prev = h.prev.load(Ordering::Relaxed);
+        if e.dead_reason(h, now_s).is_some() {
+            if e.reclaim_dead(tier, cs, search, false) {
+                removed += 1;
+            }
+        } else if !e.config.evictions_enabled {
+            // `-M`: nothing live may be evicted.
+            break;
+        } else if e.evict_item(tier, cs, search, now_s) {
+            removed += 1;
+            break;
+        }
+        search = prev;
+    }
+    if removed > 0 {
+        return removed;
+    }
+    pull_tail(e, tier, cs, HOT, 0, 0, now_s, &NoHooks)
+        + pull_tail(e, tier, cs, WARM, 0, 0, now_s, &NoHooks)
+}

@@ -1,0 +1,114 @@
+//! HM-TLC, the "two-level cache" baseline of HMCached (seed 002 section 5): DRAM is a
+//! cache in front of the slow tier. Every access to a slow-tier item pulls it into DRAM
+//! (no admission test), DRAM's LRU tail is demoted to make room, and new items are
+//! written to DRAM (demoting its tail synchronously when it is full). Inside each tier
+//! the segmented LRU of memcached orders the items.
+
+use crate::api::TierId;
+use crate::engine::{Engine, Tier};
+use crate::item::{header_bytes, state, ItemAddr};
+use crate::moves::Direction;
+use crate::slab::ClassState;
+
+use super::dual_lru::Hooks as DualLruHooks;
+use super::slru;
+use super::tiering;
+use super::{Candidate, Policy, Refusal};
+
+pub(crate) struct TwoLevel;
+
+impl Policy for TwoLevel {
+    fn alloc_new_item(
+        &self,
+        e: &Engine,
+        _key_hash: u32,
+        class_id: usize,
+        total_bytes: usize,
+    ) -> Option<ItemAddr> {
+        let dram = e.dram();
+        let Some(slow) = e.slow() else {
+            return e.alloc(dram, class_id, total_bytes);
+        };
+        if dram.page_count == 0 {
+            return e.alloc(slow, class_id, total_bytes);
+        }
+        if let Some(addr) = e.take_free(dram, class_id, total_bytes) {
+            return Some(addr);
+        }
+        if e.migrating() {
+            if let Some(addr) = tiering::dram_chunk_for_store(e, class_id, total_bytes) {
+                return Some(addr);
+            }
+        }
+        e.alloc(slow, class_id, total_bytes)
+            .or_else(|| e.alloc(dram, class_id, total_bytes))
+    }
+
+    fn on_access(&self, e: &Engine, tier: &Tier, addr: ItemAddr, now_s: u32) -> bool {
+        let h = tier.mem.header(addr);
+        let mut dirty = false;
+        if h.last_access_s.load(std::sync::atomic::Ordering::Relaxed) != now_s {
+            h.touch_last_access(now_s);
+            dirty = true;
+        }
+        if tier.id == TierId::Slow && e.migrating() {
+            // Every access pulls the item into DRAM.
+            if !h.has(state::QUEUED) {
+                h.set(state::PROMOTE);
+                e.moves.offer(Direction::ToDram, &tier.mem, addr, false);
+                dirty = true;
+            }
+        } else {
+            let bump = slru::bump(tier, addr, h);
+            if bump.moved_to_warm {
+                tier.mem
+                    .charge_header_write(addr, header_bytes::LINKS.start..header_bytes::ACCESS.end);
+                return true;
+            }
+            dirty |= bump.flags_changed;
+        }
+        if dirty {
+            tier.mem.charge_header_write(addr, header_bytes::ACCESS);
+        }
+        dirty
+    }
+
+    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+        slru::evict_cold_tail(e, tier, cs, now_s)
+    }
+
+    fn destination(
+        &self,
+        e: &Engine,
+        direction: Direction,
+        class_id: usize,
+        total_bytes: usize,
+        _candidate: Candidate,
+    ) -> Result<ItemAddr, Refusal> {
+        match direction {
+            Direction::ToSlow => {
+                tiering::slow_chunk(e, class_id, total_bytes).ok_or(Refusal::NoSpace)
+            }
+            Direction::ToDram => {
+                match tiering::dram_chunk_by_demoting(e, class_id, total_bytes, |_| true) {
+                    Ok(Some(addr)) => Ok(addr),
+                    _ => Err(Refusal::NoSpace),
+                }
+            }
+        }
+    }
+
+    fn migrates(&self) -> bool {
+        true
+    }
+
+    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize {
+        // The same tail rules as Dual-LRU: re-offer Promote items the read could not
+        // queue, keep DRAM's reserve by demoting its COLD tail.
+        slru::juggle_class(e, tier, class_id, &DualLruHooks)
+    }
+
+    fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
+        cs.stats.evicted + cs.dram_pressure
+    }
+}
