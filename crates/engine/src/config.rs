@@ -70,6 +70,11 @@ pub struct EngineConfig {
     /// promotion admission compares (HMCached's logical period); 0 = twice the number
     /// of items in DRAM (re-read every maintainer pass).
     pub access_period_requests: u64,
+    /// `--slow-pool-reset`: format the slow tier's pool file anew, discarding what it
+    /// holds, instead of recovering it (or refusing one of another geometry).
+    pub slow_pool_reset: bool,
+    /// `--slow-durability`: what a pool on a plain file survives (see `pool.rs`).
+    pub slow_durability: Durability,
     /// `--promotion-margin`: while DRAM is full, a promotion is admitted only if the
     /// item's decayed access count exceeds that of the DRAM item it would displace by
     /// at least this much (Dual-LRU). 0 admits every promotion.
@@ -114,6 +119,55 @@ impl PlacementPolicy {
     }
 }
 
+/// `--slow-durability`: how far a persistent pool's records are flushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `power` where it is cheap (a `MAP_SYNC` mapping: DAX, where a flush is a few
+    /// cache-line write-backs), `crash` where it would cost an `msync` per turn of the
+    /// workers (a plain file, where page-cache write-back is disk-bound).
+    #[default]
+    Auto,
+    /// Stores are ordered so a process crash (`kill -9`) never leaves a torn or stale
+    /// record; on a plain file, a power loss may bring back records invalidated by the
+    /// last requests.
+    Crash,
+    /// As `Crash`, and invalidations are flushed before the requests that caused them are
+    /// answered, so a power loss never brings back a deleted or overwritten value either:
+    /// on DAX by cache-line flushes where the stores are made; on a plain file by an
+    /// `msync` the workers' replies wait for, one shared by every connection of a turn.
+    Power,
+}
+
+impl Durability {
+    pub const NAMES: [&'static str; 3] = ["auto", "crash", "power"];
+
+    pub fn parse(name: &str) -> Option<Durability> {
+        match name {
+            "auto" => Some(Durability::Auto),
+            "crash" => Some(Durability::Crash),
+            "power" => Some(Durability::Power),
+            _ => None,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Durability::Auto => "auto",
+            Durability::Crash => "crash",
+            Durability::Power => "power",
+        }
+    }
+
+    /// The mode in force on a mapping that does (`synced`) or does not have `MAP_SYNC`.
+    pub fn effective(&self, synced: bool) -> Durability {
+        match self {
+            Durability::Auto if synced => Durability::Power,
+            Durability::Auto => Durability::Crash,
+            other => *other,
+        }
+    }
+}
+
 /// Bounds of the migration knobs (a queue or thread count outside them is a typo).
 pub const MOVE_QUEUE_MAX_LIMIT: usize = 1 << 20;
 pub const MIGRATION_THREADS_MAX: usize = 64;
@@ -145,6 +199,8 @@ impl Default for EngineConfig {
             move_queue_max: 1024,
             migration_threads: 1,
             access_period_requests: 0,
+            slow_pool_reset: false,
+            slow_durability: Durability::Auto,
             promotion_margin: 3,
         }
     }

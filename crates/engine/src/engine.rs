@@ -31,6 +31,8 @@ use crate::index::Index;
 use crate::item::{ItemAddr, ItemHeader, ItemMemory, ITEM_HEADER_BYTES};
 use crate::moves::Migration;
 use crate::policy::{AnyPolicy, Policy};
+use crate::pool::{self, PendingFlush, Pool, PoolGeometry};
+use crate::recovery::RecoveryReport;
 use crate::slab::{ClassState, Geometry, PagePool};
 use crate::stats::Counters;
 
@@ -54,14 +56,24 @@ pub(crate) struct Tier {
     pub classes: Box<[ClassLock]>,
     /// Chunks in use per page (large class: run length of the run starting here).
     pub page_used: Box<[AtomicU32]>,
-    /// The class that owns each page (0: free). An item's class is its page's: it is
-    /// written when a page joins a class (under that class lock, with no live item in
-    /// the page), so a holder of an item's shard lock reads a stable value.
-    pub page_class: Box<[AtomicU8]>,
+    /// The class that owns each page (0: free; `pool::LARGE_TAIL` inside a large run).
+    /// An item's class is its page's: it is written when a page joins a class (under
+    /// that class lock, with no live item in the page), so a holder of an item's shard
+    /// lock reads a stable value. In a persistent pool it is the pool's page table.
+    page_classes: PageClasses,
+    /// The persistent pool a slow tier on a file or device lives in.
+    pub pool_file: Option<Pool>,
+}
+
+/// Where a tier keeps its page classes.
+enum PageClasses {
+    Owned(Box<[AtomicU8]>),
+    /// In the pool header's page table (`Tier::pool`).
+    InPool,
 }
 
 impl Tier {
-    fn new(id: TierId, region: tier::Region, geometry: &Geometry) -> Tier {
+    fn new(id: TierId, region: tier::Region, geometry: &Geometry, pool: Option<Pool>) -> Tier {
         let page_count = region.page_count();
         let tier_number = match id {
             TierId::Dram => 0,
@@ -78,16 +90,30 @@ impl Tier {
                 .map(|id| ClassLock(Mutex::new(ClassState::new(id.max(1), geometry))))
                 .collect(),
             page_used: (0..page_count).map(|_| AtomicU32::new(0)).collect(),
-            page_class: (0..page_count).map(|_| AtomicU8::new(0)).collect(),
+            page_classes: match pool {
+                Some(_) => PageClasses::InPool,
+                None => PageClasses::Owned((0..page_count).map(|_| AtomicU8::new(0)).collect()),
+            },
+            pool_file: pool,
+        }
+    }
+
+    /// The page-class entry of page `page` (in range).
+    pub fn page_class(&self, page: usize) -> &AtomicU8 {
+        match (&self.page_classes, &self.pool_file) {
+            (PageClasses::Owned(classes), _) => &classes[page],
+            (PageClasses::InPool, Some(pool)) => pool.page_class(page),
+            (PageClasses::InPool, None) => unreachable!("a tier's page table is in its pool"),
         }
     }
 
     /// The slab class of the item (or chunk) at `addr`.
     pub fn class_of(&self, addr: ItemAddr) -> usize {
         let page = ItemMemory::page_of(addr);
-        self.page_class
-            .get(page)
-            .map_or(0, |c| c.load(Ordering::Relaxed) as usize)
+        if page >= self.page_count {
+            return 0;
+        }
+        self.page_class(page).load(Ordering::Relaxed) as usize
     }
 }
 
@@ -146,6 +172,13 @@ pub struct Engine {
     pub(crate) moves: Migration,
     /// Every placement decision (`policy/`), statically dispatched.
     pub(crate) policy: AnyPolicy,
+    /// With a persistent pool: every CAS handed out is below this (the pool's persisted
+    /// high-water mark), so none repeats after a restart.
+    cas_high_water: AtomicU64,
+    /// Record changes of a plain-file pool not yet flushed (`make_durable`).
+    pub(crate) pending_flush: PendingFlush,
+    /// What the last start found in the pool (for the start-up log and `stats`).
+    pub(crate) recovery: Mutex<RecoveryReport>,
 }
 
 impl Engine {
@@ -156,19 +189,52 @@ impl Engine {
         let pages = limit_bytes / SLAB_PAGE_SIZE_BYTES;
         let region = tier::Region::anonymous(pages * SLAB_PAGE_SIZE_BYTES)
             .map_err(|e| ConfigError::Memory(e.to_string()))?;
-        let mut tiers = vec![Tier::new(TierId::Dram, region, &geometry)];
+        let mut tiers = vec![Tier::new(TierId::Dram, region, &geometry, None)];
         if let Some(spec) = &config.slow_tier {
-            if spec.size_bytes >= SLAB_PAGE_SIZE_BYTES {
-                let region =
-                    tier::Region::open(spec).map_err(|e| ConfigError::SlowTier(e.to_string()))?;
-                tiers.push(Tier::new(TierId::Slow, region, &geometry));
+            let pages = spec.size_bytes / SLAB_PAGE_SIZE_BYTES;
+            if pages > 0 {
+                let (region, header) =
+                    tier::Region::open_with_header(spec, pool::header_bytes(pages))
+                        .map_err(|e| ConfigError::SlowTier(e.to_string()))?;
+                let pool = match header {
+                    Some(header) => {
+                        let pool_geometry = PoolGeometry::new(
+                            &geometry,
+                            region.page_count(),
+                            config.item_size_max_bytes,
+                        );
+                        let now_unix_s = clock.start_unix_s() + u64::from(clock.now_s());
+                        let pool = Pool::open(
+                            header,
+                            &pool_geometry,
+                            config.slow_pool_reset,
+                            now_unix_s,
+                            &region.describe(),
+                        )
+                        .map_err(|e| ConfigError::SlowTier(e.to_string()))?;
+                        // Relative times in the pool's records count from the pool's
+                        // clock base: make it the engine's zero.
+                        if !clock.rebase(pool.clock_base_unix_s()) {
+                            return Err(ConfigError::SlowTier(format!(
+                                "{}: the pool was made at Unix time {}, later than now: \
+                                 the wall clock went back; fix the clock or start with \
+                                 --slow-pool-reset",
+                                region.describe(),
+                                pool.clock_base_unix_s()
+                            )));
+                        }
+                        Some(pool)
+                    }
+                    None => None,
+                };
+                tiers.push(Tier::new(TierId::Slow, region, &geometry, pool));
             }
         }
         let class_slots = geometry.large + 1;
         let automove = config.slab_automove;
         let moves = Migration::new(config.move_queue_max);
         let policy = AnyPolicy::new(&config);
-        Ok(Arc::new(Engine {
+        let engine = Arc::new(Engine {
             index: Index::new(config.hashpower_initial),
             config,
             clock,
@@ -184,7 +250,12 @@ impl Engine {
             slab_automove: AtomicU32::new(automove),
             automove: Mutex::new(AutomoveState::new(class_slots)),
             background: Mutex::new(None),
-        }))
+            cas_high_water: AtomicU64::new(u64::MAX),
+            pending_flush: PendingFlush::default(),
+            recovery: Mutex::new(RecoveryReport::default()),
+        });
+        engine.open_pool()?;
+        Ok(engine)
     }
 
     pub fn config(&self) -> &EngineConfig {
@@ -232,7 +303,40 @@ impl Engine {
     }
 
     pub(crate) fn next_cas(&self) -> u64 {
-        self.cas_counter.fetch_add(1, Ordering::Relaxed) + 1
+        let cas = self.cas_counter.fetch_add(1, Ordering::Relaxed) + 1;
+        if cas >= self.cas_high_water.load(Ordering::Relaxed) {
+            self.raise_cas_high_water(cas);
+        }
+        cas
+    }
+
+    /// A persistent pool's CAS high-water mark was reached: reserve the next block of
+    /// CAS values (persisted before any of them is handed out).
+    #[cold]
+    fn raise_cas_high_water(&self, cas: u64) {
+        let Some(pool) = self.slow().and_then(|t| t.pool_file.as_ref()) else {
+            return;
+        };
+        let to = cas.saturating_add(pool::CAS_BLOCK);
+        if pool.raise_cas_high_water(to).is_err() {
+            // The header could not be flushed: the values are still unique for this run,
+            // and the mark is in the page cache for a process crash.
+            eprintln!("fogcached: cannot flush the pool's CAS high-water mark");
+        }
+        self.cas_high_water.fetch_max(to, Ordering::Relaxed);
+    }
+
+    /// Starts CAS numbering above `floor` (recovery) and below a fresh high-water mark.
+    pub(crate) fn resume_cas_above(&self, floor: u64) {
+        self.cas_counter.fetch_max(floor, Ordering::Relaxed);
+        if let Some(pool) = self.slow().and_then(|t| t.pool_file.as_ref()) {
+            let next = self
+                .cas_counter
+                .load(Ordering::Relaxed)
+                .max(pool.cas_high_water());
+            self.cas_counter.store(next, Ordering::Relaxed);
+            self.cas_high_water.store(next, Ordering::Relaxed);
+        }
     }
 
     /// The CAS a client sees: 0 when CAS is disabled (`-C`).

@@ -58,7 +58,35 @@ impl Index {
     }
 
     pub fn shard(&self, key_hash: u32) -> &Shard {
-        &self.shards[(key_hash >> self.shard_shift) as usize % self.shards.len()]
+        &self.shards[self.shard_index(key_hash)]
+    }
+
+    /// Which shard a key hash belongs to.
+    pub fn shard_index(&self, key_hash: u32) -> usize {
+        (key_hash >> self.shard_shift) as usize % self.shards.len()
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The shard at `index`.
+    pub fn shard_at(&self, index: usize) -> &Shard {
+        &self.shards[index]
+    }
+
+    /// Makes room for `additional` more entries in a shard (recovery knows its counts
+    /// before inserting, and so avoids rehashing the table as it grows).
+    pub fn reserve<'m>(
+        table: &mut ShardGuard<'_>,
+        mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
+        additional: usize,
+    ) {
+        table.reserve(additional, |&a| {
+            let mem = mem_of(a);
+            mem.charge_header_read(a, header_bytes::KEY_HASH);
+            table_hash(mem.header(a).key_hash.load(Ordering::Relaxed))
+        });
     }
 
     /// DRAM bytes the index's tables hold (entries, control bytes, padding): every

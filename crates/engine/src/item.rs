@@ -1,4 +1,4 @@
-//! Items in slab memory: the 48-byte header, then the key, then the value.
+//! Items in slab memory: the 56-byte header, then the key, then the value.
 //!
 //! This is the only module of the engine that dereferences raw pointers into slab
 //! memory. An item is named by an [`ItemAddr`]: the byte offset of its header inside
@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use tier::Region;
 
 /// Size of the item header in slab memory.
-pub(crate) const ITEM_HEADER_BYTES: usize = 48;
+pub(crate) const ITEM_HEADER_BYTES: usize = 56;
 
 /// An item's address: tier number in bits 56..64, byte offset in the tier's region below.
 pub(crate) type ItemAddr = u64;
@@ -81,11 +81,13 @@ pub(crate) mod header_bytes {
     pub const KEY_HASH: Range<usize> = 36..40;
     /// `last_access_s` .. `exptime_rel_s`: what `touch` rewrites (access and expiry).
     pub const TOUCH: Range<usize> = 16..36;
+    /// The record checksum of a slow-tier item in a persistent pool (`pool.rs`).
+    pub const CHECKSUM: Range<usize> = 48..56;
     /// The whole header.
     pub const ALL: Range<usize> = 0..super::ITEM_HEADER_BYTES;
 }
 
-/// The header at the start of every chunk. `repr(C)`, 48 bytes. The fields a read
+/// The header at the start of every chunk. `repr(C)`, 56 bytes. The fields a read
 /// updates (`last_access_s`, `state`, `access`) share one aligned 8-byte word with
 /// `key_len`, so a hit dirties exactly one 64-byte line of a slow-tier item.
 #[repr(C, align(8))]
@@ -109,6 +111,10 @@ pub(crate) struct ItemHeader {
     pub key_hash: AtomicU32,
     pub client_flags: AtomicU32,
     pub value_len: AtomicU32,
+    /// A slow-tier item in a persistent pool: the checksum that makes the chunk a valid
+    /// record (`pool.rs`), written after everything it covers and zeroed first when the
+    /// item changes or is freed; 0 = not a valid record (always, in DRAM).
+    pub checksum: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<ItemHeader>() == ITEM_HEADER_BYTES);
@@ -118,7 +124,8 @@ const _: () = assert!(
         && std::mem::offset_of!(ItemHeader, state) + 2 == header_bytes::LINKS.end
         && std::mem::offset_of!(ItemHeader, state) == header_bytes::STATE.start
         && std::mem::offset_of!(ItemHeader, key_hash) == header_bytes::KEY_HASH.start
-        && std::mem::offset_of!(ItemHeader, exptime_rel_s) + 4 == header_bytes::TOUCH.end,
+        && std::mem::offset_of!(ItemHeader, exptime_rel_s) + 4 == header_bytes::TOUCH.end
+        && std::mem::offset_of!(ItemHeader, checksum) == header_bytes::CHECKSUM.start,
     "header_bytes ranges match the field layout"
 );
 
@@ -317,6 +324,27 @@ impl ItemMemory {
         unsafe { std::slice::from_raw_parts(ptr, value_len) }
     }
 
+    /// The key and value bytes of the item at `addr`, contiguous (what a record
+    /// checksum covers).
+    ///
+    /// # Safety
+    /// As for [`ItemMemory::key`].
+    pub unsafe fn key_and_value(&self, addr: ItemAddr) -> &[u8] {
+        let header = self.header(addr);
+        let len = header.key_len.load(Ordering::Relaxed) as usize
+            + header.value_len.load(Ordering::Relaxed) as usize;
+        let ptr = self.header_ptr(addr).wrapping_add(ITEM_HEADER_BYTES);
+        // SAFETY: as in `key`: the chunk holds header, key and value (invariant 1).
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+
+    /// Makes the stores to bytes `[from, from + len)` of the item at `addr` persistent
+    /// (see `tier::Region::persist`).
+    pub fn persist(&self, addr: ItemAddr, from: usize, len: usize) -> Result<(), tier::TierError> {
+        let ptr = self.header_ptr(addr).wrapping_add(from);
+        self.region.persist(ptr, len)
+    }
+
     /// Rewrites the value in place as `digits` followed by spaces up to its current
     /// length (memcached's in-place `incr`/`decr`), whatever that length is.
     ///
@@ -418,7 +446,7 @@ mod tests {
             mem.overwrite_value_padded(addr, b"42");
             assert_eq!(mem.value(addr), b"42         ");
         }
-        assert_eq!(mem.header(addr).total_bytes(), 48 + 3 + 11);
+        assert_eq!(mem.header(addr).total_bytes(), 56 + 3 + 11);
     }
 
     #[test]

@@ -27,6 +27,9 @@ mod pages;
 #[cfg(feature = "test-hooks")]
 mod pause;
 mod policy;
+mod pool;
+mod records;
+mod recovery;
 mod report;
 mod slab;
 mod stats;
@@ -34,10 +37,12 @@ mod stats;
 pub use api::*;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    ConfigError, EngineConfig, PlacementPolicy, KEY_LENGTH_MAX_BYTES, MIGRATION_THREADS_MAX,
-    MOVE_QUEUE_MAX_LIMIT, SLAB_PAGE_SIZE_BYTES,
+    ConfigError, Durability, EngineConfig, PlacementPolicy, KEY_LENGTH_MAX_BYTES,
+    MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT, SLAB_PAGE_SIZE_BYTES,
 };
 pub use engine::Engine;
 pub use engine::ReassignError;
 #[cfg(feature = "test-hooks")]
 pub use pause::MigrationPause;
+pub use pool::PoolError;
+pub use recovery::{RecoveryReport, StopReport};

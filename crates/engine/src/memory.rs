@@ -15,6 +15,7 @@ use crate::engine::{Dead, Engine, Tier};
 use crate::index::{Index, ShardGuard};
 use crate::item::{header_bytes, state, ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
 use crate::policy::Policy;
+use crate::pool::LARGE_TAIL;
 use crate::slab::{ClassState, Geometry};
 use crate::stats::G;
 
@@ -35,7 +36,10 @@ impl Engine {
             let first = tier.pool.lock().alloc_run(cs.id, run)?;
             cs.pages.push(first as u32);
             tier.page_used[first].store(run as u32, Ordering::Relaxed);
-            tier.page_class[first].store(cs.id as u8, Ordering::Relaxed);
+            for tail in first + 1..first + run {
+                tier.page_class(tail).store(LARGE_TAIL, Ordering::Relaxed);
+            }
+            tier.page_class(first).store(cs.id as u8, Ordering::Relaxed);
             let addr = tier
                 .mem
                 .addr_at(first * crate::config::SLAB_PAGE_SIZE_BYTES);
@@ -47,7 +51,7 @@ impl Engine {
         }
         if cs.free_head == NIL {
             let page = tier.pool.lock().alloc_run(cs.id, 1)?;
-            cs.add_page(&tier.mem, page, &tier.page_used, &tier.page_class);
+            cs.add_page(&tier.mem, page, &tier.page_used, tier.page_class(page));
         }
         let addr = cs.pop_free(&tier.mem)?;
         let page = ItemMemory::page_of(addr);
@@ -56,8 +60,10 @@ impl Engine {
     }
 
     /// Returns a chunk that is in no LRU and no index to its class (or the pool). The
-    /// caller has charged the chunk's header write.
+    /// caller has charged the chunk's header write (`LINKS`). In a persistent pool the
+    /// chunk's record is invalidated first, so it can never come back.
     pub(crate) fn free_chunk(&self, tier: &Tier, cs: &mut ClassState, addr: ItemAddr) {
+        self.unseal(tier, addr, header_bytes::LINKS);
         let h = tier.mem.header(addr);
         let page = ItemMemory::page_of(addr);
         if cs.id == self.geometry.large {
@@ -66,7 +72,9 @@ impl Engine {
             if let Some(pos) = cs.pages.iter().position(|&p| p as usize == page) {
                 cs.pages.swap_remove(pos);
             }
-            tier.page_class[page].store(0, Ordering::Relaxed);
+            for run_page in page..(page + run.max(1)).min(tier.page_count) {
+                tier.page_class(run_page).store(0, Ordering::Relaxed);
+            }
             tier.pool.lock().free_run(page, run.max(1));
             return;
         }
@@ -248,6 +256,13 @@ impl Engine {
         let h = tier.mem.header(addr);
         h.key_hash.store(key_hash, Ordering::Relaxed);
         h.set(state::LINKED);
+        // A persistent pool: the record being replaced is invalidated before the new one
+        // is sealed, so a crash never leaves the old value valid and the new one not
+        // (both valid is possible only before the client is answered; see pool.rs).
+        if let Some(old_addr) = old {
+            self.unseal(self.tier_of(old_addr), old_addr, header_bytes::LINKS);
+        }
+        self.seal(addr);
         match old {
             Some(old_addr) => {
                 Index::replace(table, key_hash, old_addr, addr);

@@ -424,6 +424,10 @@ impl Engine {
         dst_h.set(
             (src_h.state.load(Ordering::Relaxed) & state::CARRIED_BY_MIGRATION) | state::LINKED,
         );
+        // A persistent pool: the demoted copy becomes a valid record before it is
+        // published; a promoted item's slow record is invalidated when its chunk is freed
+        // below.
+        self.seal(dst_addr);
         Index::replace(&mut table, req.key_hash, req.addr, dst_addr);
         {
             let segment = self.policy.segment_after_move(direction);

@@ -51,9 +51,14 @@ impl Engine {
         };
         let tier = self.tier_of(addr);
         let h = tier.mem.header(addr);
-        if let Some(rel) = touch_rel {
+        let retimed = touch_rel
+            .is_some_and(|rel| h.exptime_rel_s.load(Ordering::Relaxed) != rel.unwrap_or(1));
+        if retimed {
             // A negative touch time still returns the item (memcached): it expires now.
-            h.exptime_rel_s.store(rel.unwrap_or(1), Ordering::Relaxed);
+            // A pool record changes in place: unsealed first, sealed again below.
+            self.unseal(tier, addr, header_bytes::TOUCH);
+            h.exptime_rel_s
+                .store(touch_rel.flatten().unwrap_or(1), Ordering::Relaxed);
         }
         let mut header_dirty = touch_rel.is_some();
         let state_bits = h.state.load(Ordering::Relaxed);
@@ -96,6 +101,9 @@ impl Engine {
             tier: tier.id,
         };
         let result = on_hit(&view);
+        if retimed {
+            self.reseal(addr);
+        }
         let access_charged = !opts.no_bump && self.policy.on_access(self, tier, addr, now);
         if header_dirty {
             // A touch (`gat`, `mg T`) or a recache token rewrote expiry or state: the
@@ -414,6 +422,7 @@ impl Engine {
         if opts.invalidate {
             // memcached: mark stale, let the next reader win the token, bump the CAS.
             tier.mem.charge_header_write(addr, header_bytes::TOUCH);
+            self.unseal(tier, addr, header_bytes::TOUCH);
             h.set(state::STALE);
             h.clear(state::TOKEN_SENT);
             if let Some(e) = opts.new_exptime {
@@ -422,6 +431,7 @@ impl Engine {
             }
             let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
             h.cas.store(cas, Ordering::Relaxed);
+            self.reseal(addr);
             return DeleteOutcome::Deleted;
         }
         if opts.remove_value_only {
@@ -514,17 +524,26 @@ impl Engine {
         );
         let digits = DecimalBuf::new(value);
         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
+        let new_exptime = opts
+            .touch_exptime
+            .map(|e| self.exptime_to_rel(e).unwrap_or(1));
         let target = if digits.len() <= old_value.len() {
-            // memcached rewrites in place, padding with spaces, when the number fits.
+            // memcached rewrites in place, padding with spaces, when the number fits. A
+            // pool record is unsealed first and sealed again after.
+            self.unseal(tier, addr, header_bytes::TOUCH);
             // SAFETY: shard lock held (item.rs invariant 3 (b)); the digits fit.
             unsafe { tier.mem.overwrite_value_padded(addr, digits.as_bytes()) };
             // CAS, access time and (with `ma T`) expiry: one header update.
             tier.mem.charge_header_write(addr, header_bytes::TOUCH);
             h.cas.store(cas, Ordering::Relaxed);
+            if let Some(rel) = new_exptime {
+                h.exptime_rel_s.store(rel, Ordering::Relaxed);
+            }
+            self.reseal(addr);
             addr
         } else {
             let flags = h.client_flags.load(Ordering::Relaxed);
-            let exptime = h.exptime_rel_s.load(Ordering::Relaxed);
+            let exptime = new_exptime.unwrap_or(h.exptime_rel_s.load(Ordering::Relaxed));
             match self.new_item(key, key_hash, &[digits.as_bytes()], flags, exptime, now) {
                 Ok(new_addr) => {
                     self.tier_of(new_addr)
@@ -539,10 +558,6 @@ impl Engine {
             }
         };
         let th = self.tier_of(target).mem.header(target);
-        if let Some(e) = opts.touch_exptime {
-            th.exptime_rel_s
-                .store(self.exptime_to_rel(e).unwrap_or(1), Ordering::Relaxed);
-        }
         th.touch_last_access(now);
         ArithOutcome::Value {
             value,
@@ -567,7 +582,12 @@ impl Engine {
             .add_class(tier.class_of(addr), C::TouchHits, 1);
         match rel {
             Some(rel) => {
-                h.exptime_rel_s.store(rel, Ordering::Relaxed);
+                if h.exptime_rel_s.load(Ordering::Relaxed) != rel {
+                    // A pool record changes in place: unsealed, retimed, sealed again.
+                    self.unseal(tier, addr, header_bytes::TOUCH);
+                    h.exptime_rel_s.store(rel, Ordering::Relaxed);
+                    self.reseal(addr);
+                }
                 if self.policy.on_access(self, tier, addr, now) {
                     tier.mem.charge_header_write_except(
                         addr,
@@ -598,6 +618,17 @@ impl Engine {
         } else {
             let when = self.exptime_to_rel(delay_s).unwrap_or(now).max(1);
             self.flush_at_s.store(when, Ordering::Relaxed);
+        }
+        // A persistent pool keeps the flush, before it is acknowledged: flushed items
+        // must not come back after a restart.
+        if let Some(pool) = self.slow().and_then(|t| t.pool_file.as_ref()) {
+            let stored = pool.store_flush_state(
+                self.flush_oldest_cas.load(Ordering::Relaxed),
+                self.flush_at_s.load(Ordering::Relaxed),
+            );
+            if let Err(e) = stored {
+                eprintln!("fogcached: cannot persist flush_all in the pool: {e}");
+            }
         }
     }
 }

@@ -94,6 +94,7 @@ impl Engine {
                     }
                     tier.page_used[page].store(0, Ordering::Relaxed);
                     if !keep {
+                        tier.page_class(page).store(0, Ordering::Relaxed);
                         tier.pool.lock().free_run(page, 1);
                     }
                     self.rare.slabs_moved.fetch_add(1, Ordering::Relaxed);
@@ -159,7 +160,7 @@ impl Engine {
     fn adopt_page(&self, tier: &Tier, dst: usize, page: usize) {
         let mut cs = tier.classes[dst].0.lock();
         tier.pool.lock().set_owner(page, dst);
-        cs.add_page(&tier.mem, page, &tier.page_used, &tier.page_class);
+        cs.add_page(&tier.mem, page, &tier.page_used, tier.page_class(page));
     }
 
     /// `slabs reassign <src> <dst>`: moves one page from class `src` (-1: any class

@@ -150,6 +150,20 @@ impl Engine {
             "slow_cost_model",
             StatValue::Text(self.slow_cost_model_name()),
         );
+        let pool = self.recovery_report();
+        if pool.pool {
+            emit("pool_was_clean", u(u64::from(pool.was_clean)));
+            emit("pool_formatted", u(u64::from(pool.formatted)));
+            emit("pool_items_recovered", u(pool.items_recovered));
+            emit("pool_items_dropped_dead", u(pool.items_dropped_dead));
+            emit(
+                "pool_items_dropped_duplicate",
+                u(pool.items_dropped_duplicate),
+            );
+            emit("pool_chunks_not_valid", u(pool.chunks_not_valid));
+            emit("pool_pages_damaged", u(pool.pages_damaged));
+            emit("pool_recovery_us", u(pool.elapsed_us));
+        }
     }
 
     fn slow_cost_model_name(&self) -> String {
@@ -374,6 +388,16 @@ impl Engine {
         emit("migration_threads", u(cfg.migration_threads as u64));
         emit("access_period_requests", u(cfg.access_period_requests));
         emit("promotion_margin", u(u64::from(cfg.promotion_margin)));
+        let persistent = self.slow().is_some_and(|t| t.pool_file.is_some());
+        emit("slow_pool", yes_no(persistent));
+        emit(
+            "slow_durability",
+            StatValue::Text(if persistent {
+                self.durability().name().to_string()
+            } else {
+                "none".to_string()
+            }),
+        );
     }
 
     /// `stats reset`: clears the request counters and the per-class LRU counters.

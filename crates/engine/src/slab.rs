@@ -9,9 +9,12 @@
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use crate::config::{EngineConfig, SLAB_CLASSES_MAX, SLAB_PAGE_SIZE_BYTES};
-use crate::item::{header_bytes, state, ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
+use crate::item::{header_bytes, state, ItemAddr, ItemMemory, NIL};
 use crate::lru::Lru;
 use crate::stats::ClassStats;
+
+/// The item header memcached's class sizes start from (`sizeof(item)` on 64-bit).
+const MEMCACHED_ITEM_HEADER_BYTES: usize = 48;
 
 /// Chunk sizes of the classes, memcached's `slabs_init`.
 #[derive(Debug, Clone)]
@@ -27,7 +30,9 @@ pub(crate) struct Geometry {
 impl Geometry {
     pub fn new(config: &EngineConfig) -> Geometry {
         let mut chunk_bytes = vec![0usize];
-        let mut size = ITEM_HEADER_BYTES + config.chunk_size_min_bytes;
+        // memcached's chunk sizes, from its 48-byte item header: the classes (and
+        // `stats slabs`) match memcached's whatever fogcached's own header size.
+        let mut size = MEMCACHED_ITEM_HEADER_BYTES + config.chunk_size_min_bytes;
         let chunk_max = config.slab_chunk_max_bytes;
         // memcached leaves room for the largest class below its 63-class ceiling; we
         // need one more slot for the large class.
@@ -139,6 +144,27 @@ impl PagePool {
         if let Some(o) = self.owner.get_mut(page) {
             *o = class_id as u8;
         }
+    }
+
+    /// Takes the free pages `[first, first + run)` for `class_id` (recovery: the pool's
+    /// page table says they hold its items). Returns false if one is taken already.
+    pub fn claim_run(&mut self, class_id: usize, first: usize, run: usize) -> bool {
+        let Some(pages) = self.owner.get(first..first + run) else {
+            return false;
+        };
+        if run == 0 || pages.iter().any(|&o| o != 0) {
+            return false;
+        }
+        for p in first..first + run {
+            self.owner[p] = class_id as u8;
+        }
+        self.free_pages -= run;
+        true
+    }
+
+    /// Whether `page` belongs to a class.
+    pub fn is_taken(&self, page: usize) -> bool {
+        self.owner.get(page).is_some_and(|&o| o != 0)
     }
 
     pub fn free_run(&mut self, first_page: usize, run: usize) {
@@ -254,25 +280,25 @@ impl ClassState {
         mem: &ItemMemory,
         page: usize,
         used: &[AtomicU32],
-        page_class: &[AtomicU8],
+        page_class: &AtomicU8,
     ) {
         self.pages.push(page as u32);
         if let Some(u) = used.get(page) {
             u.store(0, Ordering::Relaxed);
         }
-        if let Some(c) = page_class.get(page) {
-            c.store(self.id as u8, Ordering::Relaxed);
-        }
+        page_class.store(self.id as u8, Ordering::Relaxed);
         let base = page * SLAB_PAGE_SIZE_BYTES;
         let chunk_addr = |i: usize| mem.addr_at(base + i * self.chunk_bytes);
         // The page's chunks go in front of the free list in address order, so allocation
         // walks the page upwards. Each chunk header is written once.
         let old_head = self.free_head;
-        // Every chunk header is written once, back to back: one burst.
-        mem.charge_header_write_burst((0..self.per_page).map(chunk_addr), header_bytes::LINKS);
+        // Every chunk header is written once, back to back: one burst. (Zeroing the
+        // checksum keeps a record the page held in another life from ever checking out.)
+        mem.charge_header_write_burst((0..self.per_page).map(chunk_addr), header_bytes::ALL);
         for i in 0..self.per_page {
             let addr = chunk_addr(i);
             let h = mem.header(addr);
+            h.checksum.store(0, Ordering::Relaxed);
             h.state.store(state::FREE, Ordering::Relaxed);
             let prev = if i == 0 { NIL } else { chunk_addr(i - 1) };
             let next = if i + 1 == self.per_page {

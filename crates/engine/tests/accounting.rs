@@ -4,7 +4,7 @@
 //! operation; an item's own header is charged once per operation that rewrites it; a
 //! neighbour whose link changes costs one line written.
 //!
-//! Items here are `key(i)` (7 bytes) with 118-byte values: 48 + 7 + 118 = 173 bytes in
+//! Items here are `key(i)` (7 bytes) with 118-byte values: 56 + 7 + 118 = 181 bytes in
 //! the 192-byte class, whose chunks start on 64-byte boundaries (192 = 3 x 64), so an
 //! item spans exactly 3 lines, its header 1, and its key ends in the first line.
 
@@ -14,7 +14,7 @@ use engine::*;
 
 const MIB: u64 = 1024 * 1024;
 const VALUE_BYTES: usize = 118;
-/// Lines an item of this test spans: ceil(173 / 64).
+/// Lines an item of this test spans: ceil(181 / 64).
 const ITEM_LINES: u64 = 3;
 
 fn key(i: u32) -> String {

@@ -477,7 +477,7 @@ fn read_statistics_and_view() {
     });
     assert!(matches!(
         first,
-        ReadOutcome::Hit((false, 3, 50, TierId::Dram))
+        ReadOutcome::Hit((false, 3, 58, TierId::Dram))
     ));
     let second = e.read(b"k", &ReadOptions::default(), |v| v.fetched_before);
     assert!(matches!(second, ReadOutcome::Hit(true)));
@@ -492,7 +492,7 @@ fn read_statistics_and_view() {
     assert_eq!(stat(&e, "get_misses"), 1);
     assert_eq!(stat(&e, "curr_items"), 1);
     assert_eq!(stat(&e, "total_items"), 1);
-    assert_eq!(stat(&e, "bytes"), 50);
+    assert_eq!(stat(&e, "bytes"), 58);
     e.reset_stats();
     assert_eq!(stat(&e, "cmd_get"), 0);
     assert_eq!(stat(&e, "curr_items"), 1);

@@ -199,7 +199,7 @@ fn concurrent_mixed_operations_keep_values_whole_and_counters_exact() {
 
     let mut found = 0u64;
     let mut item_bytes = 0u64;
-    let item_size = |key: &str, v: &[u8]| (48 + key.len() + v.len()) as u64;
+    let item_size = |key: &str, v: &[u8]| (56 + key.len() + v.len()) as u64;
     for key_id in 0..KEYS {
         let key = format!("key:{key_id}");
         if let Some(v) = value(&engine, key.as_bytes()) {

@@ -15,7 +15,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use clap::{ArgAction, Parser};
-use engine::config::{PlacementPolicy, MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT};
+use engine::config::{Durability, PlacementPolicy, MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT};
 use engine::{EngineConfig, SLAB_PAGE_SIZE_BYTES};
 use tier::{CostModel, RegionBacking, RegionSpec};
 
@@ -101,6 +101,17 @@ struct Cli {
     /// cxl, hmcached, or read_ns=..,write_ns=..,read_gbps=..,write_gbps=..
     #[arg(long = "slow-cost", value_name = "SPEC", default_value = "none")]
     slow_cost: String,
+    /// Format the slow tier's pool file anew, discarding the items it holds, instead of
+    /// recovering them (also the way past a pool refused for its geometry or format).
+    #[arg(long = "slow-pool-reset")]
+    slow_pool_reset: bool,
+    /// What the slow-tier pool survives: power (invalidations flushed before the
+    /// requests that made them are answered: a power loss never brings back a deleted or
+    /// overwritten value; on a plain file every worker turn with such requests waits for
+    /// an msync), crash (ordered stores: a process crash never does; a power loss may),
+    /// or auto (power on DAX, crash on a plain file).
+    #[arg(long = "slow-durability", value_name = "MODE", default_value = "auto")]
+    slow_durability: String,
     /// Directory for the slow tier's pool file, created if missing.
     #[arg(long = "data-dir", value_name = "DIR", default_value = DATA_DIR_DEFAULT)]
     data_dir: PathBuf,
@@ -415,6 +426,14 @@ fn apply_tier_flags(engine: &mut EngineConfig, cli: &Cli) -> Result<(), CliExit>
         }
     };
     engine.migration_enabled = !cli.no_migration;
+    engine.slow_pool_reset = cli.slow_pool_reset;
+    engine.slow_durability = Durability::parse(&cli.slow_durability).ok_or_else(|| {
+        usage(format!(
+            "invalid --slow-durability {:?} (valid: {})",
+            cli.slow_durability,
+            Durability::NAMES.join(", ")
+        ))
+    })?;
     engine.access_period_requests = cli.access_period;
     engine.promotion_margin = cli.promotion_margin;
     engine.dram_residency_max_s = cli.dram_residency_max_s;

@@ -57,6 +57,10 @@ pub enum Outcome {
     Close,
     /// Stop the server (its output was written as far as the socket allowed).
     Shutdown,
+    /// Its replies wait until the slow-tier pool's invalidations are on the file
+    /// (`--slow-durability power`): the worker flushes the pool once for all such
+    /// connections of its turn, then services them again.
+    Held,
 }
 
 /// A protocol dispatcher: handles the request at the front of the input.
@@ -204,6 +208,16 @@ impl Connection {
             if requests > 0 {
                 self.last_active_s = ctx.now_s;
             }
+            // No reply leaves before the slow-tier record invalidations made so far are
+            // on the pool file (`--slow-durability power`), so a client told STORED or
+            // DELETED never sees the old value come back after a power loss: the worker
+            // flushes the pool once for every connection held in its turn.
+            if self.output_pending() > 0 && self.write_ready {
+                let mark = ctx.engine.durability_mark();
+                if !ctx.engine.is_durable(mark) {
+                    return Outcome::Held;
+                }
+            }
             // One write per batch of pipelined replies.
             if self.output_pending() > 0 && self.write_ready && self.flush(ctx).is_err() {
                 return Outcome::Close;
@@ -248,6 +262,7 @@ impl Connection {
 
     fn finish_closing(&mut self, ctx: &ServiceContext<'_>) -> Outcome {
         self.entry.set_state(ConnState::Closing);
+        make_durable_now(ctx);
         if self.output_pending() > 0 && self.write_ready && self.flush(ctx).is_err() {
             return Outcome::Close;
         }
@@ -420,8 +435,17 @@ impl Connection {
 
     /// Best-effort final write when the server stops.
     pub fn flush_on_shutdown(&mut self, ctx: &ServiceContext<'_>) {
+        make_durable_now(ctx);
         if self.output_pending() > 0 {
             let _ = self.flush(ctx);
         }
+    }
+}
+
+/// Flushes the slow-tier pool's pending invalidations before a reply that cannot wait
+/// for the worker's turn (a closing connection, a shutdown).
+fn make_durable_now(ctx: &ServiceContext<'_>) {
+    if let Err(e) = ctx.engine.make_durable() {
+        eprintln!("fogcached: cannot flush the slow-tier pool: {e}");
     }
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use server::config::{self, CliExit, StorageError, EXIT_USAGE};
 use server::runtime::Server;
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 /// sysexits.h `EX_OSERR`: memcached's exit code when it cannot listen.
@@ -41,7 +41,8 @@ fn main() -> ExitCode {
     }
     // Signals are caught before any thread starts, so every thread inherits the mask
     // state signal-hook expects and no SIGTERM can arrive unhandled.
-    let mut signals = match Signals::new([SIGTERM, SIGINT]) {
+    // SIGUSR1 is memcached's graceful stop (for its warm restart): the same clean stop.
+    let mut signals = match Signals::new([SIGTERM, SIGINT, SIGUSR1]) {
         Ok(signals) => signals,
         Err(e) => {
             eprintln!("fogcached: cannot install signal handlers: {e}");

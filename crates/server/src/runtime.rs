@@ -81,6 +81,31 @@ impl Server {
         );
         let engine = Engine::new(config.engine.clone(), SystemClock::new())
             .context("invalid engine settings")?;
+        let recovery = engine.recovery_report();
+        if recovery.pool && !recovery.formatted {
+            eprintln!(
+                "fogcached: slow-tier pool recovered: {} items in {} ms ({}); dropped {} expired \
+                 or flushed, {} duplicates; {} chunks held no valid record{}",
+                recovery.items_recovered,
+                recovery.elapsed_us / 1000,
+                if recovery.was_clean {
+                    "after a clean stop"
+                } else {
+                    "after a crash: torn or stale records were skipped"
+                },
+                recovery.items_dropped_dead,
+                recovery.items_dropped_duplicate,
+                recovery.chunks_not_valid,
+                if recovery.pages_damaged > 0 {
+                    format!(
+                        ", {} damaged page-table entries freed",
+                        recovery.pages_damaged
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
         let sockets = listener::bind_all(&config.listen, config.tcp_port)?;
         let local_addrs = sockets
             .iter()
@@ -203,7 +228,21 @@ fn stop_threads(
     for (_, thread) in workers {
         let _ = thread.join();
     }
-    shared.engine.stop_background();
+    // Nothing is served any more: write DRAM's items down to a persistent pool and mark
+    // it clean, so a restart serves them.
+    match shared.engine.stop_to_pool() {
+        Ok(report) if report.pool => eprintln!(
+            "fogcached: stopped cleanly: {} DRAM items written down to the slow-tier pool{}",
+            report.written_down,
+            if report.no_room > 0 {
+                format!(", {} without room there (not kept)", report.no_room)
+            } else {
+                String::new()
+            }
+        ),
+        Ok(_) => {}
+        Err(e) => eprintln!("fogcached: the slow-tier pool could not be marked clean: {e}"),
+    }
 }
 
 /// Raises the open-file limit to hold `-c` connections, as memcached does.

@@ -72,9 +72,9 @@ fn general(session: &Session<'_>, emit: &mut Emit<'_>) {
     let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed);
     let clock = session.engine.clock();
     let now_s = clock.now_s();
-    // The engine clock starts two seconds in the past (see engine::clock); uptime counts
-    // from the real start, as memcached's does.
-    let uptime_s = now_s.saturating_sub(2);
+    // Uptime counts from the process start, as memcached's does (the engine clock's
+    // zero may be a persistent pool's creation).
+    let uptime_s = clock.uptime_s();
     let (user, system) = rusage();
 
     emit("pid", U64(u64::from(std::process::id())));

@@ -87,6 +87,7 @@ pub fn spawn(index: usize, shared: Arc<Shared>) -> std::io::Result<(WorkerHandle
                 connections: Vec::new(),
                 free_slots: Vec::new(),
                 yielded: Vec::new(),
+                held: Vec::new(),
             };
             worker.run();
         })?;
@@ -103,12 +104,15 @@ struct Worker {
     free_slots: Vec<usize>,
     /// Slots of connections that yielded and still have work.
     yielded: Vec<usize>,
+    /// Slots of connections whose replies wait for the pool's durability.
+    held: Vec<usize>,
 }
 
 impl Worker {
     fn run(&mut self) {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         let mut yielded_now: Vec<usize> = Vec::new();
+        let mut held_now: Vec<usize> = Vec::new();
         let shared = Arc::clone(&self.shared);
         let counters = Arc::clone(&self.counters);
         let idle_timeout_s = shared.config.idle_timeout_s;
@@ -166,6 +170,20 @@ impl Worker {
                     self.apply(slot, outcome, &ctx);
                 }
             }
+            // Replies held for the slow-tier pool's durability: one flush for all of them
+            // (shared with the other workers'), then they go out.
+            if !self.held.is_empty() {
+                if let Err(e) = ctx.engine.make_durable() {
+                    eprintln!("fogcached: cannot flush the slow-tier pool: {e}");
+                }
+                std::mem::swap(&mut self.held, &mut held_now);
+                for slot in held_now.drain(..) {
+                    if let Some(Some(connection)) = self.connections.get_mut(slot) {
+                        let outcome = connection.service(&ctx);
+                        self.apply(slot, outcome, &ctx);
+                    }
+                }
+            }
             if idle_timeout_s > 0 && ctx.now_s.saturating_sub(last_sweep_s) >= 1 {
                 last_sweep_s = ctx.now_s;
                 self.close_idle(&ctx, idle_timeout_s);
@@ -187,6 +205,7 @@ impl Worker {
                 }
             }
             Outcome::Close => self.close(slot),
+            Outcome::Held => self.held.push(slot),
             Outcome::Shutdown => {
                 if let Some(Some(connection)) = self.connections.get_mut(slot) {
                     connection.flush_on_shutdown(ctx);

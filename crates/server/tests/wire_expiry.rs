@@ -331,7 +331,17 @@ fn expired_items_are_never_served_from_either_tier() -> anyhow::Result<()> {
     // older ones of both kinds to the slow tier.
     let expiring = key_names("exp", 10_000);
     let lasting = key_names("keep", 10_000);
-    let (probed, rest) = expiring.split_at(2500);
+    // Probed: every fourth expiring key, so the probe spans the whole write order (which
+    // items the DRAM tier keeps depends on how far its maintainer kept up with the
+    // writes); the rest are split by job.
+    let probed: Vec<String> = expiring.iter().step_by(4).cloned().collect();
+    let rest: Vec<String> = expiring
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 4 != 0)
+        .map(|(_, k)| k.clone())
+        .collect();
+    let probed = &probed[..];
     let (retouched, rest) = rest.split_at(300);
     let (regatted, rest) = rest.split_at(300);
     let (remetaed, untouched) = rest.split_at(300);
@@ -396,9 +406,9 @@ fn expired_items_are_never_served_from_either_tier() -> anyhow::Result<()> {
             "no expiring item was read from the slow tier ({slow_items} items there)"
         );
     } else {
-        eprintln!(
-            "presence checks skipped: writing and probing took {:?}, past the {} s TTL \
-             minus 1.5 s",
+        testkit::skip!(
+            "expired_items_are_never_served_from_either_tier",
+            "presence checks skipped: writing and probing took {:?}, past the {} s TTL minus 1.5 s",
             first_write.elapsed(),
             TIER_TTL_S
         );

@@ -16,4 +16,7 @@ mod region;
 pub use accounting::{lines_touched, AccessCounts, LINE_SIZE_BYTES};
 pub use cost::{CostModel, PRESET_NAMES};
 pub use numa::{check_node_exists, online_nodes};
-pub use region::{MapMode, Region, RegionBacking, RegionSpec, TierError, PAGE_SIZE_BYTES};
+pub use region::{
+    flush_cache_lines, MapMode, PoolHeader, Region, RegionBacking, RegionSpec, TierError,
+    PAGE_SIZE_BYTES,
+};

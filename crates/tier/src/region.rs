@@ -20,6 +20,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, AtomicU8};
 
 use thiserror::Error;
 
@@ -152,6 +153,31 @@ impl Region {
         ))
     }
 
+    /// As [`Region::open`], for a region that keeps a pool header in front of its pages:
+    /// with a file or device backing, the first `header_bytes` of it (a multiple of
+    /// 4096) are mapped apart and returned as a [`PoolHeader`], and the region's pages
+    /// follow them. Other backings are not persistent and get no header.
+    pub fn open_with_header(
+        spec: &RegionSpec,
+        header_bytes: usize,
+    ) -> Result<(Region, Option<PoolHeader>), TierError> {
+        let page_count = spec.size_bytes / PAGE_SIZE_BYTES;
+        let RegionBacking::File { path } = &spec.backing else {
+            return Ok((Region::open(spec)?, None));
+        };
+        if page_count == 0 {
+            return Ok((Region::empty(), None));
+        }
+        assert!(
+            header_bytes > 0 && header_bytes.is_multiple_of(REGION_ALIGN_BYTES),
+            "a pool header is a whole number of 4096-byte blocks"
+        );
+        let (mut region, header) = Region::map_file_with_header(path, page_count, header_bytes)?;
+        region.cost = spec.cost;
+        region.costless = spec.cost.is_none();
+        Ok((region, Some(header)))
+    }
+
     /// Reserves `size_bytes` (rounded down to whole pages) from the heap, zeroed. For
     /// tests under Miri, which cannot `mmap`.
     pub fn heap(size_bytes: usize) -> Result<Region, TierError> {
@@ -201,63 +227,51 @@ impl Region {
         if page_count == 0 {
             return Ok(Region::empty());
         }
+        let opened = open_pool_file(path, page_count * PAGE_SIZE_BYTES, 0)?;
+        let page_count = opened.data_bytes / PAGE_SIZE_BYTES;
+        let (base, map_mode) = map_shared(opened.file.as_raw_fd(), opened.data_bytes, 0, path)
+            .map_err(|reason| TierError::File {
+                path: path.to_path_buf(),
+                reason,
+            })?;
+        Ok(Region::from_file_mapping(
+            path, opened, base, page_count, map_mode,
+        ))
+    }
+
+    /// A file or device laid out as `header_bytes` of pool header, then the pages.
+    fn map_file_with_header(
+        path: &Path,
+        page_count: usize,
+        header_bytes: usize,
+    ) -> Result<(Region, PoolHeader), TierError> {
         let file_err = |reason: String| TierError::File {
             path: path.to_path_buf(),
             reason,
         };
-        let existing = std::fs::metadata(path).ok();
-        let is_device = existing
-            .as_ref()
-            .map(|m| m.file_type().is_char_device())
-            .unwrap_or(false);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(!is_device)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| file_err(e.to_string()))?;
-        // SAFETY: flock on an open descriptor has no memory preconditions.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-            let error = std::io::Error::last_os_error();
-            return Err(file_err(
-                if error.kind() == std::io::ErrorKind::WouldBlock {
-                    "in use by another process (another fogcached on the same pool?)".to_string()
-                } else {
-                    format!("flock: {error}")
-                },
-            ));
-        }
-        let mut page_count = page_count;
-        if is_device {
-            let rdev = existing.as_ref().map(|m| m.rdev()).unwrap_or(0);
-            let device_bytes = device_size_bytes(rdev).map_err(file_err)?;
-            let wanted = page_count * PAGE_SIZE_BYTES;
-            if wanted > device_bytes {
-                return Err(file_err(format!(
-                    "the device holds {device_bytes} bytes, fewer than the {wanted} asked for"
-                )));
-            }
-            // Device DAX refuses lengths that are not a multiple of its alignment.
-            let len = wanted / DEVICE_MAP_ALIGN_BYTES * DEVICE_MAP_ALIGN_BYTES;
-            page_count = len / PAGE_SIZE_BYTES;
-            if page_count == 0 {
-                return Err(file_err(format!(
-                    "a device mapping needs at least {DEVICE_MAP_ALIGN_BYTES} bytes"
-                )));
-            }
-        } else {
-            let len = (page_count * PAGE_SIZE_BYTES) as u64;
-            let current = file.metadata().map_err(|e| file_err(e.to_string()))?.len();
-            // Extend (sparsely: no blocks are allocated until written) but never shrink,
-            // so a larger pool made earlier keeps its bytes.
-            if current < len {
-                file.set_len(len).map_err(|e| file_err(e.to_string()))?;
-            }
-        }
-        let len = page_count * PAGE_SIZE_BYTES;
-        let fd = file.as_raw_fd();
-        let (base, map_mode) = map_shared(fd, len, path).map_err(file_err)?;
+        let opened = open_pool_file(path, page_count * PAGE_SIZE_BYTES, header_bytes)?;
+        let page_count = opened.data_bytes / PAGE_SIZE_BYTES;
+        let fd = opened.file.as_raw_fd();
+        let (header_base, header_mode) = map_shared(fd, header_bytes, 0, path).map_err(file_err)?;
+        let header = PoolHeader {
+            base: header_base,
+            len: header_bytes,
+            map_mode: header_mode,
+            created: opened.created,
+        };
+        let (base, map_mode) =
+            map_shared(fd, opened.data_bytes, header_bytes as u64, path).map_err(file_err)?;
+        let region = Region::from_file_mapping(path, opened, base, page_count, map_mode);
+        Ok((region, header))
+    }
+
+    fn from_file_mapping(
+        path: &Path,
+        opened: OpenedPool,
+        base: NonNull<u8>,
+        page_count: usize,
+        map_mode: MapMode,
+    ) -> Region {
         let mode = match &map_mode {
             MapMode::SharedSync => "MAP_SHARED|MAP_SYNC".to_string(),
             MapMode::SharedFallback { reason } => {
@@ -265,12 +279,12 @@ impl Region {
             }
             MapMode::NotFile => String::new(),
         };
-        let kind = if is_device { "device" } else { "file" };
+        let kind = if opened.is_device { "device" } else { "file" };
         let description = format!("{kind}:{} ({mode})", path.display());
         let mut region = Region::new(base, page_count, Release::Munmap, description);
         region.map_mode = map_mode;
-        region._lock = Some(file);
-        Ok(region)
+        region._lock = Some(opened.file);
+        region
     }
 
     fn new(base: NonNull<u8>, page_count: usize, release: Release, description: String) -> Region {
@@ -401,23 +415,363 @@ impl Region {
         self.description.clone()
     }
 
-    /// Writes a file mapping's dirty pages back to the file (`msync(MS_SYNC)`); nothing
-    /// to do for the other backings.
+    /// Makes every store to the region so far persistent: `msync(MS_SYNC)` of a file
+    /// mapping's dirty pages; a cache flush is not enough without `MAP_SYNC`, and with
+    /// it every store was flushed where it was made ([`Region::persist`]). Nothing to do
+    /// for the other backings, which are not persistent.
     pub fn flush(&self) -> Result<(), TierError> {
-        if self.map_mode == MapMode::NotFile || self.page_count == 0 {
+        if self.page_count == 0 {
             return Ok(());
         }
-        // SAFETY: invariant 1: the range is a live mapping of exactly this length.
-        let rc =
-            unsafe { libc::msync(self.base.as_ptr().cast(), self.size_bytes(), libc::MS_SYNC) };
-        if rc != 0 {
-            return Err(TierError::File {
-                path: PathBuf::from(self.description.clone()),
-                reason: format!("msync: {}", std::io::Error::last_os_error()),
-            });
-        }
-        Ok(())
+        persist(
+            &self.map_mode,
+            self.base,
+            self.base.as_ptr(),
+            self.size_bytes(),
+        )
+        .map_err(|reason| TierError::File {
+            path: PathBuf::from(self.description.clone()),
+            reason,
+        })
     }
+
+    /// Makes the stores to bytes `[ptr, ptr + len)` of the region persistent: with
+    /// `MAP_SYNC`, the CPU cache lines are written back (`clwb`, else `clflushopt`, else
+    /// `clflush`) and fenced; with a plain file mapping, the pages are `msync`ed; for a
+    /// backing that is not persistent, nothing. `ptr` must lie in the region.
+    pub fn persist(&self, ptr: *const u8, len: usize) -> Result<(), TierError> {
+        debug_assert!(
+            len == 0 || (self.contains(ptr) && self.contains(ptr.wrapping_add(len - 1))),
+            "persist outside the region"
+        );
+        persist(&self.map_mode, self.base, ptr, len).map_err(|reason| TierError::File {
+            path: PathBuf::from(self.description.clone()),
+            reason,
+        })
+    }
+
+    /// Whether stores to the region outlive the process (a file or device mapping).
+    pub fn is_persistent(&self) -> bool {
+        self.map_mode != MapMode::NotFile
+    }
+}
+
+/// A pool's header: the first bytes of its file or device, mapped apart from the pages.
+/// The bytes are shared with whatever ran on the pool before, so they are only ever
+/// read and written as atomics (a crash can leave any byte pattern; the owner checks).
+pub struct PoolHeader {
+    base: NonNull<u8>,
+    len: usize,
+    map_mode: MapMode,
+    /// The file was created (or extended from empty) by this open: it holds zeroes.
+    created: bool,
+}
+
+// SAFETY: as for `Region`: the header is an owned mapping, accessed only as atomics.
+unsafe impl Send for PoolHeader {}
+// SAFETY: see `Send`.
+unsafe impl Sync for PoolHeader {}
+
+impl PoolHeader {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether this open created the file (its bytes are all zero).
+    pub fn created(&self) -> bool {
+        self.created
+    }
+
+    /// The header's bytes, as atomics.
+    pub fn bytes(&self) -> &[AtomicU8] {
+        // SAFETY: `base` maps `len` bytes for as long as `self` lives (dropped with it);
+        // `AtomicU8` has the size and alignment of `u8`, and every access goes through
+        // atomics, so bytes shared with other mappings of the file are never raced on
+        // non-atomically from this process.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().cast::<AtomicU8>(), self.len) }
+    }
+
+    /// The 8-byte word at `offset` (a multiple of 8, inside the header), as an atomic.
+    pub fn u64_at(&self, offset: usize) -> &AtomicU64 {
+        assert!(
+            offset.is_multiple_of(8) && offset + 8 <= self.len,
+            "header word {offset} out of range"
+        );
+        // SAFETY: in range and 8-byte aligned (the mapping is page-aligned); atomics only.
+        unsafe { &*self.base.as_ptr().add(offset).cast::<AtomicU64>() }
+    }
+
+    /// Makes the stores to header bytes `[offset, offset + len)` persistent.
+    pub fn persist(&self, offset: usize, len: usize) -> Result<(), TierError> {
+        assert!(offset + len <= self.len, "persist outside the header");
+        persist(
+            &self.map_mode,
+            self.base,
+            self.base.as_ptr().wrapping_add(offset),
+            len,
+        )
+        .map_err(|reason| TierError::File {
+            path: PathBuf::from("pool header"),
+            reason,
+        })
+    }
+}
+
+impl Drop for PoolHeader {
+    fn drop(&mut self) {
+        // SAFETY: this exact range came from `mmap` and is released once, here.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+/// The cache line size the persistence flushes work in.
+const FLUSH_LINE_BYTES: usize = 64;
+
+/// Makes the stores to `[ptr, ptr + len)` of a mapping starting at `base` persistent, as
+/// its map mode requires (see [`Region::persist`]).
+fn persist(
+    map_mode: &MapMode,
+    base: NonNull<u8>,
+    ptr: *const u8,
+    len: usize,
+) -> Result<(), String> {
+    if len == 0 {
+        return Ok(());
+    }
+    match map_mode {
+        MapMode::NotFile => Ok(()),
+        MapMode::SharedSync => {
+            flush_cache_lines(ptr, len);
+            Ok(())
+        }
+        MapMode::SharedFallback { .. } => {
+            // msync takes page-aligned starts; the mapping itself is page-aligned.
+            let page = REGION_ALIGN_BYTES;
+            let start = (ptr as usize - base.as_ptr() as usize) / page * page;
+            let end = ptr as usize - base.as_ptr() as usize + len;
+            // SAFETY: `[base + start, base + end)` lies in a live mapping (the caller's
+            // range is inside it), and msync only reads the page tables.
+            let rc =
+                unsafe { libc::msync(base.as_ptr().add(start).cast(), end - start, libc::MS_SYNC) };
+            if rc == 0 {
+                Ok(())
+            } else {
+                Err(format!("msync: {}", std::io::Error::last_os_error()))
+            }
+        }
+    }
+}
+
+/// Writes the cache lines of `[ptr, ptr + len)` back to memory and fences, so that
+/// stores to a `MAP_SYNC` mapping are persistent when it returns.
+pub fn flush_cache_lines(ptr: *const u8, len: usize) {
+    if len == 0 {
+        return;
+    }
+    let first = ptr as usize / FLUSH_LINE_BYTES * FLUSH_LINE_BYTES;
+    let end = ptr as usize + len;
+    #[cfg(target_arch = "x86_64")]
+    {
+        let kind = x86_flush::kind();
+        let mut line = first;
+        while line < end {
+            // SAFETY: `line` is within a cache line of the caller's mapped range;
+            // flushing a line has no effect on its contents.
+            unsafe { x86_flush::flush_line(kind, line as *const u8) };
+            line += FLUSH_LINE_BYTES;
+        }
+        // SAFETY: sfence has no preconditions.
+        unsafe { core::arch::x86_64::_mm_sfence() };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (first, end);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86_flush {
+    use std::sync::OnceLock;
+
+    #[derive(Clone, Copy)]
+    pub(super) enum Kind {
+        Clwb,
+        ClflushOpt,
+        Clflush,
+    }
+
+    pub(super) fn kind() -> Kind {
+        static KIND: OnceLock<Kind> = OnceLock::new();
+        *KIND.get_or_init(|| {
+            // CPUID leaf 7, sub-leaf 0, EBX: bit 24 CLWB, bit 23 CLFLUSHOPT (the std
+            // detection macro does not know these two).
+            let leaf7 = core::arch::x86_64::__cpuid_count(7, 0);
+            if leaf7.ebx & (1 << 24) != 0 {
+                Kind::Clwb
+            } else if leaf7.ebx & (1 << 23) != 0 {
+                Kind::ClflushOpt
+            } else {
+                Kind::Clflush
+            }
+        })
+    }
+
+    /// # Safety
+    /// `line` points into mapped memory.
+    pub(super) unsafe fn flush_line(kind: Kind, line: *const u8) {
+        // SAFETY: the instructions only write back or evict the line containing `line`,
+        // which the caller guarantees is mapped; the CPU has the feature (detected).
+        unsafe {
+            match kind {
+                Kind::Clwb => {
+                    core::arch::asm!("clwb [{}]", in(reg) line, options(nostack, preserves_flags))
+                }
+                Kind::ClflushOpt => {
+                    core::arch::asm!("clflushopt [{}]", in(reg) line, options(nostack, preserves_flags))
+                }
+                Kind::Clflush => core::arch::x86_64::_mm_clflush(line),
+            }
+        }
+    }
+}
+
+/// A pool file opened, locked, sized and reserved.
+struct OpenedPool {
+    file: std::fs::File,
+    is_device: bool,
+    /// Bytes of pages the mapping gets (a device may round down).
+    data_bytes: usize,
+    /// The file was created now (or was empty).
+    created: bool,
+}
+
+/// Opens (creating a regular file if missing) and locks the pool file at `path`, sized
+/// for `header_bytes` then `data_bytes`. A regular file's space is reserved up front
+/// (`fallocate`): a mapped file that runs out of blocks kills the process with SIGBUS at
+/// the first store past the free space, losing every item; refusing at start-up instead
+/// names the file system, its free space and the flags to change.
+fn open_pool_file(
+    path: &Path,
+    data_bytes: usize,
+    header_bytes: usize,
+) -> Result<OpenedPool, TierError> {
+    let file_err = |reason: String| TierError::File {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let existing = std::fs::metadata(path).ok();
+    let is_device = existing
+        .as_ref()
+        .map(|m| m.file_type().is_char_device())
+        .unwrap_or(false);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(!is_device)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| file_err(e.to_string()))?;
+    // SAFETY: flock on an open descriptor has no memory preconditions.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let error = std::io::Error::last_os_error();
+        return Err(file_err(
+            if error.kind() == std::io::ErrorKind::WouldBlock {
+                "in use by another process (another fogcached on the same pool?)".to_string()
+            } else {
+                format!("flock: {error}")
+            },
+        ));
+    }
+    let mut data_bytes = data_bytes;
+    let created;
+    if is_device {
+        let rdev = existing.as_ref().map(|m| m.rdev()).unwrap_or(0);
+        let device_bytes = device_size_bytes(rdev).map_err(file_err)?;
+        let wanted = header_bytes + data_bytes;
+        if wanted > device_bytes {
+            return Err(file_err(format!(
+                "the device holds {device_bytes} bytes, fewer than the {wanted} asked for                  (lower --slow-size)"
+            )));
+        }
+        // Device DAX refuses lengths that are not a multiple of its alignment.
+        data_bytes = data_bytes / DEVICE_MAP_ALIGN_BYTES * DEVICE_MAP_ALIGN_BYTES;
+        if data_bytes == 0 {
+            return Err(file_err(format!(
+                "a device mapping needs at least {DEVICE_MAP_ALIGN_BYTES} bytes"
+            )));
+        }
+        created = false;
+    } else {
+        let len = (header_bytes + data_bytes) as u64;
+        let current = file.metadata().map_err(|e| file_err(e.to_string()))?.len();
+        created = current == 0;
+        // Extend, but never shrink, so a larger pool made earlier keeps its bytes.
+        if current < len {
+            file.set_len(len).map_err(|e| file_err(e.to_string()))?;
+        }
+        reserve_blocks(&file, len).map_err(file_err)?;
+    }
+    Ok(OpenedPool {
+        file,
+        is_device,
+        data_bytes,
+        created,
+    })
+}
+
+/// Allocates the blocks of the first `len` bytes of `file` (`fallocate`), so stores to
+/// its mapping never meet a full file system. Where the file system cannot preallocate,
+/// its free space is checked instead.
+fn reserve_blocks(file: &std::fs::File, len: u64) -> Result<(), String> {
+    let fd = file.as_raw_fd();
+    let Ok(len_off) = libc::off_t::try_from(len) else {
+        return Err(format!(
+            "a pool of {len} bytes is too large for this system"
+        ));
+    };
+    // SAFETY: fallocate on an open descriptor with a valid range.
+    let rc = unsafe { libc::fallocate(fd, 0, 0, len_off) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let error = std::io::Error::last_os_error();
+    let (fs_free, fs_name) = free_space(fd);
+    match error.raw_os_error() {
+        Some(libc::ENOSPC) => Err(format!(
+            "the file system ({fs_name}) has {fs_free} bytes free, fewer than the pool's {len}:              free space there, put the pool elsewhere (--data-dir or --slow-path), or lower              --slow-size"
+        )),
+        Some(libc::EOPNOTSUPP) if fs_free >= len => Ok(()),
+        Some(libc::EOPNOTSUPP) => Err(format!(
+            "the file system ({fs_name}) cannot preallocate and has {fs_free} bytes free,              fewer than the pool's {len}: lower --slow-size or put the pool elsewhere"
+        )),
+        _ => Err(format!("fallocate: {error}")),
+    }
+}
+
+/// Free bytes of the file system holding `fd`, and its type in words.
+fn free_space(fd: libc::c_int) -> (u64, String) {
+    // SAFETY: statfs fills the zeroed struct for an open descriptor.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstatfs(fd, &mut st) } != 0 {
+        return (0, "unknown file system".to_string());
+    }
+    let free = (st.f_bavail as u64).saturating_mul(st.f_bsize as u64);
+    let name = match st.f_type as i64 {
+        0x0102_1994 => "tmpfs",
+        0xEF53 => "ext2/3/4",
+        0x5846_5342 => "xfs",
+        0x9123_683E => "btrfs",
+        _ => "file system",
+    };
+    (free, format!("{name}, type {:#x}", st.f_type))
 }
 
 fn heap_layout(page_count: usize) -> Option<Layout> {
@@ -458,10 +812,17 @@ fn map_anonymous(page_count: usize) -> Result<NonNull<u8>, TierError> {
 
 /// Maps `len` bytes of `fd` shared, with `MAP_SYNC` when the file system allows it
 /// (a DAX mount or a device DAX), else plain `MAP_SHARED` with the reason logged.
-fn map_shared(fd: libc::c_int, len: usize, path: &Path) -> Result<(NonNull<u8>, MapMode), String> {
+fn map_shared(
+    fd: libc::c_int,
+    len: usize,
+    offset: u64,
+    path: &Path,
+) -> Result<(NonNull<u8>, MapMode), String> {
     let prot = libc::PROT_READ | libc::PROT_WRITE;
-    // SAFETY: fd is an open descriptor of a file at least `len` bytes long (extended
-    // above) or a device checked to hold `len`; no address hint; result checked.
+    let offset = libc::off_t::try_from(offset).map_err(|_| "offset too large".to_string())?;
+    // SAFETY: fd is an open descriptor of a file at least `offset + len` bytes long
+    // (extended above) or a device checked to hold it; `offset` is page-aligned; no
+    // address hint; the result is checked.
     let ptr = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
@@ -469,7 +830,7 @@ fn map_shared(fd: libc::c_int, len: usize, path: &Path) -> Result<(NonNull<u8>, 
             prot,
             libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC,
             fd,
-            0,
+            offset,
         )
     };
     if ptr != libc::MAP_FAILED {
@@ -478,18 +839,30 @@ fn map_shared(fd: libc::c_int, len: usize, path: &Path) -> Result<(NonNull<u8>, 
     }
     let sync_error = std::io::Error::last_os_error().to_string();
     // SAFETY: as above, without MAP_SYNC.
-    let ptr = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd, 0) };
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            prot,
+            libc::MAP_SHARED,
+            fd,
+            offset,
+        )
+    };
     if ptr == libc::MAP_FAILED {
         return Err(format!("mmap: {}", std::io::Error::last_os_error()));
     }
     let base = NonNull::new(ptr.cast::<u8>()).ok_or("mmap returned a null pointer")?;
-    // A start-up event, once per region: the operator must know that stores are not
-    // synchronously persistent (not a DAX mount, or an old kernel).
-    eprintln!(
-        "fogcached: {}: MAP_SYNC unavailable ({sync_error}), mapped MAP_SHARED \
-         (not a DAX mount: stores reach the file only through the page cache)",
-        path.display()
-    );
+    // A start-up event, once per mapping of pages (not a pool header's): the operator
+    // must know that stores are not synchronously persistent (not a DAX mount, or an
+    // old kernel).
+    if len >= PAGE_SIZE_BYTES {
+        eprintln!(
+            "fogcached: {}: MAP_SYNC unavailable ({sync_error}), mapped MAP_SHARED \
+             (not a DAX mount: stores reach the file only through the page cache)",
+            path.display()
+        );
+    }
     Ok((base, MapMode::SharedFallback { reason: sync_error }))
 }
 
@@ -663,18 +1036,19 @@ mod tests {
 
     #[cfg(not(miri))]
     #[test]
-    fn file_region_is_sparse_and_never_shrinks_the_file() {
+    fn file_region_reserves_its_blocks_and_never_shrinks_the_file() {
         use std::os::unix::fs::MetadataExt;
-        let dir = TempDir::new("sparse");
+        let dir = TempDir::new("reserve");
         let path = dir.0.join("pool");
         let region = Region::open(&file_spec(&path, 64 * PAGE_SIZE_BYTES)).unwrap();
         drop(region);
         let meta = std::fs::metadata(&path).unwrap();
         assert_eq!(meta.len(), 64 * PAGE_SIZE_BYTES as u64);
-        // st_blocks counts 512-byte blocks actually allocated: far below 64 MiB.
+        // st_blocks counts 512-byte blocks actually allocated: all 64 MiB, so no store
+        // to the mapping can meet a full file system (SIGBUS).
         assert!(
-            meta.blocks() * 512 < PAGE_SIZE_BYTES as u64,
-            "{} blocks",
+            meta.blocks() * 512 >= 64 * PAGE_SIZE_BYTES as u64,
+            "only {} blocks reserved",
             meta.blocks()
         );
         let smaller = Region::open(&file_spec(&path, 2 * PAGE_SIZE_BYTES)).unwrap();
@@ -683,6 +1057,131 @@ mod tests {
             std::fs::metadata(&path).unwrap().len(),
             64 * PAGE_SIZE_BYTES as u64
         );
+    }
+
+    /// A pool header is mapped apart from the pages: the first bytes of the file are
+    /// the header, the region's page 0 starts right after it, and both reach the file.
+    #[cfg(not(miri))]
+    #[test]
+    fn a_pool_header_precedes_the_pages_in_the_file() {
+        use std::io::{Read, Seek, SeekFrom};
+        use std::sync::atomic::Ordering;
+        let dir = TempDir::new("header");
+        let path = dir.0.join("pool");
+        let header_bytes = 8192;
+        let (region, header) =
+            Region::open_with_header(&file_spec(&path, 4 * PAGE_SIZE_BYTES), header_bytes).unwrap();
+        let header = header.expect("a file pool has a header");
+        assert!(header.created());
+        assert_eq!(header.len(), header_bytes);
+        assert_eq!(region.page_count(), 4);
+        header
+            .u64_at(8)
+            .store(0x1122_3344_5566_7788, Ordering::Relaxed);
+        header.bytes()[header_bytes - 1].store(0x5A, Ordering::Relaxed);
+        let page0 = region.page_ptr(0).unwrap().as_ptr();
+        // SAFETY: page 0 is mapped and owned by this test.
+        unsafe { std::ptr::write_bytes(page0, 0xC3, 16) };
+        header.persist(0, header_bytes).unwrap();
+        region.persist(page0, 16).unwrap();
+        drop((region, header));
+        let mut file = std::fs::File::open(&path).unwrap();
+        assert_eq!(
+            file.metadata().unwrap().len(),
+            (header_bytes + 4 * PAGE_SIZE_BYTES) as u64
+        );
+        let mut bytes = vec![0u8; header_bytes + 16];
+        file.seek(SeekFrom::Start(0)).unwrap();
+        file.read_exact(&mut bytes).unwrap();
+        assert_eq!(&bytes[8..16], &0x1122_3344_5566_7788u64.to_le_bytes());
+        assert_eq!(bytes[header_bytes - 1], 0x5A);
+        assert_eq!(&bytes[header_bytes..], &[0xC3; 16]);
+        // Reopened: not created, the header reads back. (Another test forking a child
+        // may hold a duplicate of our descriptor, and so the lock, until its exec.)
+        let reopened = (0..100)
+            .find_map(|_| {
+                let opened =
+                    Region::open_with_header(&file_spec(&path, 4 * PAGE_SIZE_BYTES), header_bytes)
+                        .ok();
+                if opened.is_none() {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                opened
+            })
+            .expect("reopen the pool");
+        let header = reopened.1.unwrap();
+        assert!(!header.created());
+        assert_eq!(
+            header.u64_at(8).load(Ordering::Relaxed),
+            0x1122_3344_5566_7788
+        );
+        // Other backings have no header.
+        let (_, none) = Region::open_with_header(
+            &RegionSpec {
+                size_bytes: PAGE_SIZE_BYTES,
+                backing: RegionBacking::Anonymous,
+                cost: CostModel::NONE,
+            },
+            header_bytes,
+        )
+        .unwrap();
+        assert!(none.is_none());
+    }
+
+    /// The cache-line flush the DAX path uses runs on any memory (it only writes lines
+    /// back); the bytes are unchanged by it.
+    #[cfg(not(miri))]
+    #[test]
+    fn flushing_cache_lines_keeps_the_bytes() {
+        let mut buf = vec![7u8; 1000];
+        buf[500] = 9;
+        flush_cache_lines(buf.as_ptr().wrapping_add(3), 900);
+        flush_cache_lines(buf.as_ptr(), 0);
+        assert_eq!(buf[500], 9);
+        assert_eq!(buf.iter().filter(|&&b| b == 7).count(), 999);
+    }
+
+    /// A pool larger than its file system's free space is refused at open with what to
+    /// change, instead of dying with SIGBUS at the first store past the free space.
+    #[cfg(not(miri))]
+    #[test]
+    fn a_pool_larger_than_the_free_space_is_refused_naming_the_file_system() {
+        let dir = TempDir::new("tmpfs");
+        let mount = dir.0.join("small");
+        std::fs::create_dir_all(&mount).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=32m", "tmpfs"])
+            .arg(&mount)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !mounted {
+            testkit::skip!(
+                "a_pool_larger_than_the_free_space_is_refused_naming_the_file_system",
+                "cannot mount a 32 MiB tmpfs here (not root, or mounts forbidden)"
+            );
+            return;
+        }
+        struct Unmount(PathBuf);
+        impl Drop for Unmount {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount").arg(&self.0).status();
+            }
+        }
+        let _unmount = Unmount(mount.clone());
+        let path = mount.join("pool");
+        let err = Region::open(&file_spec(&path, 128 * PAGE_SIZE_BYTES))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tmpfs"), "{err}");
+        assert!(err.contains("--slow-size"), "{err}");
+        // One that fits opens, and every page can be written.
+        let region = Region::open(&file_spec(&path, 16 * PAGE_SIZE_BYTES)).unwrap();
+        for page in 0..region.page_count() {
+            let p = region.page_ptr(page).unwrap().as_ptr();
+            // SAFETY: the page is mapped and owned by this test.
+            unsafe { std::ptr::write_bytes(p, 0xAB, PAGE_SIZE_BYTES) };
+        }
+        region.flush().unwrap();
     }
 
     #[cfg(not(miri))]

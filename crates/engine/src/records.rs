@@ -1,0 +1,137 @@
+//! Sealing and invalidating the records of a persistent pool (the rules are in
+//! `pool.rs`): a slow-tier item of a pool becomes a valid record when its checksum is
+//! written, after everything it covers, and stops being one when the checksum is zeroed,
+//! before the item changes in place or its chunk is freed.
+
+use std::sync::atomic::Ordering;
+
+use crate::config::Durability;
+use crate::engine::{Engine, Tier};
+use crate::item::{header_bytes, ItemAddr, ITEM_HEADER_BYTES};
+use crate::pool::record_checksum;
+
+impl Engine {
+    /// Seals the item at `addr` as a record of its tier's pool: computes the checksum
+    /// over the header fields, key and value, and writes it last. The caller holds the
+    /// item's shard lock, or it is not published yet; nothing happens outside a pool.
+    pub(crate) fn seal(&self, addr: ItemAddr) {
+        let tier = self.tier_of(addr);
+        let Some(pool) = &tier.pool_file else {
+            return;
+        };
+        let h = tier.mem.header(addr);
+        // SAFETY: the caller holds the shard lock or has not published the item
+        // (item.rs invariant 3).
+        let key_value = unsafe { tier.mem.key_and_value(addr) };
+        let checksum = record_checksum(pool.generation(), h, key_value);
+        let synced = tier.mem.region().map_mode() == &tier::MapMode::SharedSync;
+        if synced {
+            // DAX: the record's lines reach persistence before the checksum that vouches
+            // for them.
+            let _ = tier
+                .mem
+                .persist(addr, 0, ITEM_HEADER_BYTES + key_value.len());
+        }
+        h.checksum.store(checksum, Ordering::Release);
+        if synced {
+            let _ = tier.mem.persist(addr, header_bytes::CHECKSUM.start, 8);
+        }
+    }
+
+    /// Zeroes the checksum of the item at `addr` if it is a sealed record: before it
+    /// changes in place (the caller seals it again after) or its chunk is freed. The
+    /// write is charged beyond the lines of `already` (header bytes the operation has
+    /// charged). Returns whether a record was invalidated.
+    pub(crate) fn unseal(
+        &self,
+        tier: &Tier,
+        addr: ItemAddr,
+        already: std::ops::Range<usize>,
+    ) -> bool {
+        if tier.pool_file.is_none() {
+            return false;
+        }
+        let h = tier.mem.header(addr);
+        if h.checksum.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        tier.mem
+            .charge_header_write_except(addr, header_bytes::CHECKSUM, already);
+        h.checksum.store(0, Ordering::Release);
+        match tier.mem.region().map_mode() {
+            tier::MapMode::SharedSync => {
+                let _ = tier.mem.persist(addr, header_bytes::CHECKSUM.start, 8);
+            }
+            tier::MapMode::SharedFallback { .. } if self.durability() == Durability::Power => {
+                self.pending_flush.changes.fetch_add(1, Ordering::Release);
+            }
+            _ => {}
+        }
+        true
+    }
+
+    /// Seals again an item changed in place (`touch`, `incr`, `md I`), which the caller
+    /// unsealed before the change: the checksum covers the key and value, which are read
+    /// back from the tier for it (charged), then written (charged beyond the header's
+    /// `TOUCH` lines the caller charged).
+    pub(crate) fn reseal(&self, addr: ItemAddr) {
+        let tier = self.tier_of(addr);
+        if tier.pool_file.is_none() {
+            return;
+        }
+        let h = tier.mem.header(addr);
+        let total = h.total_bytes();
+        tier.mem
+            .charge_read_continuing(addr, ITEM_HEADER_BYTES, total);
+        tier.mem
+            .charge_header_write_except(addr, header_bytes::CHECKSUM, header_bytes::TOUCH);
+        self.seal(addr);
+    }
+
+    /// Makes the pool's record invalidations so far persistent (`--slow-durability
+    /// power` on a plain file: one `msync`; nothing pending, or another mode: nothing to
+    /// do). The server calls it before answering a batch of requests, so that no request
+    /// is answered before the invalidations it caused (or followed) are on the file.
+    pub fn make_durable(&self) -> Result<(), tier::TierError> {
+        let pending = &self.pending_flush;
+        let wanted = pending.changes.load(Ordering::Acquire);
+        if pending.durable.load(Ordering::Acquire) >= wanted {
+            return Ok(());
+        }
+        let _flushing = pending.flushing.lock();
+        // A flush that ran while we waited may have covered us.
+        if pending.durable.load(Ordering::Acquire) >= wanted {
+            return Ok(());
+        }
+        let covers = pending.changes.load(Ordering::Acquire);
+        if let Some(slow) = self.slow() {
+            slow.mem.region().flush()?;
+        }
+        pending.durable.fetch_max(covers, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// The durability mode in force for the slow tier's pool (`Auto` resolved by its map
+    /// mode); `Crash` without a pool.
+    pub fn durability(&self) -> Durability {
+        match self.slow() {
+            Some(slow) if slow.pool_file.is_some() => self
+                .config
+                .slow_durability
+                .effective(slow.mem.region().map_mode() == &tier::MapMode::SharedSync),
+            _ => Durability::Crash,
+        }
+    }
+
+    /// A mark of the record invalidations made so far: replies generated now may be sent
+    /// once [`Engine::is_durable`] says the mark is on the pool file.
+    pub fn durability_mark(&self) -> u64 {
+        self.pending_flush.changes.load(Ordering::Acquire)
+    }
+
+    /// Whether every invalidation up to `mark` is on the pool file (always, without
+    /// `--slow-durability power` on a plain file: nothing is ever counted then).
+    pub fn is_durable(&self, mark: u64) -> bool {
+        self.pending_flush.durable.load(Ordering::Acquire) >= mark
+    }
+}
