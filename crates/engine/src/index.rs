@@ -1,24 +1,213 @@
-//! The hash index: key -> item address, split into independently locked shards.
+//! The hash index: key -> item, split into independently locked shards.
 //!
-//! Each shard is a `hashbrown::HashTable<ItemAddr>` (8-byte entries) behind its own
-//! mutex. Key comparison reads the key inside the item; growth rehashes from the hash
-//! stored in each item header. A shard grows on its own, under its own lock, so growing
-//! the index never stops requests to the other shards.
+//! Each shard is a table of 8-byte *descriptors* in 64-byte buckets of eight. A
+//! descriptor packs the item's tier and chunk offset, a 16-bit signature of its key's
+//! hash, and one byte reserved for metadata a placement policy keeps in DRAM for a
+//! slow-tier item (HMCached's DRAM-resident descriptor, in 8 bytes; kept across
+//! `replace`, zero today):
+//!
+//! ```text
+//!  63        48 47     40 39   38                       0
+//! | signature  | policy  |tier| chunk offset / 8 (4 TiB)  |
+//! ```
+//!
+//! A lookup compares signatures in DRAM and reads an item only when its signature
+//! matches (1 in 65 536 for another key): a miss costs no read of the item's tier, a
+//! slow-tier one included. The signature also places the descriptor (its home bucket),
+//! so growing a shard rehashes without reading a single item.
+//!
+//! Buckets are probed linearly from the home bucket; a lookup stops after the first
+//! bucket with a never-used slot. A removed descriptor leaves a tombstone, which an
+//! insert reuses; rebuilding the table clears them. A shard is rebuilt when used slots
+//! pass 9/10 of its capacity, at the size that brings its load to 72 %: its load stays
+//! between 0.72 and 0.9, so the index costs 8.9 to 11.1 bytes of DRAM per item at every
+//! size (a doubling table swings between 9 and 18, plus its control bytes). A shard
+//! grows on its own, under its own lock, so growing the index never stops requests to
+//! the other shards.
 
-use std::sync::atomic::Ordering;
-
-use hashbrown::HashTable;
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::item::{header_bytes, ItemAddr, ItemMemory, ITEM_HEADER_BYTES};
+use crate::item::{ItemAddr, ItemMemory, ITEM_HEADER_BYTES};
 
 /// A shard: its table, padded to its own cache lines.
 #[repr(align(128))]
 pub(crate) struct Shard {
-    pub table: Mutex<HashTable<ItemAddr>>,
+    pub table: Mutex<Table>,
 }
 
-pub(crate) type ShardGuard<'a> = MutexGuard<'a, HashTable<ItemAddr>>;
+pub(crate) type ShardGuard<'a> = MutexGuard<'a, Table>;
+
+/// Descriptors per bucket: one cache line.
+const SLOTS: usize = 8;
+/// A slot never used since the table was built.
+const EMPTY: u64 = 0;
+/// A slot whose descriptor was removed (lookups probe past it).
+const TOMBSTONE: u64 = 1;
+/// Used slots (live + tombstones) above this share of the capacity rebuild the table.
+const LOAD_MAX_PERMILLE: usize = 900;
+/// The load a rebuilt table starts at.
+const LOAD_AFTER_REBUILD_PERMILLE: usize = 720;
+
+const OFFSET_BITS: u32 = 39;
+const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
+const TIER_SHIFT: u32 = 39;
+const POLICY_SHIFT: u32 = 40;
+const SIG_SHIFT: u32 = 48;
+
+/// The largest chunk offset a descriptor holds (a tier of 4 TiB).
+pub(crate) const OFFSET_LIMIT_BYTES: u64 = (OFFSET_MASK + 1) * 8;
+
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct Bucket([u64; SLOTS]);
+
+/// One shard's descriptors.
+pub(crate) struct Table {
+    buckets: Vec<Bucket>,
+    live: usize,
+    /// Slots holding a descriptor or a tombstone.
+    used: usize,
+}
+
+/// Where a descriptor sits (valid until the table changes).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slot {
+    bucket: usize,
+    slot: usize,
+}
+
+/// The 16-bit signature of a key hash (never 0, so a descriptor is never `EMPTY` or
+/// `TOMBSTONE`). Mixed from the whole hash, independent of the shard's bits.
+fn signature(key_hash: u32) -> u16 {
+    let mixed = u64::from(key_hash).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    match (mixed >> 32) as u16 {
+        0 => 1,
+        sig => sig,
+    }
+}
+
+fn encode(sig: u16, policy: u8, addr: ItemAddr) -> u64 {
+    let tier = addr >> 56;
+    let offset = ItemMemory::offset_of(addr) as u64;
+    debug_assert!(
+        offset.is_multiple_of(8) && offset < OFFSET_LIMIT_BYTES,
+        "offset {offset}"
+    );
+    debug_assert!(tier <= 1, "tier {tier}");
+    (u64::from(sig) << SIG_SHIFT)
+        | (u64::from(policy) << POLICY_SHIFT)
+        | (tier << TIER_SHIFT)
+        | (offset >> 3)
+}
+
+fn decode_addr(descriptor: u64) -> ItemAddr {
+    let tier = (descriptor >> TIER_SHIFT) & 1;
+    (tier << 56) | ((descriptor & OFFSET_MASK) << 3)
+}
+
+fn sig_of(descriptor: u64) -> u16 {
+    (descriptor >> SIG_SHIFT) as u16
+}
+
+fn is_descriptor(slot: u64) -> bool {
+    slot > TOMBSTONE
+}
+
+impl Table {
+    fn with_capacity(items: usize) -> Table {
+        let buckets = (items * 1000 / LOAD_AFTER_REBUILD_PERMILLE)
+            .div_ceil(SLOTS)
+            .max(1);
+        Table {
+            buckets: vec![Bucket([EMPTY; SLOTS]); buckets],
+            live: 0,
+            used: 0,
+        }
+    }
+
+    /// The bucket a signature starts probing at.
+    fn home(&self, sig: u16) -> usize {
+        (usize::from(sig) * self.buckets.len()) >> 16
+    }
+
+    /// Calls `visit` on every descriptor with signature `sig`, in probe order, until it
+    /// returns true; returns that slot.
+    fn probe(&self, sig: u16, mut visit: impl FnMut(u64) -> bool) -> Option<Slot> {
+        let n = self.buckets.len();
+        let mut bucket = self.home(sig);
+        for _ in 0..n {
+            let mut saw_empty = false;
+            for (slot, &d) in self.buckets[bucket].0.iter().enumerate() {
+                if d == EMPTY {
+                    saw_empty = true;
+                } else if is_descriptor(d) && sig_of(d) == sig && visit(d) {
+                    return Some(Slot { bucket, slot });
+                }
+            }
+            if saw_empty {
+                return None;
+            }
+            bucket = if bucket + 1 == n { 0 } else { bucket + 1 };
+        }
+        None
+    }
+
+    fn get(&self, at: Slot) -> u64 {
+        self.buckets[at.bucket].0[at.slot]
+    }
+
+    fn set(&mut self, at: Slot, value: u64) {
+        self.buckets[at.bucket].0[at.slot] = value;
+    }
+
+    /// Puts `descriptor` in the first free slot (empty or tombstone) of its probe,
+    /// rebuilding the table first if it is too full.
+    fn insert(&mut self, descriptor: u64) {
+        if (self.used + 1) * 1000 > self.capacity() * LOAD_MAX_PERMILLE {
+            self.rebuild(self.live + 1);
+        }
+        let n = self.buckets.len();
+        let mut bucket = self.home(sig_of(descriptor));
+        for _ in 0..n {
+            if let Some(slot) = self.buckets[bucket].0.iter().position(|&d| d <= TOMBSTONE) {
+                if self.buckets[bucket].0[slot] == EMPTY {
+                    self.used += 1;
+                }
+                self.buckets[bucket].0[slot] = descriptor;
+                self.live += 1;
+                return;
+            }
+            bucket = if bucket + 1 == n { 0 } else { bucket + 1 };
+        }
+        // Unreachable: the load bound keeps a free slot.
+        self.rebuild(self.live + 1);
+        self.insert(descriptor);
+    }
+
+    /// Rebuilds the table for `items` descriptors at the load it starts at, dropping
+    /// tombstones. Placement comes from the signatures: no item is read.
+    fn rebuild(&mut self, items: usize) {
+        let mut fresh = Table::with_capacity(items.max(self.live));
+        for bucket in &self.buckets {
+            for &d in &bucket.0 {
+                if is_descriptor(d) {
+                    fresh.insert(d);
+                }
+            }
+        }
+        *self = fresh;
+    }
+
+    fn capacity(&self) -> usize {
+        self.buckets.len() * SLOTS
+    }
+
+    /// Descriptors in the table.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.live
+    }
+}
 
 pub(crate) struct Index {
     shards: Box<[Shard]>,
@@ -26,22 +215,17 @@ pub(crate) struct Index {
     hasher: foldhash::fast::FixedState,
 }
 
-/// Spreads a 32-bit key hash over 64 bits for the table (hashbrown uses the top 7 bits
-/// as tags and the low bits as the bucket index; the shard uses the top bits of the
-/// 32-bit hash, which the multiplication mixes into both).
-pub(crate) fn table_hash(key_hash: u32) -> u64 {
-    u64::from(key_hash).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-}
-
 impl Index {
-    /// `hashpower`: log2 of the initial total number of buckets.
+    /// `hashpower`: log2 of the initial total number of slots.
     pub fn new(hashpower: u32) -> Index {
-        // About 64 initial buckets per shard, between 16 and 1024 shards.
+        // About 64 initial slots per shard, between 16 and 1024 shards.
         let shard_bits = hashpower.saturating_sub(6).clamp(4, 10);
         let per_shard = 1usize << (hashpower - shard_bits).min(14);
         let shards = (0..1usize << shard_bits)
             .map(|_| Shard {
-                table: Mutex::new(HashTable::with_capacity(per_shard)),
+                table: Mutex::new(Table::with_capacity(
+                    per_shard * LOAD_AFTER_REBUILD_PERMILLE / 1000,
+                )),
             })
             .collect();
         Index {
@@ -75,38 +259,32 @@ impl Index {
         &self.shards[index]
     }
 
-    /// Makes room for `additional` more entries in a shard (recovery knows its counts
-    /// before inserting, and so avoids rehashing the table as it grows).
-    pub fn reserve<'m>(
-        table: &mut ShardGuard<'_>,
-        mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
-        additional: usize,
-    ) {
-        table.reserve(additional, |&a| {
-            let mem = mem_of(a);
-            mem.charge_header_read(a, header_bytes::KEY_HASH);
-            table_hash(mem.header(a).key_hash.load(Ordering::Relaxed))
-        });
+    /// Makes room for `additional` more descriptors in a shard (recovery knows its
+    /// counts before inserting, and so avoids rebuilding the table as it grows).
+    pub fn reserve(table: &mut ShardGuard<'_>, additional: usize) {
+        let wanted = table.live + additional;
+        if wanted * 1000 > table.capacity() * LOAD_MAX_PERMILLE {
+            table.rebuild(wanted);
+        }
     }
 
-    /// DRAM bytes the index's tables hold (entries, control bytes, padding): every
-    /// item's only DRAM cost outside its own tier.
-    pub fn allocated_bytes(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| s.table.lock().allocation_size())
-            .sum()
-    }
-
-    /// Total buckets, for `hash_power_level` / `hash_bytes`.
+    /// Total slots, for `hash_power_level` / `hash_bytes`.
     pub fn bucket_count(&self) -> usize {
         self.shards.iter().map(|s| s.table.lock().capacity()).sum()
     }
 
-    /// Finds the item with `key`. Entries may live in any tier: `mem_of` names the
-    /// memory of an address. Each entry probed is charged as a read of its tier (a
-    /// slow-tier key compare is a slow-tier access): the `key_hash` line for a tag
-    /// collision, header and key for a matching hash.
+    /// DRAM bytes the index's tables hold: every item's only DRAM cost outside its own
+    /// tier.
+    pub fn allocated_bytes(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| s.table.lock().buckets.len() * std::mem::size_of::<Bucket>())
+            .sum()
+    }
+
+    /// Finds the item with `key`. Descriptors may point into any tier: `mem_of` names
+    /// the memory of an address. Only an item whose signature matches is read (charged
+    /// to its tier: header and key).
     pub fn find<'m>(
         table: &ShardGuard<'_>,
         mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
@@ -114,70 +292,119 @@ impl Index {
         key: &[u8],
     ) -> Option<ItemAddr> {
         table
-            .find(table_hash(key_hash), |&addr| {
+            .probe(signature(key_hash), |d| {
+                let addr = decode_addr(d);
                 let mem = mem_of(addr);
-                let h = mem.header(addr);
-                if h.key_hash.load(Ordering::Relaxed) != key_hash {
-                    // A collision of the table's tag: only the line of `key_hash` is read.
-                    mem.charge_header_read(addr, header_bytes::KEY_HASH);
-                    return false;
-                }
-                // The header and the key: the operation goes on to use every header
-                // field, so the whole header is charged with the key, once.
                 mem.charge_read(addr, 0, ITEM_HEADER_BYTES + key.len());
-                // SAFETY: the caller holds this shard's lock and every entry of the
-                // shard is a published item of the shard (item.rs invariant 3).
+                // SAFETY: the caller holds this shard's lock and every descriptor of the
+                // shard names a published item of the shard (item.rs invariant 3).
                 unsafe { mem.key(addr) == key }
             })
-            .copied()
+            .map(|slot| decode_addr(table.get(slot)))
     }
 
-    /// Whether the shard holds an entry for the item at `addr`.
+    /// The slot of the descriptor of the item at `addr`, if the shard holds one.
+    fn slot_of(table: &ShardGuard<'_>, key_hash: u32, addr: ItemAddr) -> Option<Slot> {
+        table.probe(signature(key_hash), |d| decode_addr(d) == addr)
+    }
+
+    /// Whether the shard holds a descriptor for the item at `addr`.
     pub fn contains(table: &ShardGuard<'_>, key_hash: u32, addr: ItemAddr) -> bool {
-        table.find(table_hash(key_hash), |&a| a == addr).is_some()
+        Index::slot_of(table, key_hash, addr).is_some()
     }
 
-    /// Inserts `addr` for a key known to be absent. Growing the table rehashes from the
-    /// hash in each item's header, wherever the item lives.
-    pub fn insert_new<'m>(
-        table: &mut ShardGuard<'_>,
-        mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
-        key_hash: u32,
-        addr: ItemAddr,
-    ) {
-        table.insert_unique(table_hash(key_hash), addr, |&a| {
-            // Growth rehashes every entry from its header: a read of each item's
-            // `key_hash` line, wherever the item lives.
-            let mem = mem_of(a);
-            mem.charge_header_read(a, header_bytes::KEY_HASH);
-            table_hash(mem.header(a).key_hash.load(Ordering::Relaxed))
-        });
+    /// Inserts a descriptor for `addr`, whose key is known to be absent.
+    pub fn insert_new(table: &mut ShardGuard<'_>, key_hash: u32, addr: ItemAddr) {
+        table.insert(encode(signature(key_hash), 0, addr));
     }
 
-    /// Replaces the entry `old` by `new` (same key).
+    /// Points the descriptor of `old` at `new` (the same key; the policy byte is kept).
     pub fn replace(
         table: &mut ShardGuard<'_>,
         key_hash: u32,
         old: ItemAddr,
         new: ItemAddr,
     ) -> bool {
-        match table.find_mut(table_hash(key_hash), |&a| a == old) {
-            Some(slot) => {
-                *slot = new;
-                true
-            }
-            None => false,
-        }
+        let Some(slot) = Index::slot_of(table, key_hash, old) else {
+            return false;
+        };
+        let d = table.get(slot);
+        table.set(slot, encode(sig_of(d), (d >> POLICY_SHIFT) as u8, new));
+        true
     }
 
-    /// Removes the entry for the item at `addr`.
+    /// Removes the descriptor of the item at `addr`.
     pub fn remove(table: &mut ShardGuard<'_>, key_hash: u32, addr: ItemAddr) -> bool {
-        match table.find_entry(table_hash(key_hash), |&a| a == addr) {
-            Ok(entry) => {
-                entry.remove();
-                true
+        let Some(slot) = Index::slot_of(table, key_hash, addr) else {
+            return false;
+        };
+        table.set(slot, TOMBSTONE);
+        table.live -= 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(tier: u64, offset: u64) -> ItemAddr {
+        (tier << 56) | offset
+    }
+
+    #[test]
+    fn descriptors_round_trip_address_signature_and_policy_byte() {
+        for (tier, offset) in [(0, 0), (0, 8), (1, 96), (1, OFFSET_LIMIT_BYTES - 8)] {
+            let a = addr(tier, offset);
+            for sig in [1u16, 0x1234, u16::MAX] {
+                let d = encode(sig, 0xA5, a);
+                assert!(is_descriptor(d));
+                assert_eq!(decode_addr(d), a);
+                assert_eq!(sig_of(d), sig);
+                assert_eq!((d >> POLICY_SHIFT) as u8, 0xA5);
             }
-            Err(_) => false,
+        }
+        assert_ne!(signature(0), 0);
+    }
+
+    /// Inserting, removing and re-inserting many descriptors, with their own hash's
+    /// signature: each is found exactly where it is, none where it is not, and the load
+    /// stays within its bounds after every rebuild.
+    #[test]
+    fn a_table_finds_what_it_holds_and_keeps_its_load_bounded() {
+        let mut table = Table::with_capacity(8);
+        let hash = |i: u64| (i.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 32) as u32;
+        let a = |i: u64| addr(i % 2, i * 8);
+        let present = |t: &Table, i: u64| {
+            t.probe(signature(hash(i)), |d| decode_addr(d) == a(i))
+                .is_some()
+        };
+        for i in 0..20_000u64 {
+            table.insert(encode(signature(hash(i)), 0, a(i)));
+            let load = table.used * 1000 / table.capacity();
+            assert!(load <= LOAD_MAX_PERMILLE, "load {load} after {i}");
+        }
+        assert_eq!(table.len(), 20_000);
+        let per_item = table.buckets.len() * 64 * 1000 / table.len();
+        assert!(
+            (8_800..=11_200).contains(&per_item),
+            "{per_item} milli-bytes per item"
+        );
+        for i in (0..20_000u64).step_by(3) {
+            let slot = table
+                .probe(signature(hash(i)), |d| decode_addr(d) == a(i))
+                .expect("held");
+            table.set(slot, TOMBSTONE);
+            table.live -= 1;
+        }
+        for i in 0..20_000u64 {
+            assert_eq!(present(&table, i), i % 3 != 0, "{i}");
+        }
+        for i in 20_000..30_000u64 {
+            table.insert(encode(signature(hash(i)), 0, a(i)));
+        }
+        for i in 0..30_000u64 {
+            assert_eq!(present(&table, i), i >= 20_000 || i % 3 != 0, "{i}");
         }
     }
 }

@@ -267,7 +267,7 @@ impl Engine {
             Some(old_addr) => {
                 Index::replace(table, key_hash, old_addr, addr);
             }
-            None => Index::insert_new(table, |a| &self.tier_of(a).mem, key_hash, addr),
+            None => Index::insert_new(table, key_hash, addr),
         }
         {
             let mut cs = tier.classes[tier.class_of(addr)].0.lock();

@@ -195,7 +195,7 @@ impl Engine {
                 continue;
             }
             let mut table = self.index.shard_at(shard).table.lock();
-            Index::reserve(&mut table, |a| &self.tier_of(a).mem, found.len());
+            Index::reserve(&mut table, found.len());
             let mut indexed: Vec<Found> = Vec::with_capacity(found.len());
             for record in found {
                 let h = tier.mem.header(record.addr);
@@ -218,12 +218,7 @@ impl Engine {
                         }
                     }
                     None => {
-                        Index::insert_new(
-                            &mut table,
-                            |a| &self.tier_of(a).mem,
-                            record.key_hash,
-                            record.addr,
-                        );
+                        Index::insert_new(&mut table, record.key_hash, record.addr);
                         indexed.push(record);
                     }
                 }
