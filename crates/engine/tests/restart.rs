@@ -422,7 +422,10 @@ fn a_truncated_pool_serves_only_the_records_left_whole() {
     let now = clock.now_unix_s();
     drop(e);
     let len = std::fs::metadata(dir.pool()).unwrap().len();
-    let file = std::fs::OpenOptions::new().write(true).open(dir.pool()).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.pool())
+        .unwrap();
     // Half the pages gone, and the cut in the middle of a record.
     file.set_len(len - 4 * MIB - 500).unwrap();
     drop(file);
@@ -436,5 +439,8 @@ fn a_truncated_pool_serves_only_the_records_left_whole() {
         }
     }
     assert_eq!(served, report.items_recovered);
-    assert!(served > 1000 && served < 6000, "{served} served; {report:?}");
+    assert!(
+        served > 1000 && served < 6000,
+        "{served} served; {report:?}"
+    );
 }
