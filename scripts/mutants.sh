@@ -7,8 +7,11 @@
 #   BASE_REF        mutate the files changed since BASE_REF (default: main): the diff from
 #                   the merge base of BASE_REF and HEAD to the working tree, so committed
 #                   and uncommitted edits count and changes that landed on BASE_REF since
-#                   the branch forked do not. Only crates/*/src/**/*.rs files are taken.
-#   --file PATH     mutate PATH instead of the diff (repeatable), e.g.
+#                   the branch forked do not; new files not yet added to git count too.
+#                   Only crates/*/src/**/*.rs files are taken (tests/ and benches are not
+#                   mutated).
+#   --file PATH     mutate PATH instead of the diff (repeatable; relative to the current
+#                   directory or to the repository root), e.g.
 #                   --file crates/protocol/src/text.rs
 #   --jobs N        mutants built and tested side by side (default 2, for the 2-core
 #                   machine; the total number of rustc/test processes is still capped at
@@ -31,6 +34,9 @@
 # At the end it prints caught / missed / timeout / unviable per file, read from
 # mutants.out/outcomes.json; the surviving mutants are listed in mutants.out/missed.txt
 # (file:line:column and the mutation) and each one's test log is in mutants.out/log/.
+# Each file takes a while: one protocol parser (~175-200 mutants) took 11-15 minutes on the
+# shared 2-core machine. Run big files alone, or split them with -- --shard k/n.
+#
 # Exit status: cargo-mutants' own (0 all caught, 2 some missed, 3 some timed out, 4 the
 # tests fail without any mutation, 1 usage), or 1 when there is nothing to mutate.
 #
@@ -42,9 +48,31 @@
 set -uo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# Paths given on the command line are relative to where the script was started.
+caller_dir="$PWD"
 cd "$repo_root" || exit 1
 
 die() { printf 'mutants.sh: %s\n' "$*" >&2; exit 1; }
+
+# An absolute path for a path given relative to the caller's directory.
+absolute() {
+    case "$1" in
+        /*) printf '%s\n' "$1" ;;
+        *) printf '%s\n' "$caller_dir/$1" ;;
+    esac
+}
+
+# A --file path relative to the repository root: given relative to the caller's directory
+# when it exists there, else taken as relative to the root already.
+from_caller() {
+    local path
+    path="$(absolute "$1")"
+    if [ -e "$path" ]; then
+        realpath --relative-to="$repo_root" "$path"
+    else
+        printf '%s\n' "$1"
+    fi
+}
 
 base_ref="main"
 files=()
@@ -58,12 +86,12 @@ extra_args=()
 
 while [ "$#" -gt 0 ]; do
     case "$1" in
-        --file) [ "$#" -ge 2 ] || die "--file needs a path"; files+=("$2"); shift 2 ;;
-        --file=*) files+=("${1#--file=}"); shift ;;
+        --file) [ "$#" -ge 2 ] || die "--file needs a path"; files+=("$(from_caller "$2")"); shift 2 ;;
+        --file=*) files+=("$(from_caller "${1#--file=}")"); shift ;;
         --jobs) [ "$#" -ge 2 ] || die "--jobs needs a number"; jobs="$2"; shift 2 ;;
         --timeout) [ "$#" -ge 2 ] || die "--timeout needs seconds"; test_timeout_s="$2"; shift 2 ;;
         --build-timeout) [ "$#" -ge 2 ] || die "--build-timeout needs seconds"; build_timeout_s="$2"; shift 2 ;;
-        --output) [ "$#" -ge 2 ] || die "--output needs a directory"; output_dir="$2"; shift 2 ;;
+        --output) [ "$#" -ge 2 ] || die "--output needs a directory"; output_dir="$(absolute "$2")"; shift 2 ;;
         --list) list_only=1; shift ;;
         --summary-only) summary_only=1; shift ;;
         -h|--help) sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -129,10 +157,14 @@ if [ "${#files[@]}" -eq 0 ]; then
     git rev-parse --verify --quiet "$base_ref^{commit}" >/dev/null ||
         die "base ref '$base_ref' is not a commit here (give another, or use --file)"
     merge_base="$(git merge-base "$base_ref" HEAD)" || die "no merge base of $base_ref and HEAD"
-    # --diff-filter=d: a deleted file has nothing left to mutate.
+    # --diff-filter=d: a deleted file has nothing left to mutate. New files not yet added
+    # to git count as changed too.
     while IFS= read -r path; do
         files+=("$path")
-    done < <(git diff --name-only --diff-filter=d "$merge_base" -- 'crates/*/src/*.rs' | sort -u)
+    done < <({
+        git diff --name-only --diff-filter=d "$merge_base" -- 'crates/*/src/*.rs'
+        git ls-files --others --exclude-standard -- 'crates/*/src/*.rs'
+    } | sort -u)
     [ "${#files[@]}" -gt 0 ] ||
         die "no crates/*/src/**/*.rs file changed since $base_ref ($merge_base); use --file to pick one"
     printf 'mutants.sh: files changed since %s (merge base %s):\n' "$base_ref" "${merge_base:0:12}"
