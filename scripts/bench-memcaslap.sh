@@ -24,6 +24,23 @@
 #   GET_SHARE [0.9]       share of gets; the rest are sets
 #   FOGCACHED [unset]     a fogcached binary to use instead of building this checkout
 #
+#   SERVER_A, SERVER_B [unset] two server command lines to compare instead (both must be
+#                         set); a leading `fogcached` or `memcached` word names the binary
+#                         above. The script adds -p, -l 127.0.0.1, -U 0 and -c MAX_CONNS;
+#                         everything else (-t, memory, -u root for memcached as root) is
+#                         the caller's. Each server runs in its own temporary directory, so
+#                         fogcached's default --data-dir lands there.
+#   NAME_A, NAME_B [A, B] their names in the output
+#
+# For example, the hybrid against itself without migration:
+#   SERVER_A="fogcached --dram 48 --slow-size 976m --slow-cost optane -t 2" \
+#   SERVER_B="fogcached --dram 48 --slow-size 976m --slow-cost optane -t 2 --no-migration" \
+#   NAME_A=hybrid NAME_B=no-migration scripts/bench-memcaslap.sh
+#
+# After each round the script also prints, for a server that reports them, the round's
+# promotions, promotions skipped by admission and demotions per second (from `stats`), and
+# the CPU time of its migration thread (fc-migrate, from /proc/PID/task/*/stat).
+#
 # The client and the servers share this machine's cores, so the figures compare the two
 # servers with each other; they are not the servers' absolute capacity.
 set -euo pipefail
@@ -52,8 +69,22 @@ command -v memcaslap >/dev/null 2>&1 || die "memcaslap missing (Debian package l
 [ -x "$MEMCACHED" ] || die "$MEMCACHED missing (Debian package memcached)"
 command -v python3 >/dev/null 2>&1 || die "python3 missing"
 
+if [ -n "${SERVER_A:-}" ] || [ -n "${SERVER_B:-}" ]; then
+    [ -n "${SERVER_A:-}" ] && [ -n "${SERVER_B:-}" ] || die "set both SERVER_A and SERVER_B"
+    compare_mode=1
+else
+    compare_mode=0
+fi
+needs_fogcached=1
+if [ "$compare_mode" = 1 ]; then
+    case "$SERVER_A $SERVER_B" in
+    fogcached* | *" fogcached"*) ;;
+    *) needs_fogcached=0 ;;
+    esac
+fi
+
 # FOGCACHED=/path/to/binary benchmarks that binary instead of building this checkout.
-if [ -z "${FOGCACHED:-}" ]; then
+if [ -z "${FOGCACHED:-}" ] && [ "$needs_fogcached" = 1 ]; then
     echo "==> cargo build --release -p server"
     cargo build --release -p server
     FOGCACHED="${CARGO_TARGET_DIR:-$repo_root/target}/release/fogcached"
@@ -91,27 +122,63 @@ wait_for_port() {
     return 1
 }
 
-# start_server NAME BINARY [EXTRA_ARGS...]: starts it on a free port, sets $started_port.
+# start_server NAME BINARY [ARGS...]: starts it on a free port in its own directory under
+# $work_dir, sets $started_port and $started_pid.
 start_server() {
     local name="$1" binary="$2"
     shift 2
+    # The server starts in its own directory: a relative binary path is made absolute.
+    case "$binary" in
+    /*) ;;
+    */*) binary="$PWD/$binary" ;;
+    esac
     started_port="$(free_port)"
-    "$binary" -p "$started_port" -l 127.0.0.1 -U 0 -m "$MEMORY_MB" -t "$SERVER_THREADS" \
-        -c "$MAX_CONNS" "$@" >"$work_dir/$name.log" 2>&1 &
-    local pid=$!
-    server_pids+=("$pid")
-    wait_for_port "$started_port" "$pid" ||
+    mkdir -p "$work_dir/$name"
+    (cd "$work_dir/$name" &&
+        exec "$binary" -p "$started_port" -l 127.0.0.1 -U 0 -c "$MAX_CONNS" "$@") \
+        >"$work_dir/$name.log" 2>&1 &
+    started_pid=$!
+    server_pids+=("$started_pid")
+    wait_for_port "$started_port" "$started_pid" ||
         die "$name did not start; its log:\n$(cat "$work_dir/$name.log")"
 }
 
 run_as_root_args=()
 [ "$(id -u)" -eq 0 ] && run_as_root_args=(-u root) # memcached refuses root without -u
 
-# DRAM only (`--slow-size 0`): the like-for-like comparison with memcached.
-start_server fogcached "$FOGCACHED" --slow-size 0
-fog_port="$started_port"
-start_server memcached "$MEMCACHED" "${run_as_root_args[@]}"
-mc_port="$started_port"
+# binary_of WORD: the binary a command line's first word names.
+binary_of() {
+    case "$1" in
+    fogcached) echo "$FOGCACHED" ;;
+    memcached) echo "$MEMCACHED" ;;
+    *) echo "$1" ;;
+    esac
+}
+
+if [ "$compare_mode" = 1 ]; then
+    names=("${NAME_A:-A}" "${NAME_B:-B}")
+    [ "${names[0]}" != "${names[1]}" ] || die "NAME_A and NAME_B must differ"
+    read -r -a command_a <<<"$SERVER_A"
+    read -r -a command_b <<<"$SERVER_B"
+    start_server "${names[0]}" "$(binary_of "${command_a[0]}")" "${command_a[@]:1}"
+    ports=("$started_port")
+    pids=("$started_pid")
+    start_server "${names[1]}" "$(binary_of "${command_b[0]}")" "${command_b[@]:1}"
+    ports+=("$started_port")
+    pids+=("$started_pid")
+    settings="A: $SERVER_A; B: $SERVER_B"
+else
+    names=(fogcached memcached)
+    # DRAM only (`--slow-size 0`): the like-for-like comparison with memcached.
+    start_server fogcached "$FOGCACHED" -m "$MEMORY_MB" -t "$SERVER_THREADS" --slow-size 0
+    ports=("$started_port")
+    pids=("$started_pid")
+    start_server memcached "$MEMCACHED" -m "$MEMORY_MB" -t "$SERVER_THREADS" \
+        "${run_as_root_args[@]}"
+    ports+=("$started_port")
+    pids+=("$started_pid")
+    settings="-m $MEMORY_MB -t $SERVER_THREADS -c $MAX_CONNS on both servers"
+fi
 
 workload="$work_dir/workload.cnf"
 cat >"$workload" <<EOF
@@ -161,7 +228,7 @@ parse_run() {
         }' "$1"
 }
 
-echo "==> settings: -m $MEMORY_MB -t $SERVER_THREADS -c $MAX_CONNS on both servers;" \
+echo "==> settings: $settings;" \
     "memcaslap --threads $CLIENT_THREADS --concurrency $CONCURRENCY, key $KEY_BYTES B," \
     "value $VALUE_BYTES B, get share $GET_SHARE, $ROUNDS rounds of $DURATION"
 # The version each server reports over the protocol.
@@ -172,23 +239,90 @@ with socket.create_connection(("127.0.0.1", int(sys.argv[1])), 5) as s:
     s.sendall(b"version\r\n")
     print(s.recv(200).decode(errors="replace").strip())' "$1"
 }
-echo "==> fogcached: $(server_version "$fog_port") on port $fog_port;" \
-    "memcached: $(server_version "$mc_port") on port $mc_port"
+for i in 0 1; do
+    echo "==> ${names[$i]}: $(server_version "${ports[$i]}") on port ${ports[$i]}, pid ${pids[$i]}"
+done
+
+# snapshot PORT PID FILE: the counters of `stats` that say what a tiered server did, and
+# the CPU ticks of its migration thread, as one line "name=value ...".
+snapshot() {
+    python3 - "$1" "$2" >"$3" <<'PY'
+import os, socket, sys, time
+port, pid = int(sys.argv[1]), sys.argv[2]
+with socket.create_connection(("127.0.0.1", port), 5) as s:
+    s.sendall(b"stats\r\n")
+    buf = b""
+    while not buf.endswith(b"END\r\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            sys.exit("the server closed the connection during stats")
+        buf += chunk
+wanted = ("cmd_get", "promotions", "promotions_skipped", "demotions", "tier_dram_get_hits",
+          "tier_slow_get_hits", "evictions", "get_misses")
+values = {"time": time.monotonic()}
+for line in buf.decode().splitlines():
+    parts = line.split()
+    if len(parts) == 3 and parts[0] == "STAT" and parts[1] in wanted:
+        values[parts[1]] = parts[2]
+migrate_ticks = None
+for tid in os.listdir(f"/proc/{pid}/task"):
+    with open(f"/proc/{pid}/task/{tid}/stat") as f:
+        text = f.read()
+    if text[text.index("(") + 1:text.rindex(")")] == "fc-migrate":
+        fields = text[text.rindex(")") + 2:].split()
+        # utime and stime, fields 14 and 15 of stat(5).
+        migrate_ticks = (migrate_ticks or 0) + int(fields[11]) + int(fields[12])
+if migrate_ticks is not None:
+    values["migrate_ticks"] = migrate_ticks
+print(" ".join(f"{k}={v}" for k, v in values.items()))
+PY
+}
+
+# round_counters BEFORE AFTER: what the server did during the round, per second.
+round_counters() {
+    python3 - "$1" "$2" <<'PY'
+import os, sys
+def read(path):
+    return {k: float(v) for k, v in (item.split("=") for item in open(path).read().split())}
+before, after = read(sys.argv[1]), read(sys.argv[2])
+seconds = after["time"] - before["time"]
+def rate(name):
+    return (after[name] - before[name]) / seconds
+parts = []
+for name in ("promotions", "promotions_skipped", "demotions"):
+    if name in after:
+        parts.append(f"{name} {rate(name):.0f}/s")
+if "tier_dram_get_hits" in after:
+    dram = after["tier_dram_get_hits"] - before["tier_dram_get_hits"]
+    slow = after["tier_slow_get_hits"] - before["tier_slow_get_hits"]
+    parts.append(f"DRAM share of hits {dram / max(dram + slow, 1):.3f}")
+if "get_misses" in after:
+    misses = after["get_misses"] - before["get_misses"]
+    gets = after["cmd_get"] - before["cmd_get"]
+    parts.append(f"misses {misses / max(gets, 1) * 100:.1f} % of gets")
+if "migrate_ticks" in after:
+    cpu = (after["migrate_ticks"] - before["migrate_ticks"]) / os.sysconf("SC_CLK_TCK")
+    parts.append(f"fc-migrate CPU {cpu * 100 / seconds:.1f} % of a core")
+print(("       " + ", ".join(parts)) if parts else "")
+PY
+}
 
 echo "==> warm-up ($WARMUP each, not counted)"
-run_memcaslap "$fog_port" "$WARMUP" "$work_dir/warmup-fogcached.out"
-run_memcaslap "$mc_port" "$WARMUP" "$work_dir/warmup-memcached.out"
+for i in 0 1; do
+    run_memcaslap "${ports[$i]}" "$WARMUP" "$work_dir/warmup-${names[$i]}.out"
+done
 
-printf '\n%-6s %-10s %10s %9s %9s %9s %9s %9s %9s\n' round server "TPS" "avg_us" "geo_us" \
+printf '\n%-6s %-14s %10s %9s %9s %9s %9s %9s %9s\n' round server "TPS" "avg_us" "geo_us" \
     "std_us" "p50<=us" "p99<=us" "max_us"
-fog_results=()
-mc_results=()
+results_a=()
+results_b=()
 for round in $(seq 1 "$ROUNDS"); do
-    for server in fogcached memcached; do
-        port="$fog_port"
-        [ "$server" = memcached ] && port="$mc_port"
+    for i in 0 1; do
+        server="${names[$i]}"
         out="$work_dir/round$round-$server.out"
-        run_memcaslap "$port" "$DURATION" "$out"
+        snapshot "${ports[$i]}" "${pids[$i]}" "$work_dir/before.txt"
+        run_memcaslap "${ports[$i]}" "$DURATION" "$out"
+        snapshot "${ports[$i]}" "${pids[$i]}" "$work_dir/after.txt"
         # memcaslap prints "<fd ..." for every error reply; throughput of a server that
         # refuses requests means nothing.
         if grep -q '^<' "$out"; then
@@ -197,12 +331,14 @@ for round in $(seq 1 "$ROUNDS"); do
         result="$(parse_run "$out")"
         [ "$result" != parse-error ] || die "could not parse memcaslap output:\n$(cat "$out")"
         read -r tps avg geo std max p50 p99 <<<"$result"
-        printf '%-6s %-10s %10s %9s %9s %9s %9s %9s %9s\n' "$round" "$server" "$tps" "$avg" \
+        printf '%-6s %-14s %10s %9s %9s %9s %9s %9s %9s\n' "$round" "$server" "$tps" "$avg" \
             "$geo" "$std" "$p50" "$p99" "$max"
-        if [ "$server" = fogcached ]; then
-            fog_results+=("$result")
+        counters="$(round_counters "$work_dir/before.txt" "$work_dir/after.txt")"
+        [ -z "$counters" ] || echo "$counters"
+        if [ "$i" = 0 ]; then
+            results_a+=("$result")
         else
-            mc_results+=("$result")
+            results_b+=("$result")
         fi
     done
 done
@@ -212,24 +348,28 @@ for pid in "${server_pids[@]}"; do
     kill -0 "$pid" 2>/dev/null || die "a server died during the benchmark (pid $pid)"
 done
 
-python3 - "${#fog_results[@]}" "${fog_results[@]}" "${mc_results[@]}" <<'EOF'
+python3 - "${names[0]}" "${names[1]}" "${#results_a[@]}" "${results_a[@]}" "${results_b[@]}" <<'EOF'
 import statistics
 import sys
 
-count = int(sys.argv[1])
-rows = [line.split() for line in sys.argv[2:]]
-fog, mc = rows[:count], rows[count:]
+name_a, name_b, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rows = [line.split() for line in sys.argv[4:]]
+a, b = rows[:count], rows[count:]
 
 def median(rows, column):
     return statistics.median(float(row[column]) for row in rows)
 
 print()
 print(f"{'median':<17} {'TPS':>10} {'avg_us':>9} {'geo_us':>9} {'p99<=us':>9}")
-for name, result in (("fogcached", fog), ("memcached", mc)):
+for name, result in ((name_a, a), (name_b, b)):
     print(f"{name:<17} {median(result, 0):>10.0f} {median(result, 1):>9.0f} "
           f"{median(result, 2):>9.2f} {median(result, 6):>9.0f}")
-ratio = median(fog, 0) / median(mc, 0)
-print(f"\nthroughput ratio fogcached / memcached (median TPS): {ratio:.3f}")
-print(f"average latency ratio fogcached / memcached (median): "
-      f"{median(fog, 1) / median(mc, 1):.3f}")
+ratio = median(a, 0) / median(b, 0)
+print(f"\nthroughput ratio {name_a} / {name_b} (median TPS): {ratio:.3f}")
+# Rounds alternate, so the two runs of a round saw about the same state of the machine.
+per_round = [float(x[0]) / float(y[0]) for x, y in zip(a, b)]
+print(f"throughput ratio {name_a} / {name_b} per round: "
+      f"{' '.join(f'{r:.3f}' for r in per_round)}; median {statistics.median(per_round):.3f}")
+print(f"average latency ratio {name_a} / {name_b} (median): "
+      f"{median(a, 1) / median(b, 1):.3f}")
 EOF

@@ -1120,6 +1120,59 @@ mod tests {
         assert!(matches!(command(&bytes), Command::Store { value: b"", .. }));
     }
 
+    /// A set's body need only hold extras and key: a key of several bytes with a short or
+    /// empty value is a valid store, for every store opcode that carries extras.
+    #[test]
+    fn stores_with_multi_byte_keys_and_short_values_parse() {
+        let se = store_extras(9, 10);
+        for (opcode, kind) in [
+            (0x01, StoreKind::Set),
+            (0x02, StoreKind::Add),
+            (0x03, StoreKind::Replace),
+        ] {
+            for value in [&b""[..], b"v"] {
+                let bytes = req_bytes(opcode, &se, b"key", value, 0);
+                assert_eq!(
+                    command(&bytes),
+                    Command::Store {
+                        kind,
+                        key: b"key",
+                        value,
+                        flags: 9,
+                        exptime: 10,
+                        quiet: false
+                    },
+                    "opcode {opcode:#04x} value {value:?}"
+                );
+            }
+        }
+    }
+
+    /// Only quit and a protocol error end the connection after their reply.
+    #[test]
+    fn only_quit_and_protocol_errors_close_the_connection() {
+        for (bytes, command) in every_opcode() {
+            let expected = matches!(command, Command::Quit { .. });
+            assert_eq!(
+                command.closes_connection(),
+                expected,
+                "opcode {:#04x}",
+                bytes[1]
+            );
+        }
+        let error = Command::ProtocolError {
+            status: Status::InvalidArguments,
+        };
+        assert!(error.closes_connection());
+        let too_large = Command::StoreTooLarge {
+            kind: StoreKind::Set,
+            key: b"k",
+            value_len: 2000,
+            quiet: false,
+        };
+        assert!(!too_large.closes_connection());
+    }
+
     #[test]
     fn unknown_opcodes_swallow_exactly_their_body() {
         let bytes = req_bytes(0x50, b"ee", b"ab", b"vvv", 0);
@@ -1129,6 +1182,35 @@ mod tests {
         // SASL is not compiled in: its opcodes are unknown once their lengths check out.
         let bytes = req_bytes(0x20, b"", b"", b"", 0);
         assert_eq!(command(&bytes), Command::Unknown { swallow_bytes: 0 });
+    }
+
+    /// Without SASL, memcached still applies the SASL opcodes' length rules before
+    /// answering "Unknown command": list-mechs takes no body at all, auth and step need a
+    /// key and no extras.
+    #[test]
+    fn sasl_opcodes_are_unknown_only_when_their_lengths_fit() {
+        let te = 0u32.to_be_bytes();
+        let bad: Vec<(&str, Vec<u8>)> = vec![
+            ("list mechs with value", req_bytes(0x20, b"", b"", b"v", 0)),
+            ("list mechs with key", req_bytes(0x20, b"", b"k", b"", 0)),
+            ("list mechs with extras", req_bytes(0x20, &te, b"", b"", 0)),
+            ("auth with extras", req_bytes(0x21, &te, b"PLAIN", b"x", 0)),
+            ("step with extras", req_bytes(0x22, &te, b"PLAIN", b"x", 0)),
+            ("step without key", req_bytes(0x22, b"", b"", b"x", 0)),
+        ];
+        for (name, bytes) in bad {
+            assert_eq!(protocol_error(&bytes), Status::InvalidArguments, "{name}");
+        }
+        for opcode in [0x21, 0x22] {
+            let bytes = req_bytes(opcode, b"", b"PLAIN", b"\0user\0pass", 0);
+            let (request, consumed) = complete(&bytes[..HEADER_BYTES]);
+            assert_eq!(
+                request.command,
+                Command::Unknown { swallow_bytes: 15 },
+                "opcode {opcode:#04x}"
+            );
+            assert_eq!(consumed, HEADER_BYTES);
+        }
     }
 
     #[test]
@@ -1194,6 +1276,37 @@ mod tests {
         expected.extend_from_slice(&[0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0]);
         expected.extend_from_slice(b"pid42");
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn success_replies_are_a_bare_header_with_the_cas() {
+        let mut out = b"prior".to_vec();
+        encode_success(&mut out, 0x11, 0x0a0b_0c0d, 0x0102_0304_0506_0708);
+        let mut expected = b"prior".to_vec();
+        expected.extend_from_slice(&[0x81, 0x11, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        expected.extend_from_slice(&[0x0a, 0x0b, 0x0c, 0x0d, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(out, expected);
+    }
+
+    /// A reply with a value longer than the header is written whole, and the encoder
+    /// reserves about what it writes rather than a multiple of it (replies of large items
+    /// are common).
+    #[test]
+    fn large_replies_are_written_whole_without_over_reserving() {
+        let header = complete(&req_bytes(0x00, b"", b"k", b"", 0)).0.header;
+        let value = vec![b'v'; 64 * 1024];
+        let mut out = Vec::new();
+        encode_item(&mut out, &header, 7, 3, b"", &value);
+        assert_eq!(out.len(), HEADER_BYTES + 4 + value.len());
+        assert_eq!(&out[8..12], &(4 + value.len() as u32).to_be_bytes());
+        assert_eq!(&out[HEADER_BYTES..HEADER_BYTES + 4], &7u32.to_be_bytes());
+        assert!(out[HEADER_BYTES + 4..] == value[..]);
+        assert!(
+            out.capacity() <= 2 * out.len(),
+            "reserved {} bytes for a {}-byte reply",
+            out.capacity(),
+            out.len()
+        );
     }
 
     proptest! {

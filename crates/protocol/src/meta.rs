@@ -896,6 +896,35 @@ mod tests {
         assert_eq!(out, b" c18446744073709551615 t-1 t0-100");
     }
 
+    /// The encoders on their own, as the dispatcher calls them: zero has no sign, the
+    /// opaque token is echoed verbatim, and a binary key is encoded whole even when it is
+    /// the first thing in the buffer (`me` replies start with the key).
+    #[test]
+    fn reply_encoders_write_exact_bytes() {
+        let mut out = Vec::new();
+        push_i64(&mut out, 0);
+        out.push(b'|');
+        push_i64(&mut out, i64::MIN);
+        assert_eq!(out, b"0|-9223372036854775808");
+
+        let mut out = b"HD".to_vec();
+        push_opaque_flag(&mut out, b"Oxyz");
+        assert_eq!(out, b"HD Oxyz");
+
+        for (prefix, expected) in [
+            (&b""[..], &b"Zm9vYmE="[..]),
+            (b"M", b"MZm9vYmE="),
+            (b"ME ", b"ME Zm9vYmE="),
+        ] {
+            let mut out = prefix.to_vec();
+            push_key(&mut out, b"fooba", true);
+            assert_eq!(out, expected);
+        }
+        let mut out = Vec::new();
+        push_key(&mut out, b"foo", false);
+        assert_eq!(out, b"foo");
+    }
+
     #[test]
     fn flag_errors_match_memcached() {
         assert_eq!(
@@ -1015,7 +1044,12 @@ mod tests {
     #[test]
     fn at_most_seventeen_flags() {
         let ok = b"mg foo v k c f s t h l u O1 q P1 L1 T100 R5 N1 F1\r\n";
-        assert!(matches!(parse(ok, &LIMITS), Parsed::Complete { .. }));
+        let (request, _) = complete(ok);
+        let MetaRequest::Get { flags, .. } = request else {
+            panic!("not a get");
+        };
+        // All seventeen are kept, in order, for the reply to echo.
+        assert_eq!(flags.in_order(), b"vkcfsthluOqPLTRNF");
         let too_many = b"mg foo v k c f s t h l u O1 q P1 L1 T100 R5 N1 F1 C1\r\n";
         assert_eq!(
             reply_of(too_many),
@@ -1038,6 +1072,28 @@ mod tests {
         assert_eq!(
             refused(too_many),
             (&b"CLIENT_ERROR options flags too long\r\n"[..], 54, 0)
+        );
+    }
+
+    /// `FLAGS_MAX` is what the parser enforces: that many distinct flags are taken, one
+    /// more is refused.
+    #[test]
+    fn flags_max_is_the_enforced_flag_limit() {
+        let distinct = [
+            "v", "k", "c", "f", "s", "t", "h", "l", "u", "O1", "q", "P1", "L1", "T100", "R5", "N1",
+            "F1", "C1", "E1", "I", "x", "J1", "D1",
+        ];
+        assert!(distinct.len() > FLAGS_MAX + 1);
+        let line = |count: usize| format!("mg foo {}\r\n", distinct[..count].join(" "));
+        let at_limit = line(FLAGS_MAX);
+        let (request, _) = complete(at_limit.as_bytes());
+        let MetaRequest::Get { flags, .. } = request else {
+            panic!("not a get");
+        };
+        assert_eq!(flags.in_order().len(), FLAGS_MAX);
+        assert_eq!(
+            reply_of(line(FLAGS_MAX + 1).as_bytes()),
+            b"CLIENT_ERROR options flags are too long\r\n"
         );
     }
 
@@ -1093,6 +1149,79 @@ mod tests {
         long_key.extend_from_slice(&[b'k'; 251]);
         long_key.extend_from_slice(b" 3\r\nbar\r\n");
         assert_eq!(refused(&long_key), (BAD_FORMAT, 258, 0));
+    }
+
+    /// The 250-byte key limit is inclusive for `ms` and `me`, as for `mg`; `me` checks
+    /// the token's length before decoding it, as memcached does.
+    #[test]
+    fn ms_and_me_accept_250_byte_keys_and_refuse_longer_tokens() {
+        let key = [b'k'; KEY_LENGTH_MAX_BYTES];
+        let mut input = b"ms ".to_vec();
+        input.extend_from_slice(&key);
+        input.extend_from_slice(b" 1\r\nx\r\n");
+        let (request, consumed) = complete(&input);
+        assert_eq!(consumed, input.len());
+        assert!(
+            matches!(request, MetaRequest::Set { ref key, .. } if key.as_bytes() == [b'k'; 250])
+        );
+
+        let mut input = b"me ".to_vec();
+        input.extend_from_slice(&key);
+        input.extend_from_slice(b"\r\n");
+        let (request, _) = complete(&input);
+        assert!(matches!(request, MetaRequest::Debug { ref key } if key.as_bytes() == [b'k'; 250]));
+
+        // 252 base64 characters decode to 189 bytes, but the token itself is too long.
+        let mut input = b"me ".to_vec();
+        input.extend_from_slice(&[b'A'; 252]);
+        input.extend_from_slice(b" b\r\n");
+        assert_eq!(refused(&input), (BAD_FORMAT, input.len(), 0));
+    }
+
+    /// memcached takes `ms` lengths up to INT_MAX - 2 (the length plus its `\r\n` must fit
+    /// an int); one more is a bad command line and nothing is swallowed.
+    #[test]
+    fn ms_length_is_at_most_int_max_minus_two() {
+        let (request, consumed) = complete(b"ms foo 2147483645\r\n");
+        assert_eq!(consumed, 19);
+        assert!(matches!(
+            request,
+            MetaRequest::Set {
+                value: SetValue::TooLarge {
+                    swallow_bytes: 2_147_483_647
+                },
+                ..
+            }
+        ));
+        assert_eq!(refused(b"ms foo 2147483646\r\n"), (BAD_FORMAT, 19, 0));
+    }
+
+    /// A payload exactly as long as the limit is buffered, not swallowed.
+    #[test]
+    fn ms_payload_at_the_limit_is_buffered() {
+        let mut input = b"ms foo 1024\r\n".to_vec();
+        input.extend_from_slice(&[b'v'; 1024]);
+        input.extend_from_slice(b"\r\n");
+        let (request, consumed) = complete(&input);
+        assert_eq!(consumed, input.len());
+        assert!(
+            matches!(request, MetaRequest::Set { value: SetValue::Data(data), .. } if data == [b'v'; 1024])
+        );
+    }
+
+    #[test]
+    fn ms_accepts_a_32_byte_opaque_and_refuses_bad_plain_keys_swallowing_the_data() {
+        let input = b"ms foo 3 O1234567890123456789012345678901\r\nbar\r\n";
+        let (request, _) = complete(input);
+        let MetaRequest::Set { flags, .. } = request else {
+            panic!("not a set");
+        };
+        assert_eq!(
+            flags.opaque,
+            Some(b"O1234567890123456789012345678901".as_slice())
+        );
+        // Keys with a NUL byte are refused, as for `mg`; the data block is swallowed.
+        assert_eq!(refused(b"ms a\x00b 3\r\nbar\r\n"), (BAD_FORMAT, 10, 5));
     }
 
     #[test]

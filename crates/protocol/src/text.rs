@@ -1266,6 +1266,67 @@ mod tests {
         assert!(closes(&far_spaces));
     }
 
+    /// The 1 MiB bound of a multi-get line is exact, as the 2048-byte bound of other
+    /// lines is: a line of exactly 1 MiB may still get its newline, one byte more closes.
+    #[test]
+    fn multi_get_line_bound_is_exactly_one_mebibyte() {
+        let mut get = b"get".to_vec();
+        while get.len() + 4 <= GET_COMMAND_LINE_MAX_BYTES {
+            get.extend_from_slice(b" key");
+        }
+        get.resize(GET_COMMAND_LINE_MAX_BYTES, b' ');
+        assert_eq!(p(&get), Parsed::Incomplete);
+        let mut one_more = get.clone();
+        one_more.push(b' ');
+        assert!(closes(&one_more));
+        // The newline as byte 1 MiB + 1 still ends the line.
+        let mut line = get.clone();
+        line.push(b'\n');
+        let (request, consumed) = ok(&line);
+        assert_eq!(consumed, GET_COMMAND_LINE_MAX_BYTES + 1);
+        assert_eq!(keys(&request).len(), (line.len() - 4) / 4);
+    }
+
+    /// memcached looks past at most 100 leading spaces of an overlong line for `get `.
+    #[test]
+    fn an_overlong_get_may_follow_exactly_100_spaces() {
+        let mut get = b"get".to_vec();
+        while get.len() < 3 * COMMAND_LINE_MAX_BYTES {
+            get.extend_from_slice(b" key");
+        }
+        let mut spaced = vec![b' '; LEADING_SPACES_MAX_BYTES];
+        spaced.extend_from_slice(&get);
+        assert_eq!(p(&spaced), Parsed::Incomplete);
+        spaced.insert(0, b' ');
+        assert!(closes(&spaced));
+    }
+
+    /// `verbosity noreply` alone is level 0; `noreply` followed by a level is not a number.
+    #[test]
+    fn verbosity_noreply_is_a_level_only_as_the_sole_argument() {
+        assert_eq!(err(b"verbosity noreply 1\r\n"), (BAD_FORMAT, 21));
+        assert_eq!(err(b"verbosity noreply noreply\r\n"), (&b""[..], 27));
+    }
+
+    /// `slabs automove ratio <r>` tunes a knob fogcached lacks: `ERROR`, as for an
+    /// unknown command, not the bad-format error of an unreadable level.
+    #[test]
+    fn slabs_automove_ratio_is_refused_as_unknown() {
+        assert_eq!(err(b"slabs automove ratio 0.8\r\n"), (ERROR, 26));
+        assert_eq!(err(b"slabs automove ratio 0.8 noreply\r\n"), (&b""[..], 34));
+        assert_eq!(err(b"slabs automove rati 0.8\r\n"), (BAD_FORMAT, 25));
+    }
+
+    /// Servers embed the limits in structs they log: Debug must name the type without
+    /// trying to print the closure.
+    #[test]
+    fn text_limits_debug_names_the_type() {
+        let limits = TextLimits {
+            item_fits: &fits_1k,
+        };
+        assert_eq!(format!("{limits:?}"), "TextLimits { .. }");
+    }
+
     #[test]
     fn every_prefix_of_a_request_is_incomplete() {
         let requests: [&[u8]; 12] = [
