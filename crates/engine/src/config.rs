@@ -79,6 +79,9 @@ pub struct EngineConfig {
     /// item's decayed access count exceeds that of the DRAM item it would displace by
     /// at least this much (Dual-LRU). 0 admits every promotion.
     pub promotion_margin: u8,
+    /// `--mq-queues`: queues of the hotspot policy's multi-queue replacement in DRAM
+    /// (queue i holds items whose access count is in [2^i, 2^(i+1))).
+    pub mq_queues: usize,
 }
 
 /// `--policy`: the placement policies the engine implements.
@@ -94,17 +97,22 @@ pub enum PlacementPolicy {
     /// HMCached's HM-TLC: every access pulls an item into DRAM, DRAM's LRU tail is
     /// demoted.
     TwoLevel,
+    /// HMCached's hotspot-aware policy: decayed access counters, promotion past a
+    /// per-class threshold tuned by hill-climbing, multi-queue replacement in DRAM,
+    /// CLOCK in the slow tier, slow-tier metadata in the DRAM index.
+    Hotspot,
 }
 
 impl PlacementPolicy {
     /// Every policy, in the order `--help` lists them.
-    pub const ALL: [PlacementPolicy; 3] = [
+    pub const ALL: [PlacementPolicy; 4] = [
         PlacementPolicy::DualLru,
+        PlacementPolicy::Hotspot,
         PlacementPolicy::Uniform,
         PlacementPolicy::TwoLevel,
     ];
     /// Names accepted by [`PlacementPolicy::parse`].
-    pub const NAMES: [&'static str; 3] = ["dual-lru", "uniform", "two-level"];
+    pub const NAMES: [&'static str; 4] = ["dual-lru", "hotspot", "uniform", "two-level"];
 
     pub fn parse(name: &str) -> Option<PlacementPolicy> {
         Self::ALL.into_iter().find(|p| p.name() == name)
@@ -115,6 +123,7 @@ impl PlacementPolicy {
             PlacementPolicy::DualLru => "dual-lru",
             PlacementPolicy::Uniform => "uniform",
             PlacementPolicy::TwoLevel => "two-level",
+            PlacementPolicy::Hotspot => "hotspot",
         }
     }
 }
@@ -168,6 +177,10 @@ impl Durability {
     }
 }
 
+/// Most queues the hotspot policy's multi-queue can have: its access counters
+/// saturate at 31, so a sixth queue ([32, 64)) would never hold an item.
+pub const MQ_QUEUES_MAX: usize = 5;
+
 /// Bounds of the migration knobs (a queue or thread count outside them is a typo).
 pub const MOVE_QUEUE_MAX_LIMIT: usize = 1 << 20;
 pub const MIGRATION_THREADS_MAX: usize = 64;
@@ -202,6 +215,7 @@ impl Default for EngineConfig {
             slow_pool_reset: false,
             slow_durability: Durability::Auto,
             promotion_margin: 3,
+            mq_queues: MQ_QUEUES_MAX,
         }
     }
 }
@@ -234,6 +248,12 @@ pub enum ConfigError {
     MigrationThreads(usize),
     #[error("dram low-water percentage must be at most 100, got {0}")]
     DramLowWater(u32),
+    #[error("mq queues must be between 1 and {MQ_QUEUES_MAX}, got {0}")]
+    MqQueues(usize),
+    #[error(
+        "a tier may hold at most {limit} bytes (the index addresses 2 TiB per tier), got {got}"
+    )]
+    TierTooLarge { got: u64, limit: u64 },
 }
 
 impl EngineConfig {
@@ -274,6 +294,16 @@ impl EngineConfig {
         }
         if self.dram_low_water_pct > 100 {
             return Err(ConfigError::DramLowWater(self.dram_low_water_pct));
+        }
+        if self.mq_queues == 0 || self.mq_queues > MQ_QUEUES_MAX {
+            return Err(ConfigError::MqQueues(self.mq_queues));
+        }
+        let limit = crate::index::OFFSET_LIMIT_BYTES;
+        let slow_bytes = self.slow_tier.as_ref().map_or(0, |s| s.size_bytes as u64);
+        for got in [self.memory_limit_bytes, slow_bytes] {
+            if got > limit {
+                return Err(ConfigError::TierTooLarge { got, limit });
+            }
         }
         Ok(())
     }

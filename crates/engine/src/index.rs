@@ -2,13 +2,13 @@
 //!
 //! Each shard is a table of 8-byte *descriptors* in 64-byte buckets of eight. A
 //! descriptor packs the item's tier and chunk offset, a 16-bit signature of its key's
-//! hash, and one byte reserved for metadata a placement policy keeps in DRAM for a
-//! slow-tier item (HMCached's DRAM-resident descriptor, in 8 bytes; kept across
-//! `replace`, zero today):
+//! hash, and what a placement policy keeps in DRAM for the item: one byte and one
+//! reference bit (HMCached's DRAM-resident descriptor — key signature, location, access
+//! counter, CLOCK bit — in 8 bytes instead of 19):
 //!
 //! ```text
-//!  63        48 47     40 39   38                       0
-//! | signature  | policy  |tier| chunk offset / 8 (4 TiB)  |
+//!  63        48 47     40  39   38   37                      0
+//! | signature  | policy  |ref |tier| chunk offset / 8 (2 TiB) |
 //! ```
 //!
 //! A lookup compares signatures in DRAM and reads an item only when its signature
@@ -48,13 +48,15 @@ const LOAD_MAX_PERMILLE: usize = 900;
 /// The load a rebuilt table starts at.
 const LOAD_AFTER_REBUILD_PERMILLE: usize = 720;
 
-const OFFSET_BITS: u32 = 39;
+const OFFSET_BITS: u32 = 38;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
-const TIER_SHIFT: u32 = 39;
+const TIER_SHIFT: u32 = 38;
+const REF_BIT: u64 = 1 << 39;
 const POLICY_SHIFT: u32 = 40;
 const SIG_SHIFT: u32 = 48;
 
-/// The largest chunk offset a descriptor holds (a tier of 4 TiB).
+/// The largest tier a descriptor can address (2 TiB; `EngineConfig::validate` refuses
+/// larger ones).
 pub(crate) const OFFSET_LIMIT_BYTES: u64 = (OFFSET_MASK + 1) * 8;
 
 #[repr(C, align(64))]
@@ -333,6 +335,28 @@ impl Index {
         true
     }
 
+    /// The policy byte and reference bit of the descriptor of the item at `addr`, handed
+    /// to `update`, which may change them (DRAM-resident metadata a placement policy
+    /// keeps for the item: a read of it or a write to it never touches the item's tier).
+    /// Returns what `update` returned, or `None` if the shard holds no such descriptor.
+    pub fn with_policy_bits<R>(
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+        addr: ItemAddr,
+        update: impl FnOnce(&mut u8, &mut bool) -> R,
+    ) -> Option<R> {
+        let slot = Index::slot_of(table, key_hash, addr)?;
+        let d = table.get(slot);
+        let mut byte = (d >> POLICY_SHIFT) as u8;
+        let mut referenced = d & REF_BIT != 0;
+        let result = update(&mut byte, &mut referenced);
+        let updated = (d & !(0xFF << POLICY_SHIFT) & !REF_BIT)
+            | (u64::from(byte) << POLICY_SHIFT)
+            | if referenced { REF_BIT } else { 0 };
+        table.set(slot, updated);
+        Some(result)
+    }
+
     /// Removes the descriptor of the item at `addr`.
     pub fn remove(table: &mut ShardGuard<'_>, key_hash: u32, addr: ItemAddr) -> bool {
         let Some(slot) = Index::slot_of(table, key_hash, addr) else {
@@ -406,5 +430,38 @@ mod tests {
         for i in 0..30_000u64 {
             assert_eq!(present(&table, i), i >= 20_000 || i % 3 != 0, "{i}");
         }
+    }
+
+    /// Keys whose hashes share a signature (here: the same hash) get descriptors that
+    /// differ only in their address: each is found, updated and removed on its own, and
+    /// its policy bits never leak to another.
+    #[test]
+    fn descriptors_with_one_signature_are_told_apart_by_address() {
+        let shard = Mutex::new(Table::with_capacity(4));
+        let mut table = shard.lock();
+        let hash = 0xDEAD_BEEF;
+        let addrs: Vec<ItemAddr> = (0..40).map(|i| addr(i % 2, 64 * (i + 1))).collect();
+        for &a in &addrs {
+            Index::insert_new(&mut table, hash, a);
+        }
+        for (i, &a) in addrs.iter().enumerate() {
+            let set = Index::with_policy_bits(&mut table, hash, a, |byte, referenced| {
+                *byte = i as u8;
+                *referenced = i % 3 == 0;
+            });
+            assert_eq!(set, Some(()));
+        }
+        assert!(Index::remove(&mut table, hash, addrs[7]));
+        assert!(!Index::contains(&table, hash, addrs[7]));
+        assert!(Index::replace(&mut table, hash, addrs[8], addr(1, 1 << 20)));
+        for (i, &a) in addrs.iter().enumerate() {
+            let a = if i == 8 { addr(1, 1 << 20) } else { a };
+            let bits = Index::with_policy_bits(&mut table, hash, a, |byte, referenced| {
+                (*byte, *referenced)
+            });
+            let expected = (i != 7).then_some((i as u8, i % 3 == 0));
+            assert_eq!(bits, expected, "descriptor {i}");
+        }
+        assert_eq!(table.len(), 39);
     }
 }

@@ -47,9 +47,9 @@ pub(crate) mod state {
     pub const STALE: u16 = 1 << 3;
     /// A recache token (meta `W`) has been handed out.
     pub const TOKEN_SENT: u16 = 1 << 4;
-    /// LRU segment, two bits.
-    pub const SEG_SHIFT: u16 = 5;
-    pub const SEG_MASK: u16 = 0b11 << SEG_SHIFT;
+    /// LRU segment (or multi-queue queue), three bits.
+    pub const SEG_SHIFT: u16 = 11;
+    pub const SEG_MASK: u16 = 0b111 << SEG_SHIFT;
     /// Chunk handed out by the allocator and not yet freed (linked or about to be).
     pub const ALLOCATED: u16 = 1 << 7;
     /// Chunk on its class's free list.

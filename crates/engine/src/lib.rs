@@ -38,7 +38,7 @@ pub use api::*;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     ConfigError, Durability, EngineConfig, PlacementPolicy, KEY_LENGTH_MAX_BYTES,
-    MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT, SLAB_PAGE_SIZE_BYTES,
+    MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT, MQ_QUEUES_MAX, SLAB_PAGE_SIZE_BYTES,
 };
 pub use engine::Engine;
 pub use engine::ReassignError;

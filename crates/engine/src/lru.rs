@@ -1,5 +1,6 @@
-//! Segmented LRU lists of one (tier, slab class): HOT, WARM and COLD, intrusive doubly
-//! linked lists threaded through the item headers. Guarded by the class lock.
+//! Segmented LRU lists of one (tier, slab class): HOT, WARM and COLD (or the hotspot
+//! policy's queues), intrusive doubly linked lists threaded through the item headers.
+//! Guarded by the class lock.
 //!
 //! The rules that move items between segments belong to the placement policy
 //! (`policy/slru.rs`); this module only links and unlinks.
@@ -20,7 +21,9 @@ const PREV_FIELD: std::ops::Range<usize> = 8..16;
 pub(crate) const HOT: usize = 0;
 pub(crate) const WARM: usize = 1;
 pub(crate) const COLD: usize = 2;
-pub(crate) const SEGMENTS: usize = 3;
+/// Lists per (tier, class): memcached's three segments, or the hotspot policy's
+/// multi-queue (up to `config::MQ_QUEUES_MAX`).
+pub(crate) const SEGMENTS: usize = crate::config::MQ_QUEUES_MAX;
 
 #[derive(Debug)]
 pub(crate) struct Lru {
@@ -28,6 +31,10 @@ pub(crate) struct Lru {
     pub tail: [ItemAddr; SEGMENTS],
     pub count: [u64; SEGMENTS],
     pub bytes: [u64; SEGMENTS],
+    /// A CLOCK hand over the lists (the hotspot policy's slow-tier replacement): the
+    /// next item it looks at, moving from the tails towards the heads. Unlinking the
+    /// item under the hand moves the hand on, so it never names a freed chunk.
+    pub hand: ItemAddr,
 }
 
 impl Lru {
@@ -37,6 +44,7 @@ impl Lru {
             tail: [NIL; SEGMENTS],
             count: [0; SEGMENTS],
             bytes: [0; SEGMENTS],
+            hand: NIL,
         }
     }
 
@@ -75,6 +83,9 @@ impl Lru {
         let segment = h.segment();
         let prev = h.prev.load(Ordering::Relaxed);
         let next = h.next.load(Ordering::Relaxed);
+        if self.hand == addr {
+            self.hand = prev;
+        }
         if prev != NIL {
             mem.header_write_field(prev, NEXT_FIELD);
             mem.header(prev).next.store(next, Ordering::Relaxed);

@@ -270,8 +270,8 @@ impl Engine {
             None => Index::insert_new(table, key_hash, addr),
         }
         {
+            let segment = self.policy.on_link(self, table, key_hash, tier, addr, old);
             let mut cs = tier.classes[tier.class_of(addr)].0.lock();
-            let segment = self.policy.segment_for_new_item(tier.id);
             cs.lru.link_head(&tier.mem, segment, addr);
         }
         if let Some(old_addr) = old {

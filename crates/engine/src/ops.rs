@@ -104,7 +104,10 @@ impl Engine {
         if retimed {
             self.reseal(addr);
         }
-        let access_charged = !opts.no_bump && self.policy.on_access(self, tier, addr, now);
+        let access_charged = !opts.no_bump
+            && self
+                .policy
+                .on_access(self, tier, addr, now, &mut table, key_hash);
         if header_dirty {
             // A touch (`gat`, `mg T`) or a recache token rewrote expiry or state: the
             // lines not already charged by the access update.
@@ -124,14 +127,13 @@ impl Engine {
                 self.counters.add_class(class_id, C::TouchHits, 1);
             } else {
                 self.counters.add(G::CmdGet, 1);
-                self.counters.add(
-                    if tier.id == TierId::Dram {
-                        G::DramGetHits
-                    } else {
-                        G::SlowGetHits
-                    },
-                    1,
-                );
+                let (global, per_class) = if tier.id == TierId::Dram {
+                    (G::DramGetHits, C::DramHits)
+                } else {
+                    (G::SlowGetHits, C::SlowHits)
+                };
+                self.counters.add(global, 1);
+                self.counters.add_class(class_id, per_class, 1);
                 let c = match segment {
                     HOT => C::HitsToHot,
                     WARM => C::HitsToWarm,
@@ -588,7 +590,10 @@ impl Engine {
                     h.exptime_rel_s.store(rel, Ordering::Relaxed);
                     self.reseal(addr);
                 }
-                if self.policy.on_access(self, tier, addr, now) {
+                if self
+                    .policy
+                    .on_access(self, tier, addr, now, &mut table, key_hash)
+                {
                     tier.mem.charge_header_write_except(
                         addr,
                         header_bytes::TOUCH,

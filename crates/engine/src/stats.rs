@@ -47,8 +47,11 @@ pub(crate) enum C {
     CasHits,
     CasBadval,
     TouchHits,
+    /// Get hits served from each tier (the hotspot policy's C_dreq and C_nreq).
+    DramHits,
+    SlowHits,
 }
-pub(crate) const C_COUNT: usize = 10;
+pub(crate) const C_COUNT: usize = 12;
 
 /// Counter slots per class: one more than the classes memcached allows, for the
 /// engine's class of large items.

@@ -444,6 +444,7 @@ macro_rules! invariant_suite {
 
 invariant_suite! {
     dual_lru => PlacementPolicy::DualLru,
+    hotspot => PlacementPolicy::Hotspot,
     two_level => PlacementPolicy::TwoLevel,
     uniform => PlacementPolicy::Uniform,
 }

@@ -40,7 +40,7 @@ const SLOW_SIZE_DEFAULT: &str = "1g";
 
 /// Policies of the design (BRIEF.md) that are not built yet: named so that asking for
 /// one says "not yet" rather than "unknown".
-const POLICIES_PLANNED: &[&str] = &["hotspot", "hyperbolic"];
+const POLICIES_PLANNED: &[&str] = &["hyperbolic"];
 
 /// The `-o` suboptions fogcached accepts but that change nothing here, because
 /// fogcached has no such mechanism or always behaves one way. They are accepted so that
@@ -115,9 +115,10 @@ struct Cli {
     /// Directory for the slow tier's pool file, created if missing.
     #[arg(long = "data-dir", value_name = "DIR", default_value = DATA_DIR_DEFAULT)]
     data_dir: PathBuf,
-    /// Placement policy across the tiers: dual-lru (Fogcached), uniform (HM-UNI: items
-    /// spread over the tiers by size, never moved), two-level (HM-TLC: every access pulls
-    /// the item into DRAM).
+    /// Placement policy across the tiers: dual-lru (Fogcached), hotspot (HMCached: access
+    /// counters, per-class promotion thresholds, multi-queue DRAM, CLOCK slow tier),
+    /// uniform (HM-UNI: items spread over the tiers by size, never moved), two-level
+    /// (HM-TLC: every access pulls the item into DRAM).
     #[arg(long = "policy", value_name = "NAME", default_value = "dual-lru")]
     policy: String,
     /// Requests per period of the decayed access counts that promotion admission
@@ -128,6 +129,10 @@ struct Cli {
     /// of the DRAM item it would displace by this much (dual-lru); 0 admits every one.
     #[arg(long = "promotion-margin", value_name = "N", default_value_t = 3)]
     promotion_margin: u8,
+    /// Queues of the hotspot policy's multi-queue DRAM replacement (1-5; queue i holds
+    /// items accessed 2^i to 2^(i+1)-1 times per period).
+    #[arg(long = "mq-queues", value_name = "N", default_value_t = engine::MQ_QUEUES_MAX)]
+    mq_queues: usize,
     /// Keep every item in the tier it was first written to (no promotion or demotion).
     #[arg(long = "no-migration")]
     no_migration: bool,
@@ -436,6 +441,7 @@ fn apply_tier_flags(engine: &mut EngineConfig, cli: &Cli) -> Result<(), CliExit>
     })?;
     engine.access_period_requests = cli.access_period;
     engine.promotion_margin = cli.promotion_margin;
+    engine.mq_queues = cli.mq_queues;
     engine.dram_residency_max_s = cli.dram_residency_max_s;
     if cli.migration_threads == 0 || cli.migration_threads > MIGRATION_THREADS_MAX {
         return Err(usage(format!(
@@ -1007,19 +1013,22 @@ mod tests {
     fn policy_names_the_implemented_policies_and_refuses_the_rest() {
         for (name, policy) in [
             ("dual-lru", PlacementPolicy::DualLru),
+            ("hotspot", PlacementPolicy::Hotspot),
             ("uniform", PlacementPolicy::Uniform),
             ("two-level", PlacementPolicy::TwoLevel),
         ] {
             assert_eq!(parse_ok(&["--policy", name]).engine.policy, policy);
         }
         assert_eq!(
-            parse_usage(&["--policy", "hotspot"]),
-            "policy \"hotspot\" is not implemented yet (valid: dual-lru, uniform, two-level)"
+            parse_usage(&["--policy", "hyperbolic"]),
+            "policy \"hyperbolic\" is not implemented yet (valid: dual-lru, hotspot, uniform, two-level)"
         );
         assert_eq!(
             parse_usage(&["--policy", "lfu"]),
-            "unknown policy \"lfu\" (valid: dual-lru, uniform, two-level)"
+            "unknown policy \"lfu\" (valid: dual-lru, hotspot, uniform, two-level)"
         );
+        assert_eq!(parse_ok(&["--mq-queues", "3"]).engine.mq_queues, 3);
+        assert!(parse_usage(&["--mq-queues", "6"]).contains("mq queues must be between 1 and 5"));
         let tuned = parse_ok(&["--access-period", "50000", "--promotion-margin", "0"]).engine;
         assert_eq!(
             (tuned.access_period_requests, tuned.promotion_margin),

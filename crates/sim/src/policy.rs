@@ -19,6 +19,10 @@ pub const POLICIES: &[Policy] = &[
         configure: |c| c.policy = PlacementPolicy::DualLru,
     },
     Policy {
+        name: "hotspot",
+        configure: |c| c.policy = PlacementPolicy::Hotspot,
+    },
+    Policy {
         name: "uniform",
         configure: |c| c.policy = PlacementPolicy::Uniform,
     },
@@ -109,7 +113,7 @@ mod tests {
         assert!(!config.migration_enabled);
         assert_eq!(
             Policy::named("lru").unwrap_err().to_string(),
-            "unknown policy \"lru\" (known: dual-lru, uniform, two-level, no-migration)"
+            "unknown policy \"lru\" (known: dual-lru, hotspot, uniform, two-level, no-migration)"
         );
     }
 

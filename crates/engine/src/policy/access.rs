@@ -154,7 +154,13 @@ impl Periods {
 
     /// The policy byte of a new item: one access in the current period.
     pub fn fresh(&self) -> u8 {
-        (((self.current() % PERIOD_SLOTS) as u8) << COUNT_BITS) | 1
+        self.with_count(1)
+    }
+
+    /// The policy byte holding `count` (at most [`COUNT_MAX`]) in the current period.
+    pub fn with_count(&self, count: u8) -> u8 {
+        debug_assert!(count <= COUNT_MAX);
+        (((self.current() % PERIOD_SLOTS) as u8) << COUNT_BITS) | count
     }
 }
 

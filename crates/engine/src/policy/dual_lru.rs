@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::api::TierId;
 use crate::config::EngineConfig;
 use crate::engine::{Engine, Tier};
+use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, ItemAddr};
 use crate::moves::Direction;
 use crate::slab::ClassState;
@@ -141,7 +142,15 @@ impl Policy for DualLru {
         self.periods.fresh()
     }
 
-    fn on_access(&self, e: &Engine, tier: &Tier, addr: ItemAddr, now_s: u32) -> bool {
+    fn on_access(
+        &self,
+        e: &Engine,
+        tier: &Tier,
+        addr: ItemAddr,
+        now_s: u32,
+        _table: &mut ShardGuard<'_>,
+        _key_hash: u32,
+    ) -> bool {
         let h = tier.mem.header(addr);
         let was_active = h.has(state::ACTIVE);
         let mut dirty = self.periods.record(h, now_s);

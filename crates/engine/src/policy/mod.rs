@@ -5,16 +5,16 @@
 //!
 //! | decision | method |
 //! |---|---|
-//! | where a new item goes | [`Policy::alloc_new_item`], [`Policy::segment_for_new_item`] |
+//! | where a new item goes | [`Policy::alloc_new_item`], [`Policy::on_link`] |
 //! | what a hit (or touch) does in each tier | [`Policy::on_access`] |
 //! | what a full class gives up: the victim, evicted or demoted | [`Policy::make_room`] |
 //! | whether a move is admitted, where its chunk comes from | [`Policy::destination`] |
-//! | where a moved item is linked | [`Policy::segment_after_move`] |
+//! | where a moved item is linked | [`Policy::after_move`] |
 //! | what the maintainer does each pass | [`Policy::begin_pass`], [`Policy::maintain_class`] |
 //! | how a class's need for pages is measured | [`Policy::class_need`] |
 //!
-//! One file per policy: `dual_lru.rs` (Fogcached), `uniform.rs` (HM-UNI),
-//! `two_level.rs` (HM-TLC). `slru.rs` holds memcached's segmented-LRU rules that all
+//! One file per policy: `dual_lru.rs` (Fogcached), `hotspot.rs` (HMCached),
+//! `uniform.rs` (HM-UNI), `two_level.rs` (HM-TLC). `slru.rs` holds memcached's segmented-LRU rules that all
 //! three use inside each tier, `tiering.rs` the DRAM-room helpers the migrating
 //! policies share, and `access.rs` the decayed access counter. Dispatch is static:
 //! [`AnyPolicy`] is an enum whose methods match on the variant, so the call on every
@@ -22,6 +22,7 @@
 
 pub(crate) mod access;
 mod dual_lru;
+mod hotspot;
 pub(crate) mod slru;
 pub(crate) mod tiering;
 mod two_level;
@@ -30,11 +31,13 @@ mod uniform;
 use crate::api::TierId;
 use crate::config::{EngineConfig, PlacementPolicy};
 use crate::engine::{Engine, Tier};
+use crate::index::ShardGuard;
 use crate::item::ItemAddr;
 use crate::moves::Direction;
 use crate::slab::ClassState;
 
 pub(crate) use dual_lru::DualLru;
+pub(crate) use hotspot::Hotspot;
 pub(crate) use two_level::TwoLevel;
 pub(crate) use uniform::Uniform;
 
@@ -79,10 +82,34 @@ pub(crate) trait Policy {
         crate::lru::HOT
     }
 
-    /// A read or touch of the live item at `addr` (the caller holds its shard lock):
-    /// update what the policy tracks, maybe offer the item for a move. Returns whether
-    /// it charged a write of the header's access word (`header_bytes::ACCESS`).
-    fn on_access(&self, e: &Engine, tier: &Tier, addr: ItemAddr, now_s: u32) -> bool;
+    /// A newly stored item at `addr` is being published (its descriptor is in `table`,
+    /// replacing `old`'s if the key had one; `old` is still allocated). Returns the LRU
+    /// segment it is linked at. The caller holds the shard lock.
+    fn on_link(
+        &self,
+        _e: &Engine,
+        _table: &mut ShardGuard<'_>,
+        _key_hash: u32,
+        tier: &Tier,
+        _addr: ItemAddr,
+        _old: Option<ItemAddr>,
+    ) -> usize {
+        self.segment_for_new_item(tier.id)
+    }
+
+    /// A read or touch of the live item at `addr` (the caller holds its shard lock,
+    /// `table`): update what the policy tracks, maybe offer the item for a move.
+    /// Returns whether it charged a write of the header's access word
+    /// (`header_bytes::ACCESS`).
+    fn on_access(
+        &self,
+        e: &Engine,
+        tier: &Tier,
+        addr: ItemAddr,
+        now_s: u32,
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+    ) -> bool;
 
     /// An allocation in `tier` found `cs`'s class full (the caller holds its lock): free
     /// room by evicting or demoting. Returns how many items were removed or moved (0:
@@ -100,8 +127,17 @@ pub(crate) trait Policy {
         candidate: Candidate,
     ) -> Result<ItemAddr, Refusal>;
 
-    /// LRU segment a moved item is linked at in its new tier.
-    fn segment_after_move(&self, direction: Direction) -> usize {
+    /// A moved item's copy at `dst_addr` is published (its descriptor in `table` now
+    /// points at it; the caller holds the shard lock). Returns the LRU segment it is
+    /// linked at in its new tier.
+    fn after_move(
+        &self,
+        _table: &mut ShardGuard<'_>,
+        _key_hash: u32,
+        direction: Direction,
+        _dst_tier: &Tier,
+        _dst_addr: ItemAddr,
+    ) -> usize {
         match direction {
             // Fogcached: promoted items enter DRAM's HOT head, demoted items the slow
             // tier's COLD head.
@@ -133,6 +169,7 @@ pub(crate) enum AnyPolicy {
     DualLru(DualLru),
     Uniform(Uniform),
     TwoLevel(TwoLevel),
+    Hotspot(Hotspot),
 }
 
 impl AnyPolicy {
@@ -141,6 +178,7 @@ impl AnyPolicy {
             PlacementPolicy::DualLru => AnyPolicy::DualLru(DualLru::new(config)),
             PlacementPolicy::Uniform => AnyPolicy::Uniform(Uniform),
             PlacementPolicy::TwoLevel => AnyPolicy::TwoLevel(TwoLevel),
+            PlacementPolicy::Hotspot => AnyPolicy::Hotspot(Hotspot::new(config)),
         }
     }
 }
@@ -152,6 +190,7 @@ macro_rules! dispatch {
             AnyPolicy::DualLru($p) => $call,
             AnyPolicy::Uniform($p) => $call,
             AnyPolicy::TwoLevel($p) => $call,
+            AnyPolicy::Hotspot($p) => $call,
         }
     };
 }
@@ -176,8 +215,28 @@ impl Policy for AnyPolicy {
         dispatch!(self, p => p.segment_for_new_item(tier))
     }
     #[inline]
-    fn on_access(&self, e: &Engine, tier: &Tier, addr: ItemAddr, now_s: u32) -> bool {
-        dispatch!(self, p => p.on_access(e, tier, addr, now_s))
+    fn on_link(
+        &self,
+        e: &Engine,
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+        tier: &Tier,
+        addr: ItemAddr,
+        old: Option<ItemAddr>,
+    ) -> usize {
+        dispatch!(self, p => p.on_link(e, table, key_hash, tier, addr, old))
+    }
+    #[inline]
+    fn on_access(
+        &self,
+        e: &Engine,
+        tier: &Tier,
+        addr: ItemAddr,
+        now_s: u32,
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+    ) -> bool {
+        dispatch!(self, p => p.on_access(e, tier, addr, now_s, table, key_hash))
     }
     #[inline]
     fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
@@ -195,8 +254,15 @@ impl Policy for AnyPolicy {
         dispatch!(self, p => p.destination(e, direction, class_id, total_bytes, candidate))
     }
     #[inline]
-    fn segment_after_move(&self, direction: Direction) -> usize {
-        dispatch!(self, p => p.segment_after_move(direction))
+    fn after_move(
+        &self,
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+        direction: Direction,
+        dst_tier: &Tier,
+        dst_addr: ItemAddr,
+    ) -> usize {
+        dispatch!(self, p => p.after_move(table, key_hash, direction, dst_tier, dst_addr))
     }
     #[inline]
     fn migrates(&self) -> bool {

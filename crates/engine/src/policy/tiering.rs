@@ -114,11 +114,23 @@ pub(crate) fn make_dram_room(
     locking: ShardLocking,
     admit: impl Fn(&ItemHeader) -> bool,
 ) -> Room {
+    make_dram_room_with(e, class_id, locking, dram_victim, admit)
+}
+
+/// [`make_dram_room`] with the policy's own choice of victim (`victim`, called under the
+/// class lock).
+pub(crate) fn make_dram_room_with(
+    e: &Engine,
+    class_id: usize,
+    locking: ShardLocking,
+    victim: impl Fn(&Engine, &mut ClassState, u32) -> Option<ItemAddr>,
+    admit: impl Fn(&ItemHeader) -> bool,
+) -> Room {
     let dram = e.dram();
     let req = {
         let mut cs = dram.classes[class_id].0.lock();
         let now = e.clock.now_s();
-        let victim = dram_victim(e, &mut cs, now);
+        let victim = victim(e, &mut cs, now);
         if let Some(addr) = victim {
             if !admit(dram.mem.header(addr)) {
                 return Room::Refused;
@@ -147,12 +159,23 @@ pub(crate) fn dram_chunk_by_demoting(
     total_bytes: usize,
     admit: impl Fn(&ItemHeader) -> bool,
 ) -> Result<Option<ItemAddr>, ()> {
+    dram_chunk_by_demoting_with(e, class_id, total_bytes, dram_victim, admit)
+}
+
+/// [`dram_chunk_by_demoting`] with the policy's own choice of victim.
+pub(crate) fn dram_chunk_by_demoting_with(
+    e: &Engine,
+    class_id: usize,
+    total_bytes: usize,
+    victim: impl Fn(&Engine, &mut ClassState, u32) -> Option<ItemAddr>,
+    admit: impl Fn(&ItemHeader) -> bool,
+) -> Result<Option<ItemAddr>, ()> {
     let dram = e.dram();
     if let Some(addr) = e.take_free(dram, class_id, total_bytes) {
         return Ok(Some(addr));
     }
     for _ in 0..ROOM_TRIES {
-        let room = make_dram_room(e, class_id, ShardLocking::Wait, &admit);
+        let room = make_dram_room_with(e, class_id, ShardLocking::Wait, &victim, &admit);
         // Even a failed demotion may have raced one that freed a chunk.
         if let Some(addr) = e.take_free(dram, class_id, total_bytes) {
             return Ok(Some(addr));

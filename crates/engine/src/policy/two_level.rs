@@ -6,6 +6,7 @@
 
 use crate::api::TierId;
 use crate::engine::{Engine, Tier};
+use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, ItemAddr};
 use crate::moves::Direction;
 use crate::slab::ClassState;
@@ -44,7 +45,15 @@ impl Policy for TwoLevel {
             .or_else(|| e.alloc(dram, class_id, total_bytes))
     }
 
-    fn on_access(&self, e: &Engine, tier: &Tier, addr: ItemAddr, now_s: u32) -> bool {
+    fn on_access(
+        &self,
+        e: &Engine,
+        tier: &Tier,
+        addr: ItemAddr,
+        now_s: u32,
+        _table: &mut ShardGuard<'_>,
+        _key_hash: u32,
+    ) -> bool {
         let h = tier.mem.header(addr);
         let mut dirty = false;
         if h.last_access_s.load(std::sync::atomic::Ordering::Relaxed) != now_s {

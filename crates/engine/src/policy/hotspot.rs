@@ -1,0 +1,673 @@
+//! HMCached's hotspot-aware policy (seed 002 sections 3.2-3.4).
+//!
+//! - **Access counters.** Every GET and SET counts one access in a decayed counter
+//!   (`access.rs`: halved per idle period, reset after three, periods counted in
+//!   requests). A DRAM item keeps its counter in its header; a slow-tier item keeps it
+//!   in its index descriptor, in DRAM, with its CLOCK reference bit: a hit on a
+//!   slow-tier item writes nothing to the slow tier except, as memcached does, the
+//!   first-fetch flag once and the last-access time at most once a minute
+//!   (`ITEM_UPDATE_INTERVAL`). A slow-tier counter has no timestamp next to it, so one
+//!   idle for a multiple of eight periods reads as recent again; it can cause one early
+//!   promotion of an item that was hot before, nothing else.
+//! - **Promotion.** A slow-tier item whose counter exceeds its slab class's migration
+//!   threshold is offered to Move-to-DRAM. The migration thread takes a free DRAM chunk
+//!   or demotes DRAM's multi-queue victim to make one (HMCached admits every item past
+//!   the threshold; the threshold is what keeps promotions worth their cost).
+//! - **Threshold tuning** (Algorithm 1), per class, every [`TUNE_REQUESTS`] get hits of
+//!   the class: while fewer items were promoted than half the class's free DRAM chunks,
+//!   lower it (DRAM has room: use it); otherwise hill-climb on the benefit
+//!   `(C_dreq - C_mig) / (C_dreq + C_nreq)`: repeat the last step if the benefit rose,
+//!   reverse it if it fell.
+//! - **Multi-queue replacement in DRAM.** A class's DRAM items sit in `--mq-queues` LRU
+//!   lists; queue i holds counters in [2^i, 2^(i+1)) (0 and 1 in queue 0). A hit that
+//!   moves the counter to another queue relinks the item there; otherwise it only marks
+//!   the item ACTIVE (a second chance when it reaches its queue's tail, so a queue is
+//!   LRU-like without a lock per hit). The victim is the first tail, from queue 0 up,
+//!   that is neither ACTIVE nor due to move down a queue by decay (those are relinked
+//!   on the way). The DRAM maintainer keeps a reserve of free chunks for new items by
+//!   demoting victims, and moves decayed items down their queues.
+//! - **CLOCK in the slow tier.** Slow-tier items are never relinked on a hit. When the
+//!   slow tier must evict, a hand walks the class's list from the oldest item: an item
+//!   whose reference bit is set (read since the hand last passed) gets its bit cleared
+//!   and is passed over, the first one without it is evicted — or, bounded, the
+//!   [`CLOCK_TRIES`]th item looked at.
+//! - **New items** take a free DRAM chunk, else go to the slow tier (as under Dual-LRU: a
+//!   store never waits for a demotion; the maintainer's reserve takes new items).
+//!   An overwrite keeps the key's counter and adds one.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::api::TierId;
+use crate::config::{EngineConfig, SLAB_CLASSES_MAX};
+use crate::engine::{Engine, Tier};
+use crate::index::{Index, ShardGuard};
+use crate::item::{header_bytes, state, ItemAddr, ItemHeader, NIL};
+use crate::lru::COLD;
+use crate::moves::Direction;
+use crate::slab::ClassState;
+use crate::stats::C;
+
+use super::access::{Periods, COUNT_MAX};
+use super::tiering;
+use super::{Candidate, Policy, Refusal};
+
+/// Get hits of a class between two threshold adjustments (HMCached: 10^5).
+pub(crate) const TUNE_REQUESTS: u64 = 100_000;
+/// The threshold a class starts at: promoted after its fifth access in a period.
+pub(crate) const THRESHOLD_INITIAL: u8 = 4;
+/// memcached's `ITEM_UPDATE_INTERVAL`: a hit rewrites the last-access time at most
+/// this often.
+const ITEM_UPDATE_INTERVAL_S: u32 = 60;
+/// Items a victim search looks at per queue before trying the next queue.
+const VICTIM_TRIES: usize = 8;
+/// Items the slow tier's CLOCK hand looks at per eviction.
+const CLOCK_TRIES: usize = 32;
+/// Items looked at per queue tail per maintainer pass for decay.
+const DECAY_TRIES: usize = 16;
+/// Demotions the DRAM maintainer queues per class per pass.
+const DEMOTIONS_PER_PASS: usize = 64;
+
+/// What the hill-climbing of one class remembers between adjustments.
+#[derive(Default)]
+struct Tuning {
+    /// Counters at the last adjustment: DRAM hits, slow hits, migration accesses,
+    /// promotions.
+    dram_hits: u64,
+    slow_hits: u64,
+    migration_accesses: u64,
+    promotions: u64,
+    /// Benefit at the last adjustment, and whether that adjustment raised the threshold.
+    benefit: Option<f64>,
+    raised: bool,
+}
+
+struct Class {
+    threshold: AtomicU8,
+    /// Copies into or out of DRAM of the class's items (each an access of the slow
+    /// tier caused by migration: C_mig), and promotions alone (C_N-to-D).
+    migration_accesses: AtomicU64,
+    promotions: AtomicU64,
+    tuning: Mutex<Tuning>,
+}
+
+pub(crate) struct Hotspot {
+    periods: Periods,
+    queues: usize,
+    classes: Box<[Class]>,
+}
+
+/// The multi-queue queue of a counter: i for counts in [2^i, 2^(i+1)), 0 for 0 and 1.
+pub(crate) fn queue_of(count: u8, queues: usize) -> usize {
+    let log2 = if count < 2 {
+        0
+    } else {
+        7 - count.leading_zeros() as usize
+    };
+    log2.min(queues - 1)
+}
+
+/// One step of Algorithm 1. `promotions` and `free_chunks` are this period's
+/// C_N-to-D and the class's free DRAM chunks; `benefit` this period's, `last` the
+/// previous one's and whether the previous step raised the threshold. Returns the new
+/// threshold and whether this step raised it.
+pub(crate) fn adjust_threshold(
+    threshold: u8,
+    promotions: u64,
+    free_chunks: u64,
+    benefit: f64,
+    last: Option<(f64, bool)>,
+) -> (u8, bool) {
+    let lower = |t: u8| (t.saturating_sub(1), false);
+    let raise = |t: u8| ((t + 1).min(COUNT_MAX - 1), true);
+    if promotions < free_chunks / 2 {
+        return lower(threshold);
+    }
+    match last {
+        // No earlier benefit to compare with: try a step up (fewer, surer promotions).
+        None => raise(threshold),
+        Some((last_benefit, raised)) => {
+            let repeat = benefit > last_benefit;
+            if repeat == raised {
+                raise(threshold)
+            } else {
+                lower(threshold)
+            }
+        }
+    }
+}
+
+impl Hotspot {
+    pub fn new(config: &EngineConfig) -> Hotspot {
+        Hotspot {
+            periods: Periods::new(config.access_period_requests),
+            queues: config.mq_queues,
+            classes: (0..=SLAB_CLASSES_MAX)
+                .map(|_| Class {
+                    threshold: AtomicU8::new(THRESHOLD_INITIAL),
+                    migration_accesses: AtomicU64::new(0),
+                    promotions: AtomicU64::new(0),
+                    tuning: Mutex::new(Tuning::default()),
+                })
+                .collect(),
+        }
+    }
+
+    fn threshold(&self, class_id: usize) -> u8 {
+        self.classes
+            .get(class_id)
+            .map_or(THRESHOLD_INITIAL, |c| c.threshold.load(Ordering::Relaxed))
+    }
+
+    /// The counter byte of a slow-tier item after one more access (its descriptor keeps
+    /// no timestamp: the period bits are trusted).
+    fn slow_accessed(&self, byte: u8, now_s: u32) -> u8 {
+        self.periods.accessed(byte, now_s)
+    }
+
+    fn slow_count(&self, byte: u8, now_s: u32) -> u8 {
+        self.periods.decayed(byte, now_s)
+    }
+
+    /// The DRAM victim of `cs`'s class under the multi-queue: from queue 0 up, the first
+    /// tail item that is live, not queued for a move, not ACTIVE and not due to move
+    /// down a queue. ACTIVE items get a second chance at their queue's head; decayed
+    /// ones move down; dead ones met on the way are reclaimed (the caller finds their
+    /// chunks free). Charges what it reads (DRAM). The caller holds the class lock.
+    fn dram_victim(&self, e: &Engine, cs: &mut ClassState, now_s: u32) -> Option<ItemAddr> {
+        let dram = e.dram();
+        let mut fallback = None;
+        for queue in 0..self.queues {
+            let mut search = cs.lru.tail[queue];
+            for _ in 0..VICTIM_TRIES {
+                if search == NIL {
+                    break;
+                }
+                dram.mem.charge_header_read(search, header_bytes::ALL);
+                let h = dram.mem.header(search);
+                let prev = h.prev.load(Ordering::Relaxed);
+                if !h.has(state::LINKED) {
+                    search = prev;
+                    continue;
+                }
+                if e.dead_reason(h, now_s).is_some() {
+                    // Expired or flushed: its chunk is room already, no demotion needed.
+                    e.reclaim_dead(dram, cs, search, false);
+                    search = prev;
+                    continue;
+                }
+                if h.has(state::QUEUED) {
+                    // Already on its way out (the demotion the maintainer queued): the
+                    // same move, done now, if nothing better is found.
+                    fallback.get_or_insert(search);
+                    search = prev;
+                    continue;
+                }
+                let due = queue_of(self.periods.count_of(h), self.queues);
+                if h.has(state::ACTIVE) || due < queue {
+                    h.clear(state::ACTIVE);
+                    super::slru::move_to(dram, cs, search, due.min(queue));
+                    search = prev;
+                    continue;
+                }
+                return Some(search);
+            }
+        }
+        fallback
+    }
+
+    /// Moves items whose counters decayed below their queue down to the queue they
+    /// belong in (from each queue's tail, a few per pass). The caller holds the lock.
+    fn decay_queues(&self, e: &Engine, cs: &mut ClassState) {
+        let dram = e.dram();
+        for queue in 1..self.queues {
+            let mut search = cs.lru.tail[queue];
+            for _ in 0..DECAY_TRIES {
+                if search == NIL {
+                    break;
+                }
+                dram.mem.charge_header_read(search, header_bytes::ALL);
+                let h = dram.mem.header(search);
+                let prev = h.prev.load(Ordering::Relaxed);
+                let due = queue_of(self.periods.count_of(h), self.queues);
+                if due >= queue {
+                    // The tail is still hot enough for its queue: so is most of the rest.
+                    break;
+                }
+                super::slru::move_to(dram, cs, search, due);
+                search = prev;
+            }
+        }
+    }
+
+    /// Algorithm 1 for one class, when it has served [`TUNE_REQUESTS`] get hits since
+    /// its last adjustment (called by the DRAM maintainer).
+    fn tune(&self, e: &Engine, class_id: usize) {
+        let Some(class) = self.classes.get(class_id) else {
+            return;
+        };
+        let mut t = class.tuning.lock();
+        let dram_hits = e.counters.get_class(class_id, C::DramHits);
+        let slow_hits = e.counters.get_class(class_id, C::SlowHits);
+        if dram_hits < t.dram_hits || slow_hits < t.slow_hits {
+            // `stats reset` zeroed the counters: start the period again.
+            t.dram_hits = dram_hits;
+            t.slow_hits = slow_hits;
+            return;
+        }
+        let c_dreq = dram_hits - t.dram_hits;
+        let c_nreq = slow_hits - t.slow_hits;
+        if c_dreq + c_nreq < TUNE_REQUESTS {
+            return;
+        }
+        let migration_accesses = class.migration_accesses.load(Ordering::Relaxed);
+        let promotions = class.promotions.load(Ordering::Relaxed);
+        debug_assert!(migration_accesses >= t.migration_accesses && promotions >= t.promotions);
+        let c_mig = migration_accesses - t.migration_accesses;
+        let c_n_to_d = promotions - t.promotions;
+        let benefit = (c_dreq as f64 - c_mig as f64) / (c_dreq + c_nreq) as f64;
+        let dram = e.dram();
+        let free_chunks = {
+            let cs = dram.classes[class_id].0.lock();
+            let free_pages = dram.pool.lock().free_pages() as u64;
+            cs.free_chunks + free_pages * cs.per_page as u64
+        };
+        let last = t.benefit.map(|b| (b, t.raised));
+        let (threshold, raised) = adjust_threshold(
+            class.threshold.load(Ordering::Relaxed),
+            c_n_to_d,
+            free_chunks,
+            benefit,
+            last,
+        );
+        class.threshold.store(threshold, Ordering::Relaxed);
+        *t = Tuning {
+            dram_hits,
+            slow_hits,
+            migration_accesses,
+            promotions,
+            benefit: Some(benefit),
+            raised,
+        };
+    }
+
+    /// The slow tier's CLOCK: from the hand, pass over referenced items (clearing their
+    /// bit) and evict the first unreferenced one. Returns the items removed. The caller
+    /// holds the class lock.
+    fn clock_evict(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+        let mem = &tier.mem;
+        for attempt in 1..=CLOCK_TRIES {
+            let mut addr = cs.lru.hand;
+            if addr == NIL {
+                // Wrapped (or never started): the oldest item of the first non-empty list.
+                addr = (0..crate::lru::SEGMENTS)
+                    .rev()
+                    .map(|segment| cs.lru.tail[segment])
+                    .find(|&t| t != NIL)
+                    .unwrap_or(NIL);
+                if addr == NIL {
+                    return 0;
+                }
+            }
+            mem.charge_header_read(addr, header_bytes::ALL);
+            let h = mem.header(addr);
+            cs.lru.hand = h.prev.load(Ordering::Relaxed);
+            if e.dead_reason(h, now_s).is_some() {
+                if e.reclaim_dead(tier, cs, addr, false) {
+                    return 1;
+                }
+                continue;
+            }
+            if h.has(state::QUEUED) {
+                continue;
+            }
+            if !e.config.evictions_enabled {
+                return 0;
+            }
+            let key_hash = h.key_hash.load(Ordering::Relaxed);
+            let referenced = {
+                let Some(mut table) = e.index.shard(key_hash).table.try_lock() else {
+                    cs.stats.lrutail_reflocked += 1;
+                    continue;
+                };
+                Index::with_policy_bits(&mut table, key_hash, addr, |_, referenced| {
+                    std::mem::replace(referenced, false)
+                })
+                .unwrap_or(false)
+            };
+            // Bounded: after CLOCK_TRIES - 1 referenced items the hand evicts the next
+            // one anyway, so a store never fails because every item was just read.
+            if (!referenced || attempt == CLOCK_TRIES) && e.evict_item(tier, cs, addr, now_s) {
+                return 1;
+            }
+        }
+        0
+    }
+
+    fn count_migration(&self, class_id: usize, direction: Direction) {
+        if let Some(class) = self.classes.get(class_id) {
+            class.migration_accesses.fetch_add(1, Ordering::Relaxed);
+            if direction == Direction::ToDram {
+                class.promotions.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// A DRAM item's counter after an access, and the queue it now belongs in; relinks it
+    /// there if the class lock is free (the maintainer's victim search fixes it
+    /// otherwise). Returns whether the header's access word changed.
+    fn dram_access(&self, tier: &Tier, addr: ItemAddr, h: &ItemHeader, now_s: u32) -> bool {
+        let mut dirty = self.periods.record(h, now_s);
+        let due = queue_of(self.periods.count_of(h), self.queues);
+        if due != h.segment() {
+            if let Some(mut cs) = tier.classes[tier.class_of(addr)].0.try_lock() {
+                if h.has(state::LINKED) {
+                    super::slru::move_to(tier, &mut cs, addr, due);
+                }
+            }
+        } else if !h.has(state::ACTIVE) {
+            h.set(state::ACTIVE);
+            dirty = true;
+        }
+        if !h.has(state::FETCHED) {
+            h.set(state::FETCHED);
+            dirty = true;
+        }
+        dirty
+    }
+}
+
+impl Policy for Hotspot {
+    fn alloc_new_item(
+        &self,
+        e: &Engine,
+        _key_hash: u32,
+        class_id: usize,
+        total_bytes: usize,
+    ) -> Option<ItemAddr> {
+        let dram = e.dram();
+        let Some(slow) = e.slow() else {
+            return e.alloc(dram, class_id, total_bytes);
+        };
+        if dram.page_count == 0 {
+            return e.alloc(slow, class_id, total_bytes);
+        }
+        e.take_free(dram, class_id, total_bytes)
+            .or_else(|| e.alloc(slow, class_id, total_bytes))
+            .or_else(|| e.alloc(dram, class_id, total_bytes))
+    }
+
+    fn new_item_access(&self, _now_s: u32) -> u8 {
+        self.periods.fresh()
+    }
+
+    fn on_link(
+        &self,
+        e: &Engine,
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+        tier: &Tier,
+        addr: ItemAddr,
+        old: Option<ItemAddr>,
+    ) -> usize {
+        let now_s = e.clock.now_s();
+        // A SET is an access: an overwrite carries the key's counter on.
+        let previous = match old {
+            Some(old_addr) if e.tier_of(old_addr).id == TierId::Dram => {
+                let h = e.dram().mem.header(old_addr);
+                self.periods.count_of(h)
+            }
+            // The descriptor (kept by the index's `replace`) holds a slow item's counter.
+            Some(_) => Index::with_policy_bits(table, key_hash, addr, |byte, _| {
+                self.slow_count(*byte, now_s)
+            })
+            .unwrap_or(0),
+            None => 0,
+        };
+        let count = previous.saturating_add(1).min(COUNT_MAX);
+        let byte = self.periods.with_count(count);
+        match tier.id {
+            TierId::Dram => {
+                tier.mem.header(addr).access.store(byte, Ordering::Relaxed);
+                Index::with_policy_bits(table, key_hash, addr, |b, referenced| {
+                    *b = 0;
+                    *referenced = false;
+                });
+                queue_of(count, self.queues)
+            }
+            TierId::Slow => {
+                // The SET counts in the counter, not in the reference bit: the hand
+                // reaches new items last anyway, and a burst of stores must not make
+                // every item look referenced.
+                Index::with_policy_bits(table, key_hash, addr, |b, referenced| {
+                    *b = byte;
+                    *referenced = false;
+                });
+                COLD
+            }
+        }
+    }
+
+    fn on_access(
+        &self,
+        e: &Engine,
+        tier: &Tier,
+        addr: ItemAddr,
+        now_s: u32,
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+    ) -> bool {
+        let h = tier.mem.header(addr);
+        if tier.id == TierId::Dram {
+            let dirty = self.dram_access(tier, addr, h, now_s);
+            if dirty {
+                tier.mem.charge_header_write(addr, header_bytes::ACCESS);
+            }
+            return dirty;
+        }
+        // A slow-tier item: the counter and the reference bit live in DRAM.
+        let count = Index::with_policy_bits(table, key_hash, addr, |byte, referenced| {
+            *byte = self.slow_accessed(*byte, now_s);
+            *referenced = true;
+            self.slow_count(*byte, now_s)
+        })
+        .unwrap_or(0);
+        let mut dirty = false;
+        if !h.has(state::FETCHED) {
+            h.set(state::FETCHED);
+            h.last_access_s.store(now_s, Ordering::Relaxed);
+            dirty = true;
+        } else if now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed))
+            >= ITEM_UPDATE_INTERVAL_S
+        {
+            h.last_access_s.store(now_s, Ordering::Relaxed);
+            dirty = true;
+        }
+        let class_id = tier.class_of(addr);
+        if e.migrating() && !h.has(state::QUEUED) && count > self.threshold(class_id) {
+            h.set(state::PROMOTE);
+            e.moves.offer(Direction::ToDram, &tier.mem, addr, false);
+            dirty = true;
+        }
+        if dirty {
+            tier.mem.charge_header_write(addr, header_bytes::ACCESS);
+        }
+        dirty
+    }
+
+    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+        match tier.id {
+            TierId::Slow => self.clock_evict(e, tier, cs, now_s),
+            TierId::Dram => match self.dram_victim(e, cs, now_s) {
+                Some(addr) if e.config.evictions_enabled => {
+                    usize::from(e.evict_item(tier, cs, addr, now_s))
+                }
+                _ => 0,
+            },
+        }
+    }
+
+    fn destination(
+        &self,
+        e: &Engine,
+        direction: Direction,
+        class_id: usize,
+        total_bytes: usize,
+        _candidate: Candidate,
+    ) -> Result<ItemAddr, Refusal> {
+        match direction {
+            Direction::ToSlow => {
+                tiering::slow_chunk(e, class_id, total_bytes).ok_or(Refusal::NoSpace)
+            }
+            Direction::ToDram => {
+                let victim =
+                    |e: &Engine, cs: &mut ClassState, now_s: u32| self.dram_victim(e, cs, now_s);
+                match tiering::dram_chunk_by_demoting_with(e, class_id, total_bytes, victim, |_| {
+                    true
+                }) {
+                    Ok(Some(addr)) => Ok(addr),
+                    Ok(None) | Err(()) => Err(Refusal::NoSpace),
+                }
+            }
+        }
+    }
+
+    fn after_move(
+        &self,
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+        direction: Direction,
+        dst_tier: &Tier,
+        dst_addr: ItemAddr,
+    ) -> usize {
+        let class_id = dst_tier.class_of(dst_addr);
+        self.count_migration(class_id, direction);
+        let h = dst_tier.mem.header(dst_addr);
+        match direction {
+            Direction::ToDram => {
+                // The counter moves from the descriptor into the DRAM header.
+                let byte = Index::with_policy_bits(table, key_hash, dst_addr, |b, referenced| {
+                    *referenced = false;
+                    std::mem::take(b)
+                })
+                .unwrap_or(0);
+                h.access.store(byte, Ordering::Relaxed);
+                queue_of(self.periods.count_of(h), self.queues)
+            }
+            Direction::ToSlow => {
+                // ... and back: the copy's header holds the DRAM counter.
+                let byte = h.access.load(Ordering::Relaxed);
+                Index::with_policy_bits(table, key_hash, dst_addr, |b, referenced| {
+                    *b = byte;
+                    *referenced = false;
+                });
+                COLD
+            }
+        }
+    }
+
+    fn migrates(&self) -> bool {
+        true
+    }
+
+    fn begin_pass(&self, e: &Engine, tier: &Tier) {
+        if tier.id == TierId::Dram {
+            self.periods.advance(e);
+        }
+    }
+
+    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize {
+        if tier.id != TierId::Dram {
+            // The slow tier has nothing to maintain: CLOCK works at eviction time.
+            return 0;
+        }
+        self.tune(e, class_id);
+        let now_s = e.clock.now_s();
+        let mut cs = tier.classes[class_id].0.lock();
+        self.decay_queues(e, &mut cs);
+        if !e.migrating() {
+            return 0;
+        }
+        let mut queued = 0;
+        while queued < DEMOTIONS_PER_PASS && tiering::dram_needs_room(tier, &cs) {
+            let Some(victim) = self.dram_victim(e, &mut cs, now_s) else {
+                break;
+            };
+            if tier.mem.header(victim).has(state::QUEUED)
+                || !e.moves.offer(Direction::ToSlow, &tier.mem, victim, true)
+            {
+                break;
+            }
+            queued += 1;
+        }
+        usize::from(queued > 0)
+    }
+
+    fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
+        cs.stats.evicted + cs.dram_pressure
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_i_holds_counts_from_two_to_the_i() {
+        let expected = [
+            (0, 0),
+            (1, 0),
+            (2, 1),
+            (3, 1),
+            (4, 2),
+            (7, 2),
+            (8, 3),
+            (15, 3),
+            (16, 4),
+            (31, 4),
+        ];
+        for (count, queue) in expected {
+            assert_eq!(queue_of(count, 5), queue, "count {count}");
+        }
+        // Fewer queues: the top one takes everything above.
+        assert_eq!(queue_of(31, 3), 2);
+        assert_eq!(queue_of(3, 3), 1);
+        assert_eq!(queue_of(31, 1), 0);
+    }
+
+    #[test]
+    fn algorithm_1_lowers_with_spare_dram_and_hill_climbs_otherwise() {
+        // Fewer promotions than half the free chunks: lower.
+        assert_eq!(
+            adjust_threshold(4, 10, 100, 0.5, Some((0.9, true))),
+            (3, false)
+        );
+        // No spare DRAM, no earlier benefit: a first step up.
+        assert_eq!(adjust_threshold(4, 10, 0, 0.5, None), (5, true));
+        // The benefit rose: repeat the last step (up, then down).
+        assert_eq!(
+            adjust_threshold(4, 10, 0, 0.6, Some((0.5, true))),
+            (5, true)
+        );
+        assert_eq!(
+            adjust_threshold(4, 10, 0, 0.6, Some((0.5, false))),
+            (3, false)
+        );
+        // It fell: reverse it.
+        assert_eq!(
+            adjust_threshold(4, 10, 0, 0.4, Some((0.5, true))),
+            (3, false)
+        );
+        assert_eq!(
+            adjust_threshold(4, 10, 0, 0.4, Some((0.5, false))),
+            (5, true)
+        );
+        // Bounded: never below 0, never at or above the counter's ceiling.
+        assert_eq!(adjust_threshold(0, 0, 100, 0.0, None).0, 0);
+        assert_eq!(
+            adjust_threshold(COUNT_MAX - 1, 10, 0, 0.5, None).0,
+            COUNT_MAX - 1
+        );
+    }
+}

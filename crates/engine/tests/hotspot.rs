@@ -1,0 +1,253 @@
+//! The hotspot policy's mechanisms, each on a scripted engine (seed 002 sections 3.2-3.4):
+//! slow-tier metadata in DRAM (a hit writes nothing to the slow tier, a miss reads
+//! nothing), promotion past the class threshold, the multi-queue DRAM victim, the slow
+//! tier's CLOCK. The invariants every policy keeps are in `policy_invariants.rs` and
+//! `policy_stress.rs`, which run this policy too.
+//!
+//! Items are `key(i)` (8 bytes) with 117-byte values: 56 + 8 + 117 = 181 bytes, class 4
+//! (192-byte chunks, 5461 to a 1 MiB page), an item spans 3 lines.
+
+mod common;
+use common::*;
+use engine::*;
+
+const MIB: u64 = 1024 * 1024;
+const VALUE_BYTES: usize = 117;
+const ITEM_LINES: u64 = 3;
+const CHUNKS_PER_PAGE: u32 = 1024 * 1024 / 192;
+
+fn key(i: u32) -> String {
+    format!("key:{i:04}")
+}
+
+fn val(i: u32) -> Vec<u8> {
+    let mut v = format!("value of {i}:").into_bytes();
+    v.resize(VALUE_BYTES, b'.');
+    v
+}
+
+fn slow_region(slow_mib: u64) -> Option<tier::RegionSpec> {
+    Some(tier::RegionSpec {
+        size_bytes: (slow_mib * MIB) as usize,
+        backing: tier::RegionBacking::Anonymous,
+        cost: tier::CostModel::NONE,
+    })
+}
+
+fn hotspot(dram_mib: u64, slow_mib: u64) -> std::sync::Arc<Engine> {
+    engine_with(EngineConfig {
+        memory_limit_bytes: dram_mib * MIB,
+        slow_tier: if slow_mib > 0 {
+            slow_region(slow_mib)
+        } else {
+            None
+        },
+        policy: PlacementPolicy::Hotspot,
+        slab_reassign: false,
+        ..EngineConfig::default()
+    })
+    .0
+}
+
+fn slow_lines(e: &Engine, op: impl FnOnce()) -> (u64, u64) {
+    let before = e.tier_usage(TierId::Slow);
+    op();
+    let after = e.tier_usage(TierId::Slow);
+    (
+        after.lines_read - before.lines_read,
+        after.lines_written - before.lines_written,
+    )
+}
+
+fn read(e: &Engine, i: u32) {
+    assert_eq!(value(e, key(i).as_bytes()), Some(val(i)), "{}", key(i));
+}
+
+/// HMCached's NVM-friendly index: the counter and the reference bit of a slow-tier item
+/// live in its DRAM descriptor. A hit reads the item's lines and writes none of them —
+/// except the first, which sets the fetched flag and the last-access time once (what
+/// `mg h` and `mg l` report, as memcached does). Under Dual-LRU every hit writes a
+/// header line (`accounting.rs`). A miss reads nothing of the slow tier.
+#[test]
+fn a_hit_on_a_slow_item_writes_nothing_to_the_slow_tier_after_its_first() {
+    let e = hotspot(0, 4);
+    assert!(stored(set(&e, key(0).as_bytes(), &val(0))));
+    assert_eq!(e.tier_of_key(key(0).as_bytes()), Some(TierId::Slow));
+    let first = slow_lines(&e, || read(&e, 0));
+    assert_eq!(first, (ITEM_LINES, 1), "first hit");
+    for hit in 2..=10 {
+        let lines = slow_lines(&e, || read(&e, 0));
+        assert_eq!(lines, (ITEM_LINES, 0), "hit {hit}");
+    }
+    let miss = slow_lines(&e, || assert_eq!(value(&e, b"key:9999"), None));
+    assert_eq!(miss, (0, 0));
+}
+
+/// Fills DRAM's only page with items 0..CHUNKS_PER_PAGE, so the next new item of the
+/// class is placed in the slow tier.
+fn fill_dram(e: &Engine) -> u32 {
+    for i in 0..CHUNKS_PER_PAGE {
+        assert!(stored(set(e, key(i).as_bytes(), &val(i))));
+        assert_eq!(e.tier_of_key(key(i).as_bytes()), Some(TierId::Dram), "{i}");
+    }
+    CHUNKS_PER_PAGE
+}
+
+/// A slow-tier item is offered to DRAM once its counter exceeds the class's threshold
+/// (4 to start with): the SET counts one access, the fourth read makes five. The
+/// promotion takes DRAM room by demoting the multi-queue victim: the oldest item of
+/// queue 0, never one read often enough to sit in a higher queue.
+#[test]
+fn a_slow_item_is_promoted_when_its_count_passes_the_threshold_displacing_the_coldest() {
+    let e = hotspot(1, 4);
+    let n = fill_dram(&e);
+    // Item 0, the oldest, is read into queue 1 (count 3): it must not be the victim.
+    read(&e, 0);
+    read(&e, 0);
+    let newcomer = n;
+    assert!(stored(set(&e, key(newcomer).as_bytes(), &val(newcomer))));
+    assert_eq!(e.tier_of_key(key(newcomer).as_bytes()), Some(TierId::Slow));
+    for reads in 1..=3 {
+        read(&e, newcomer);
+        assert_eq!(
+            e.migration_counts().move_to_dram_queue_len,
+            0,
+            "offered after {reads} reads (count {})",
+            reads + 1
+        );
+    }
+    read(&e, newcomer);
+    assert_eq!(e.migration_counts().move_to_dram_queue_len, 1);
+    assert_eq!(e.migration_step(), 1);
+    assert_eq!(e.tier_of_key(key(newcomer).as_bytes()), Some(TierId::Dram));
+    let m = e.migration_counts();
+    assert_eq!((m.promotions, m.demotions), (1, 1), "{m:?}");
+    assert_eq!(e.tier_of_key(key(0).as_bytes()), Some(TierId::Dram));
+    assert_eq!(e.tier_of_key(key(1).as_bytes()), Some(TierId::Slow));
+    for i in [0, 1, newcomer] {
+        read(&e, i);
+    }
+}
+
+/// Multi-queue replacement in a DRAM-only engine: items read often sit in higher
+/// queues, and evictions take the tails of queue 0 first, oldest first, whatever the
+/// age of the items above.
+#[test]
+fn the_multi_queue_evicts_from_the_lowest_queue_first() {
+    let e = hotspot(1, 0);
+    let n = fill_dram(&e);
+    // The 100 oldest items are read five times: count 6, queue 2.
+    for i in 0..100 {
+        for _ in 0..5 {
+            read(&e, i);
+        }
+    }
+    for i in n..n + 200 {
+        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+    }
+    assert_eq!(stat(&e, "evictions"), 200);
+    for i in 0..100 {
+        assert!(
+            e.tier_of_key(key(i).as_bytes()).is_some(),
+            "hot {i} evicted"
+        );
+    }
+    for i in 100..300 {
+        assert_eq!(e.tier_of_key(key(i).as_bytes()), None, "{i} kept");
+    }
+    for i in 300..n + 200 {
+        assert!(e.tier_of_key(key(i).as_bytes()).is_some(), "{i} evicted");
+    }
+}
+
+/// CLOCK in a slow-tier-only engine: the hand starts at the oldest item; items read
+/// since it last passed (reference bit set in their descriptor) are passed over, their
+/// bit cleared; the first unreferenced ones are evicted. No slow-tier item is relinked
+/// on a hit, so the hand's order is the store order.
+#[test]
+fn the_slow_clock_passes_over_referenced_items_and_evicts_the_next() {
+    let e = hotspot(0, 1);
+    for i in 0..CHUNKS_PER_PAGE {
+        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+    }
+    for i in 0..10 {
+        read(&e, i);
+    }
+    let n = CHUNKS_PER_PAGE;
+    for i in n..n + 20 {
+        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+    }
+    assert_eq!(stat(&e, "evictions"), 20);
+    for i in 0..10 {
+        assert!(
+            e.tier_of_key(key(i).as_bytes()).is_some(),
+            "read {i} evicted"
+        );
+    }
+    for i in 10..30 {
+        assert_eq!(e.tier_of_key(key(i).as_bytes()), None, "{i} kept");
+    }
+    // The hand passed 0..9 and cleared their bits: unread since, they go next, in order.
+    for i in n + 20..n + 30 {
+        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+    }
+    for i in 0..10 {
+        assert!(
+            e.tier_of_key(key(i).as_bytes()).is_some(),
+            "{i} evicted before the hand came round"
+        );
+    }
+    for i in 30..40 {
+        assert_eq!(e.tier_of_key(key(i).as_bytes()), None, "{i} kept");
+    }
+}
+
+/// Bounded CLOCK: when every item was read since the hand last passed, a store still
+/// succeeds (the hand evicts after passing over a bounded number).
+#[test]
+fn a_store_succeeds_when_every_slow_item_is_referenced() {
+    let e = hotspot(0, 1);
+    for i in 0..CHUNKS_PER_PAGE {
+        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+    }
+    for i in 0..CHUNKS_PER_PAGE {
+        read(&e, i);
+    }
+    let n = CHUNKS_PER_PAGE;
+    for i in n..n + 100 {
+        assert!(stored(set(&e, key(i).as_bytes(), &val(i))), "{i}");
+        read(&e, i);
+    }
+    assert_eq!(stat(&e, "evictions"), 100);
+}
+
+/// The hand never names a freed chunk: deleting the item under it moves it on. Here the
+/// hand stops at item 11 after an eviction; 11 is deleted, a new item A takes its chunk,
+/// and the next eviction must take 12, the next item in the hand's order — not A.
+#[test]
+fn deleting_the_item_under_the_clock_hand_moves_the_hand_on() {
+    let e = hotspot(0, 1);
+    for i in 0..CHUNKS_PER_PAGE {
+        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+    }
+    for i in 0..10 {
+        read(&e, i);
+    }
+    let n = CHUNKS_PER_PAGE;
+    assert!(stored(set(&e, key(n).as_bytes(), &val(n))));
+    assert_eq!(e.tier_of_key(key(10).as_bytes()), None);
+    assert_eq!(
+        e.delete(key(11).as_bytes(), &DeleteOptions::default()),
+        DeleteOutcome::Deleted
+    );
+    let a = n + 1;
+    assert!(stored(set(&e, key(a).as_bytes(), &val(a))));
+    assert_eq!(stat(&e, "evictions"), 1, "A took the deleted item's chunk");
+    let b = n + 2;
+    assert!(stored(set(&e, key(b).as_bytes(), &val(b))));
+    assert_eq!(stat(&e, "evictions"), 2);
+    assert_eq!(e.tier_of_key(key(12).as_bytes()), None, "12 kept");
+    for i in [a, b, 13] {
+        read(&e, i);
+    }
+}
