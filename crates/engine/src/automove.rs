@@ -1,6 +1,8 @@
 //! The slab automover (memcached's `slab_automove`): moves DRAM pages between classes
 //! when one class needs memory and another holds old items. How a class's need for
-//! pages is measured is the policy's (`Policy::class_need`).
+//! pages is measured is the policy's (`Policy::class_need`); a policy may also plan the
+//! moves itself (`Policy::plan_page_move`: the hotspot policy's benefit-aware DRAM
+//! reassignment).
 
 use std::sync::atomic::Ordering;
 
@@ -69,6 +71,9 @@ impl Engine {
             return false;
         }
         let tier = self.dram();
+        if let Some(plan) = self.policy.plan_page_move(self) {
+            return plan.is_some_and(|(src, dst)| self.move_page(tier, src, dst));
+        }
         let tiered = self.page_moves_demote(tier);
         let now = self.clock.now_s();
         let large = self.geometry.large;

@@ -82,6 +82,10 @@ pub struct EngineConfig {
     /// `--mq-queues`: queues of the hotspot policy's multi-queue replacement in DRAM
     /// (queue i holds items whose access count is in [2^i, 2^(i+1))).
     pub mq_queues: usize,
+    /// `--no-benefit-reassign` sets this to false: the hotspot policy leaves DRAM page
+    /// moves to the slab automover's rules instead of planning them by benefit
+    /// (HMCached section 3.5).
+    pub benefit_reassign: bool,
 }
 
 /// `--policy`: the placement policies the engine implements.
@@ -216,6 +220,7 @@ impl Default for EngineConfig {
             slow_durability: Durability::Auto,
             promotion_margin: 3,
             mq_queues: MQ_QUEUES_MAX,
+            benefit_reassign: true,
         }
     }
 }

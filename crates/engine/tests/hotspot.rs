@@ -251,3 +251,73 @@ fn deleting_the_item_under_the_clock_hand_moves_the_hand_on() {
         read(&e, i);
     }
 }
+
+/// DRAM pages of `class_id` (from `stats slabs`).
+fn dram_pages(e: &Engine, class_id: u8) -> u64 {
+    let mut pages = 0;
+    e.stats_slabs(&mut |k, v| {
+        if k == format!("{class_id}:total_pages") {
+            pages = v.to_string().parse().unwrap();
+        }
+    });
+    pages
+}
+
+/// Benefit-aware DRAM reassignment (section 3.5): DRAM's four pages all belong to the
+/// small items' class when the large items, stored later, turn out to be the hot ones.
+/// Benefit per page: 500 small items read 5 times fill a fraction of one page; 2 000
+/// large items read 20 times fill three. The dynamic program's split is one page for
+/// the small class and three for the large, and the automover gets there one page a
+/// step, its small items demoted (none lost). (The automover's own rules would wait a
+/// 30-step window before the first move.)
+#[test]
+fn dram_pages_move_to_the_class_whose_items_gain_most() {
+    let (e, _clock) = engine_with(EngineConfig {
+        memory_limit_bytes: 4 * MIB,
+        slow_tier: slow_region(32),
+        policy: PlacementPolicy::Hotspot,
+        access_period_requests: 20_000,
+        ..EngineConfig::default()
+    });
+    let small_count = 4 * CHUNKS_PER_PAGE;
+    for i in 0..small_count {
+        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+    }
+    let large_key = |i: u32| format!("large:{i:05}");
+    let large_val = |i: u32| {
+        let mut v = format!("large value {i}:").into_bytes();
+        v.resize(900, b'+');
+        v
+    };
+    let large_class = e.slab_class_for(11, 900);
+    let small_class = e.slab_class_for(8, VALUE_BYTES);
+    for i in 0..2000 {
+        assert!(stored(set(&e, large_key(i).as_bytes(), &large_val(i))));
+    }
+    assert_eq!(dram_pages(&e, small_class), 4);
+    assert_eq!(dram_pages(&e, large_class), 0);
+    for _round in 0..3 {
+        for _ in 0..20 {
+            for i in 0..2000 {
+                assert_eq!(value(&e, large_key(i).as_bytes()), Some(large_val(i)));
+            }
+        }
+        for _ in 0..5 {
+            for i in 0..500 {
+                read(&e, i);
+            }
+        }
+        e.lru_maintainer_tier_step(0);
+        for _ in 0..10 {
+            e.slab_automove_step();
+            while e.migration_step() > 0 {}
+        }
+    }
+    assert_eq!(
+        (dram_pages(&e, small_class), dram_pages(&e, large_class)),
+        (1, 3)
+    );
+    for i in 0..small_count {
+        read(&e, i);
+    }
+}

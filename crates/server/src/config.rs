@@ -133,6 +133,11 @@ struct Cli {
     /// items accessed 2^i to 2^(i+1)-1 times per period).
     #[arg(long = "mq-queues", value_name = "N", default_value_t = engine::MQ_QUEUES_MAX)]
     mq_queues: usize,
+    /// Hotspot policy: leave DRAM page moves between slab classes to the slab
+    /// automover's rules instead of planning them by the benefit of each class's hottest
+    /// items (HMCached's DRAM reassignment).
+    #[arg(long = "no-benefit-reassign")]
+    no_benefit_reassign: bool,
     /// Keep every item in the tier it was first written to (no promotion or demotion).
     #[arg(long = "no-migration")]
     no_migration: bool,
@@ -442,6 +447,7 @@ fn apply_tier_flags(engine: &mut EngineConfig, cli: &Cli) -> Result<(), CliExit>
     engine.access_period_requests = cli.access_period;
     engine.promotion_margin = cli.promotion_margin;
     engine.mq_queues = cli.mq_queues;
+    engine.benefit_reassign = !cli.no_benefit_reassign;
     engine.dram_residency_max_s = cli.dram_residency_max_s;
     if cli.migration_threads == 0 || cli.migration_threads > MIGRATION_THREADS_MAX {
         return Err(usage(format!(
@@ -1028,6 +1034,8 @@ mod tests {
             "unknown policy \"lfu\" (valid: dual-lru, hotspot, uniform, two-level)"
         );
         assert_eq!(parse_ok(&["--mq-queues", "3"]).engine.mq_queues, 3);
+        assert!(parse_ok(&[]).engine.benefit_reassign);
+        assert!(!parse_ok(&["--no-benefit-reassign"]).engine.benefit_reassign);
         assert!(parse_usage(&["--mq-queues", "6"]).contains("mq queues must be between 1 and 5"));
         let tuned = parse_ok(&["--access-period", "50000", "--promotion-margin", "0"]).engine;
         assert_eq!(

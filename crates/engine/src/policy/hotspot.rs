@@ -31,11 +31,20 @@
 //!   whose reference bit is set (read since the hand last passed) gets its bit cleared
 //!   and is passed over, the first one without it is evicted — or, bounded, the
 //!   [`CLOCK_TRIES`]th item looked at.
+//! - **Benefit-aware DRAM reassignment** (section 3.5). Every access adds one to its
+//!   class's count of items that reached its counter value this period (atomics, no
+//!   lock): at the end of a period, `reached[c]` is the number of the class's items
+//!   accessed at least c times, so the sum of the counters of its k hottest items — the
+//!   benefit of holding them in DRAM (equation 2, times the chunk size) — comes from the
+//!   histogram alone. The dynamic program of equations 3-4 then splits DRAM's pages
+//!   among the classes for the largest total benefit, and the automover moves one page a
+//!   step toward that split (items of a page leaving DRAM are demoted, never lost). This
+//!   is what fixes slab calcification when the item-size mix changes.
 //! - **New items** take a free DRAM chunk, else go to the slow tier (as under Dual-LRU: a
 //!   store never waits for a demotion; the maintainer's reserve takes new items).
 //!   An overwrite keeps the key's counter and adds one.
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use parking_lot::Mutex;
 
@@ -68,6 +77,25 @@ const CLOCK_TRIES: usize = 32;
 const DECAY_TRIES: usize = 16;
 /// Demotions the DRAM maintainer queues per class per pass.
 const DEMOTIONS_PER_PASS: usize = 64;
+/// Counter values the reassignment histogram distinguishes (0..=COUNT_MAX).
+const COUNT_VALUES: usize = COUNT_MAX as usize + 1;
+/// The dynamic program splits DRAM in at most this many units of whole pages.
+const DP_UNITS_MAX: usize = 256;
+
+/// A class's histogram of one period: `reached[c]` items were accessed at least c times.
+type Reached = [u32; COUNT_VALUES];
+
+/// What the benefit-aware reassignment keeps between periods.
+#[derive(Default)]
+struct Reassignment {
+    /// Per class, the histogram of the last complete period.
+    last_period: Vec<Reached>,
+    /// Bumped at every period end: the plan below is stale when it differs.
+    generation: u64,
+    /// The page split planned from `last_period`, per class, and its generation.
+    target_pages: Vec<usize>,
+    planned_generation: u64,
+}
 
 /// What the hill-climbing of one class remembers between adjustments.
 #[derive(Default)]
@@ -84,6 +112,8 @@ struct Tuning {
 }
 
 struct Class {
+    /// This period's histogram (`reached[c]`: items of the class whose counter reached c).
+    reached: [AtomicU32; COUNT_VALUES],
     threshold: AtomicU8,
     /// Copies into or out of DRAM of the class's items (each an access of the slow
     /// tier caused by migration: C_mig), and promotions alone (C_N-to-D).
@@ -96,6 +126,8 @@ pub(crate) struct Hotspot {
     periods: Periods,
     queues: usize,
     classes: Box<[Class]>,
+    benefit_reassign: bool,
+    reassignment: Mutex<Reassignment>,
 }
 
 /// The multi-queue queue of a counter: i for counts in [2^i, 2^(i+1)), 0 for 0 and 1.
@@ -143,8 +175,11 @@ impl Hotspot {
         Hotspot {
             periods: Periods::new(config.access_period_requests),
             queues: config.mq_queues,
+            benefit_reassign: config.benefit_reassign,
+            reassignment: Mutex::new(Reassignment::default()),
             classes: (0..=SLAB_CLASSES_MAX)
                 .map(|_| Class {
+                    reached: std::array::from_fn(|_| AtomicU32::new(0)),
                     threshold: AtomicU8::new(THRESHOLD_INITIAL),
                     migration_accesses: AtomicU64::new(0),
                     promotions: AtomicU64::new(0),
@@ -152,6 +187,29 @@ impl Hotspot {
                 })
                 .collect(),
         }
+    }
+
+    /// An access brought an item of `class_id` to counter value `count`.
+    fn record_reached(&self, class_id: usize, count: u8) {
+        if let Some(slot) = self
+            .classes
+            .get(class_id)
+            .and_then(|c| c.reached.get(usize::from(count)))
+        {
+            slot.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// End of a period: this period's histograms become the last complete one.
+    fn close_period(&self) {
+        let snapshot: Vec<Reached> = self
+            .classes
+            .iter()
+            .map(|c| std::array::from_fn(|v| c.reached[v].swap(0, Ordering::Relaxed)))
+            .collect();
+        let mut r = self.reassignment.lock();
+        r.last_period = snapshot;
+        r.generation += 1;
     }
 
     fn threshold(&self, class_id: usize) -> u8 {
@@ -345,6 +403,43 @@ impl Hotspot {
         0
     }
 
+    /// The page split of DRAM that maximises the benefit of the last complete period,
+    /// per class (the large class, whose items span pages, keeps what it has).
+    fn plan_split(&self, e: &Engine, last_period: &[Reached], current: &[usize]) -> Vec<usize> {
+        let geometry = &e.geometry;
+        let large = geometry.large;
+        let classes: Vec<usize> = (1..large).collect();
+        let pages_total: usize =
+            classes.iter().map(|&c| current[c]).sum::<usize>() + e.dram().pool.lock().free_pages();
+        let unit = pages_total.div_ceil(DP_UNITS_MAX).max(1);
+        let units = pages_total / unit;
+        let benefit = |class_id: usize, units_given: usize| -> f64 {
+            let Some(reached) = last_period.get(class_id) else {
+                return 0.0;
+            };
+            let per_page = geometry.chunks_per_page(class_id) as u64;
+            let mut room = (units_given * unit) as u64 * per_page;
+            let mut sum = 0u64;
+            for value in (1..COUNT_VALUES).rev() {
+                if room == 0 {
+                    break;
+                }
+                let above = reached.get(value + 1).copied().unwrap_or(0);
+                let exactly = u64::from(reached[value].saturating_sub(above));
+                let taken = exactly.min(room);
+                sum += taken * value as u64;
+                room -= taken;
+            }
+            sum as f64 * geometry.chunk_bytes[class_id] as f64
+        };
+        let split = benefit_split(classes.len(), units, |i, u| benefit(classes[i], u));
+        let mut target = current.to_vec();
+        for (i, &class_id) in classes.iter().enumerate() {
+            target[class_id] = split[i] * unit;
+        }
+        target
+    }
+
     fn count_migration(&self, class_id: usize, direction: Direction) {
         if let Some(class) = self.classes.get(class_id) {
             class.migration_accesses.fetch_add(1, Ordering::Relaxed);
@@ -426,6 +521,7 @@ impl Policy for Hotspot {
             None => 0,
         };
         let count = previous.saturating_add(1).min(COUNT_MAX);
+        self.record_reached(tier.class_of(addr), count);
         let byte = self.periods.with_count(count);
         match tier.id {
             TierId::Dram => {
@@ -461,6 +557,7 @@ impl Policy for Hotspot {
         let h = tier.mem.header(addr);
         if tier.id == TierId::Dram {
             let dirty = self.dram_access(tier, addr, h, now_s);
+            self.record_reached(tier.class_of(addr), self.periods.count_of(h));
             if dirty {
                 tier.mem.charge_header_write(addr, header_bytes::ACCESS);
             }
@@ -485,6 +582,7 @@ impl Policy for Hotspot {
             dirty = true;
         }
         let class_id = tier.class_of(addr);
+        self.record_reached(class_id, count);
         if e.migrating() && !h.has(state::QUEUED) && count > self.threshold(class_id) {
             h.set(state::PROMOTE);
             e.moves.offer(Direction::ToDram, &tier.mem, addr, false);
@@ -572,8 +670,8 @@ impl Policy for Hotspot {
     }
 
     fn begin_pass(&self, e: &Engine, tier: &Tier) {
-        if tier.id == TierId::Dram {
-            self.periods.advance(e);
+        if tier.id == TierId::Dram && self.periods.advance(e) > 0 {
+            self.close_period();
         }
     }
 
@@ -607,6 +705,68 @@ impl Policy for Hotspot {
     fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
         cs.stats.evicted + cs.dram_pressure
     }
+
+    fn plan_page_move(&self, e: &Engine) -> Option<Option<(usize, usize)>> {
+        if !self.benefit_reassign || e.slow().is_none() {
+            return None;
+        }
+        let dram = e.dram();
+        if dram.pool.lock().free_pages() > 0 {
+            // DRAM has free pages: classes take them as they need them.
+            return Some(None);
+        }
+        let current: Vec<usize> = (0..=e.geometry.large)
+            .map(|c| dram.classes[c].0.lock().pages.len())
+            .collect();
+        let mut r = self.reassignment.lock();
+        if r.generation == 0 {
+            return Some(None);
+        }
+        if r.planned_generation != r.generation {
+            r.target_pages = self.plan_split(e, &r.last_period, &current);
+            r.planned_generation = r.generation;
+        }
+        let target = &r.target_pages;
+        let gap = |c: usize| target.get(c).map_or(0, |&t| t as i64 - current[c] as i64);
+        let dst = (1..e.geometry.large).max_by_key(|&c| gap(c))?;
+        let src = (1..e.geometry.large).min_by_key(|&c| gap(c))?;
+        Some((gap(dst) > 0 && gap(src) < 0 && current[src] > 0).then_some((src, dst)))
+    }
+}
+
+/// The dynamic program of HMCached's equations 3-4: `units` of DRAM split among
+/// `classes` to maximise the sum of `benefit(class, units_given)`. Returns the units per
+/// class. O(classes x units^2).
+pub(crate) fn benefit_split(
+    classes: usize,
+    units: usize,
+    benefit: impl Fn(usize, usize) -> f64,
+) -> Vec<usize> {
+    // best[u]: the largest benefit of the classes so far with u units; choice[i][u]: the
+    // units class i takes in that optimum.
+    let mut best = vec![0.0f64; units + 1];
+    let mut choice = vec![vec![0usize; units + 1]; classes];
+    for (i, class_choice) in choice.iter_mut().enumerate() {
+        let gains: Vec<f64> = (0..=units).map(|u| benefit(i, u)).collect();
+        let mut next = vec![f64::MIN; units + 1];
+        for u in 0..=units {
+            for (given, gain) in gains.iter().enumerate().take(u + 1) {
+                let total = best[u - given] + gain;
+                if total > next[u] {
+                    next[u] = total;
+                    class_choice[u] = given;
+                }
+            }
+        }
+        best = next;
+    }
+    let mut split = vec![0; classes];
+    let mut left = units;
+    for i in (0..classes).rev() {
+        split[i] = choice[i][left];
+        left -= split[i];
+    }
+    split
 }
 
 #[cfg(test)]
@@ -634,6 +794,24 @@ mod tests {
         assert_eq!(queue_of(31, 3), 2);
         assert_eq!(queue_of(3, 3), 1);
         assert_eq!(queue_of(31, 1), 0);
+    }
+
+    #[test]
+    fn the_benefit_split_gives_pages_to_the_classes_that_gain_most() {
+        // Class 0 gains 10 a unit for its first 3 units, then nothing; class 1 gains 4 a
+        // unit without end; class 2 gains 7 for its first unit only.
+        let gain = |class: usize, units: usize| -> f64 {
+            match class {
+                0 => 10.0 * units.min(3) as f64,
+                1 => 4.0 * units as f64,
+                _ => 7.0 * units.min(1) as f64,
+            }
+        };
+        assert_eq!(benefit_split(3, 6, gain), vec![3, 2, 1]);
+        assert_eq!(benefit_split(3, 4, gain), vec![3, 0, 1]);
+        assert_eq!(benefit_split(3, 2, gain), vec![2, 0, 0]);
+        assert_eq!(benefit_split(3, 0, gain), vec![0, 0, 0]);
+        assert_eq!(benefit_split(3, 6, gain).iter().sum::<usize>(), 6);
     }
 
     #[test]

@@ -162,6 +162,13 @@ pub(crate) trait Policy {
     fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
         cs.stats.evicted
     }
+
+    /// The policy's own choice of a DRAM page move for this automover step: `None` to
+    /// leave it to the automover's rules, `Some(None)` for no move, `Some(Some((src,
+    /// dst)))` to move a page from class `src` to class `dst`. No lock is held.
+    fn plan_page_move(&self, _e: &Engine) -> Option<Option<(usize, usize)>> {
+        None
+    }
 }
 
 /// The configured policy, dispatched statically.
@@ -279,5 +286,9 @@ impl Policy for AnyPolicy {
     #[inline]
     fn class_need(&self, tier: &Tier, cs: &ClassState) -> u64 {
         dispatch!(self, p => p.class_need(tier, cs))
+    }
+    #[inline]
+    fn plan_page_move(&self, e: &Engine) -> Option<Option<(usize, usize)>> {
+        dispatch!(self, p => p.plan_page_move(e))
     }
 }
