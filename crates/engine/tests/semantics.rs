@@ -591,3 +591,29 @@ fn stats_groups_use_memcached_names() {
     assert_eq!(settings["evictions"], "on");
     assert_eq!(settings["cas_enabled"], "yes");
 }
+
+/// A key of the longest length memcached allows (250 bytes) is stored, found and
+/// deleted like any other, in either tier.
+#[test]
+fn keys_of_250_bytes_work_in_both_tiers() {
+    let (e, _clock) = engine_with(EngineConfig {
+        memory_limit_bytes: 0,
+        slow_tier: Some(tier::RegionSpec {
+            size_bytes: 4 * 1024 * 1024,
+            backing: tier::RegionBacking::Anonymous,
+            cost: tier::CostModel::NONE,
+        }),
+        ..EngineConfig::default()
+    });
+    let (d, _clock) = engine();
+    for engine in [&e, &d] {
+        let key = vec![b'k'; KEY_LENGTH_MAX_BYTES];
+        assert!(stored(set(engine, &key, b"long-keyed value")));
+        assert_eq!(value(engine, &key), Some(b"long-keyed value".to_vec()));
+        assert_eq!(
+            engine.delete(&key, &DeleteOptions::default()),
+            DeleteOutcome::Deleted
+        );
+        assert_eq!(value(engine, &key), None);
+    }
+}
