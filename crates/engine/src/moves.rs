@@ -366,12 +366,11 @@ impl Engine {
                     return Outcome::Skipped;
                 }
                 Err(Refusal::NoSpace) => {
+                    // The policy told the automover of the class's need when it found no
+                    // DRAM room (`tiering::make_dram_room`): counting it here again
+                    // would count one failed promotion twice.
                     if let Some(table) = self.lock_shard(req.key_hash, locking) {
                         self.release(&table, &req);
-                    }
-                    if direction == Direction::ToDram {
-                        // The automover gives this class a DRAM page (no lock is held).
-                        self.dram().classes[class_id].0.lock().dram_pressure += 1;
                     }
                     return Outcome::NoSpace;
                 }

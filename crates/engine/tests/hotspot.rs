@@ -127,6 +127,10 @@ fn a_slow_item_is_promoted_when_its_count_passes_the_threshold_displacing_the_co
     for i in [0, 1, newcomer] {
         read(&e, i);
     }
+    // `stats reset` clears the migration counters with the others.
+    e.reset_stats();
+    let m = e.migration_counts();
+    assert_eq!((m.promotions, m.demotions), (0, 0), "{m:?}");
 }
 
 /// Multi-queue replacement in a DRAM-only engine: items read often sit in higher
