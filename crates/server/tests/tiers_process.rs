@@ -2,6 +2,7 @@
 //! spills into the slow tier without losing an item, the tier counters in `stats` say
 //! where hits were served from, and `--slow-cost` makes slow-tier accesses wait.
 
+use anyhow::Context;
 use std::time::{Duration, Instant};
 
 use testkit::{stat, RawClient, ServerProcess};
@@ -35,9 +36,18 @@ fn default_run_has_a_dram_tier_and_a_slow_tier_in_a_pool_file() -> anyhow::Resul
     Ok(())
 }
 
+/// Under every placement policy, over the wire.
 #[test]
 fn a_small_dram_tier_spills_to_the_slow_tier_and_serves_every_item() -> anyhow::Result<()> {
-    let server = ServerProcess::fogcached(&["--dram", "2", "--slow-size", "64m"])?;
+    for policy in ["dual-lru", "hotspot", "uniform", "two-level"] {
+        spills_and_serves_every_item(policy).with_context(|| format!("--policy {policy}"))?;
+    }
+    Ok(())
+}
+
+fn spills_and_serves_every_item(policy: &str) -> anyhow::Result<()> {
+    let server =
+        ServerProcess::fogcached(&["--dram", "2", "--slow-size", "64m", "--policy", policy])?;
     let mut client = RawClient::connect(server.addr())?;
     let value = vec![b'v'; 1000];
     let keys = 6000; // about 6 MB of items: three times the DRAM tier
