@@ -105,18 +105,23 @@ pub enum PlacementPolicy {
     /// per-class threshold tuned by hill-climbing, multi-queue replacement in DRAM,
     /// CLOCK in the slow tier, slow-tier metadata in the DRAM index.
     Hotspot,
+    /// HMCached's HM-HC: the hotspot machinery with hyperbolic caching as DRAM's
+    /// replacement (priority = accesses / time in DRAM, victims by sampling).
+    Hyperbolic,
 }
 
 impl PlacementPolicy {
     /// Every policy, in the order `--help` lists them.
-    pub const ALL: [PlacementPolicy; 4] = [
+    pub const ALL: [PlacementPolicy; 5] = [
         PlacementPolicy::DualLru,
         PlacementPolicy::Hotspot,
+        PlacementPolicy::Hyperbolic,
         PlacementPolicy::Uniform,
         PlacementPolicy::TwoLevel,
     ];
     /// Names accepted by [`PlacementPolicy::parse`].
-    pub const NAMES: [&'static str; 4] = ["dual-lru", "hotspot", "uniform", "two-level"];
+    pub const NAMES: [&'static str; 5] =
+        ["dual-lru", "hotspot", "hyperbolic", "uniform", "two-level"];
 
     pub fn parse(name: &str) -> Option<PlacementPolicy> {
         Self::ALL.into_iter().find(|p| p.name() == name)
@@ -128,6 +133,7 @@ impl PlacementPolicy {
             PlacementPolicy::Uniform => "uniform",
             PlacementPolicy::TwoLevel => "two-level",
             PlacementPolicy::Hotspot => "hotspot",
+            PlacementPolicy::Hyperbolic => "hyperbolic",
         }
     }
 }

@@ -429,9 +429,14 @@ impl Engine {
         self.seal(dst_addr);
         Index::replace(&mut table, req.key_hash, req.addr, dst_addr);
         {
-            let segment =
-                self.policy
-                    .after_move(&mut table, req.key_hash, direction, dst_tier, dst_addr);
+            let segment = self.policy.after_move(
+                &mut table,
+                req.key_hash,
+                direction,
+                dst_tier,
+                dst_addr,
+                now,
+            );
             let mut cs = dst_tier.classes[class_id].0.lock();
             cs.lru.link_head(dst, segment, dst_addr);
         }

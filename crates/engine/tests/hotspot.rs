@@ -325,3 +325,80 @@ fn dram_pages_move_to_the_class_whose_items_gain_most() {
         read(&e, i);
     }
 }
+
+/// HM-HC (`--policy hyperbolic`): DRAM's victim is the sampled item with the fewest
+/// accesses per period in DRAM. Half the items of a full DRAM page were read three
+/// times, the other half never: every eviction takes an unread item (a sample of 16
+/// misses all of them with odds of 1 in 65 536).
+#[test]
+fn hyperbolic_evicts_the_items_with_the_fewest_accesses_for_their_time() {
+    let (e, _clock) = engine_with(EngineConfig {
+        memory_limit_bytes: MIB,
+        policy: PlacementPolicy::Hyperbolic,
+        slab_reassign: false,
+        ..EngineConfig::default()
+    });
+    let n = fill_dram(&e);
+    for i in (0..n).step_by(2) {
+        for _ in 0..3 {
+            read(&e, i);
+        }
+    }
+    for i in n..n + 100 {
+        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+    }
+    assert_eq!(stat(&e, "evictions"), 100);
+    for i in (0..n).step_by(2) {
+        assert!(
+            e.tier_of_key(key(i).as_bytes()).is_some(),
+            "read item {i} evicted"
+        );
+    }
+}
+
+/// A promoted item keeps its counter in DRAM, whenever its slow copy's last-access time
+/// was last written (at most once a minute): here the slow copy says second 30, the
+/// promotion happens at second 89 after periods began at second 89, and the item must
+/// still count as hot (in a queue above 0) once in DRAM, not as idle since second 30.
+#[test]
+fn a_promoted_item_keeps_its_count_whatever_its_slow_copys_access_time() {
+    let (e, clock) = engine_with(EngineConfig {
+        memory_limit_bytes: MIB,
+        slow_tier: slow_region(4),
+        policy: PlacementPolicy::Hotspot,
+        access_period_requests: 10,
+        slab_reassign: false,
+        ..EngineConfig::default()
+    });
+    let n = fill_dram(&e);
+    let hot = n;
+    for i in n..n + 41 {
+        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert_eq!(e.tier_of_key(key(i).as_bytes()), Some(TierId::Slow));
+    }
+    clock.advance_s(30);
+    read(&e, hot); // first fetch: the slow copy's access time is second 30
+    clock.advance_s(59); // not rewritten by the reads below: less than a minute later
+    for _ in 0..29 {
+        read(&e, hot);
+    }
+    assert_eq!(e.migration_counts().move_to_dram_queue_len, 1);
+    // Periods begin at second 89 (40 requests of other slow-tier keys, read once each,
+    // and a maintainer pass).
+    for i in n + 1..n + 41 {
+        read(&e, i);
+    }
+    e.lru_maintainer_tier_step(0);
+    // The pass also queued demotions to restore DRAM's reserve of free chunks.
+    while e.migration_step() > 0 {}
+    assert_eq!(e.migration_counts().promotions, 1);
+    assert_eq!(e.tier_of_key(key(hot).as_bytes()), Some(TierId::Dram));
+    let mut items = std::collections::BTreeMap::new();
+    e.stats_items(&mut |k, v| {
+        items.insert(k.to_string(), v.to_string());
+    });
+    let class = e.slab_class_for(8, VALUE_BYTES);
+    // The only DRAM item of the class above queue 0 ("hot" in memcached's names).
+    let count = |name: &str| -> u64 { items[&format!("items:{class}:{name}")].parse().unwrap() };
+    assert_eq!(count("number") - count("number_hot"), 1, "{items:?}");
+}

@@ -445,6 +445,7 @@ macro_rules! invariant_suite {
 invariant_suite! {
     dual_lru => PlacementPolicy::DualLru,
     hotspot => PlacementPolicy::Hotspot,
+    hyperbolic => PlacementPolicy::Hyperbolic,
     two_level => PlacementPolicy::TwoLevel,
     uniform => PlacementPolicy::Uniform,
 }

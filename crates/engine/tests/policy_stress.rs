@@ -660,6 +660,7 @@ macro_rules! policy_stress {
 policy_stress! {
     dual_lru => engine::PlacementPolicy::DualLru,
     hotspot => engine::PlacementPolicy::Hotspot,
+    hyperbolic => engine::PlacementPolicy::Hyperbolic,
     two_level => engine::PlacementPolicy::TwoLevel,
     uniform => engine::PlacementPolicy::Uniform,
 }

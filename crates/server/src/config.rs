@@ -40,7 +40,7 @@ const SLOW_SIZE_DEFAULT: &str = "1g";
 
 /// Policies of the design (BRIEF.md) that are not built yet: named so that asking for
 /// one says "not yet" rather than "unknown".
-const POLICIES_PLANNED: &[&str] = &["hyperbolic"];
+const POLICIES_PLANNED: &[&str] = &[];
 
 /// The `-o` suboptions fogcached accepts but that change nothing here, because
 /// fogcached has no such mechanism or always behaves one way. They are accepted so that
@@ -117,6 +117,7 @@ struct Cli {
     data_dir: PathBuf,
     /// Placement policy across the tiers: dual-lru (Fogcached), hotspot (HMCached: access
     /// counters, per-class promotion thresholds, multi-queue DRAM, CLOCK slow tier),
+    /// hyperbolic (HM-HC: hotspot with hyperbolic caching as DRAM's replacement),
     /// uniform (HM-UNI: items spread over the tiers by size, never moved), two-level
     /// (HM-TLC: every access pulls the item into DRAM).
     #[arg(long = "policy", value_name = "NAME", default_value = "dual-lru")]
@@ -1020,18 +1021,15 @@ mod tests {
         for (name, policy) in [
             ("dual-lru", PlacementPolicy::DualLru),
             ("hotspot", PlacementPolicy::Hotspot),
+            ("hyperbolic", PlacementPolicy::Hyperbolic),
             ("uniform", PlacementPolicy::Uniform),
             ("two-level", PlacementPolicy::TwoLevel),
         ] {
             assert_eq!(parse_ok(&["--policy", name]).engine.policy, policy);
         }
         assert_eq!(
-            parse_usage(&["--policy", "hyperbolic"]),
-            "policy \"hyperbolic\" is not implemented yet (valid: dual-lru, hotspot, uniform, two-level)"
-        );
-        assert_eq!(
             parse_usage(&["--policy", "lfu"]),
-            "unknown policy \"lfu\" (valid: dual-lru, hotspot, uniform, two-level)"
+            "unknown policy \"lfu\" (valid: dual-lru, hotspot, hyperbolic, uniform, two-level)"
         );
         assert_eq!(parse_ok(&["--mq-queues", "3"]).engine.mq_queues, 3);
         assert!(parse_ok(&[]).engine.benefit_reassign);

@@ -23,6 +23,10 @@ pub const POLICIES: &[Policy] = &[
         configure: |c| c.policy = PlacementPolicy::Hotspot,
     },
     Policy {
+        name: "hyperbolic",
+        configure: |c| c.policy = PlacementPolicy::Hyperbolic,
+    },
+    Policy {
         name: "uniform",
         configure: |c| c.policy = PlacementPolicy::Uniform,
     },
@@ -113,7 +117,7 @@ mod tests {
         assert!(!config.migration_enabled);
         assert_eq!(
             Policy::named("lru").unwrap_err().to_string(),
-            "unknown policy \"lru\" (known: dual-lru, hotspot, uniform, two-level, no-migration)"
+            "unknown policy \"lru\" (known: dual-lru, hotspot, hyperbolic, uniform, two-level, no-migration)"
         );
     }
 

@@ -40,6 +40,13 @@
 //!   among the classes for the largest total benefit, and the automover moves one page a
 //!   step toward that split (items of a page leaving DRAM are demoted, never lost). This
 //!   is what fixes slab calcification when the item-size mix changes.
+//! - **`--policy hyperbolic`** (HMCached's HM-HC baseline) is this policy with hyperbolic
+//!   caching (Blankstein et al.) in DRAM instead of the multi-queue: a DRAM item counts
+//!   its accesses since it entered DRAM (in its header, saturating at 255) and its
+//!   descriptor keeps the period it entered in; the victim is the item of lowest
+//!   accesses / (periods in DRAM + 1) among [`HYPERBOLIC_SAMPLES`] chunks of the class
+//!   sampled at random. Everything else (counters, thresholds, CLOCK, reassignment) is
+//!   shared.
 //! - **New items** take a free DRAM chunk, else go to the slow tier (as under Dual-LRU: a
 //!   store never waits for a demotion; the maintainer's reserve takes new items).
 //!   An overwrite keeps the key's counter and adds one.
@@ -71,6 +78,9 @@ pub(crate) const THRESHOLD_INITIAL: u8 = 4;
 const ITEM_UPDATE_INTERVAL_S: u32 = 60;
 /// Items a victim search looks at per queue before trying the next queue.
 const VICTIM_TRIES: usize = 8;
+/// DRAM chunks a hyperbolic victim search samples (the hyperbolic caching paper's 64
+/// needs a larger cache to pay off; 16 keeps a demotion's cost near the multi-queue's).
+pub(crate) const HYPERBOLIC_SAMPLES: usize = 16;
 /// Items the slow tier's CLOCK hand looks at per eviction.
 const CLOCK_TRIES: usize = 32;
 /// Items looked at per queue tail per maintainer pass for decay.
@@ -128,6 +138,10 @@ pub(crate) struct Hotspot {
     classes: Box<[Class]>,
     benefit_reassign: bool,
     reassignment: Mutex<Reassignment>,
+    /// HM-HC: hyperbolic caching replaces the multi-queue in DRAM.
+    hyperbolic: bool,
+    /// State of the sampling's xorshift generator.
+    sample_state: AtomicU64,
 }
 
 /// The multi-queue queue of a counter: i for counts in [2^i, 2^(i+1)), 0 for 0 and 1.
@@ -176,6 +190,8 @@ impl Hotspot {
             periods: Periods::new(config.access_period_requests),
             queues: config.mq_queues,
             benefit_reassign: config.benefit_reassign,
+            hyperbolic: config.policy == crate::config::PlacementPolicy::Hyperbolic,
+            sample_state: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
             reassignment: Mutex::new(Reassignment::default()),
             classes: (0..=SLAB_CLASSES_MAX)
                 .map(|_| Class {
@@ -234,6 +250,9 @@ impl Hotspot {
     /// ones move down; dead ones met on the way are reclaimed (the caller finds their
     /// chunks free). Charges what it reads (DRAM). The caller holds the class lock.
     fn dram_victim(&self, e: &Engine, cs: &mut ClassState, now_s: u32) -> Option<ItemAddr> {
+        if self.hyperbolic {
+            return self.hyperbolic_victim(e, cs, now_s);
+        }
         let dram = e.dram();
         let mut fallback = None;
         for queue in 0..self.queues {
@@ -278,6 +297,9 @@ impl Hotspot {
     /// Moves items whose counters decayed below their queue down to the queue they
     /// belong in (from each queue's tail, a few per pass). The caller holds the lock.
     fn decay_queues(&self, e: &Engine, cs: &mut ClassState) {
+        if self.hyperbolic {
+            return;
+        }
         let dram = e.dram();
         for queue in 1..self.queues {
             let mut search = cs.lru.tail[queue];
@@ -440,6 +462,82 @@ impl Hotspot {
         target
     }
 
+    /// A DRAM item's access count as the counters see it.
+    fn dram_count(&self, h: &ItemHeader) -> u8 {
+        if self.hyperbolic {
+            h.access.load(Ordering::Relaxed).min(COUNT_MAX)
+        } else {
+            self.periods.count_of(h)
+        }
+    }
+
+    /// The period number a hyperbolic DRAM item's descriptor records it entered in.
+    fn entry_period(&self) -> u8 {
+        self.periods.current() as u8
+    }
+
+    fn next_random(&self) -> u64 {
+        // xorshift64: a data race between two threads only repeats a sample.
+        let mut x = self.sample_state.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.sample_state.store(x, Ordering::Relaxed);
+        x
+    }
+
+    /// HM-HC's DRAM victim: among chunks of the class sampled at random, the live item
+    /// with the fewest accesses per period spent in DRAM. Dead items met are reclaimed.
+    /// The caller holds the class lock (shards are only tried).
+    fn hyperbolic_victim(&self, e: &Engine, cs: &mut ClassState, now_s: u32) -> Option<ItemAddr> {
+        let dram = e.dram();
+        let now_period = self.entry_period();
+        let large = cs.id == e.geometry.large;
+        let mut best: Option<(ItemAddr, u64, u64)> = None;
+        for _ in 0..HYPERBOLIC_SAMPLES {
+            if cs.pages.is_empty() {
+                return None;
+            }
+            let random = self.next_random();
+            let page = cs.pages[(random % cs.pages.len() as u64) as usize] as usize;
+            let chunk = if large || cs.per_page == 0 {
+                0
+            } else {
+                ((random >> 32) % cs.per_page as u64) as usize
+            };
+            let addr = dram
+                .mem
+                .addr_at(page * crate::config::SLAB_PAGE_SIZE_BYTES + chunk * cs.chunk_bytes);
+            dram.mem.charge_header_read(addr, header_bytes::ALL);
+            let h = dram.mem.header(addr);
+            if !h.has(state::LINKED) || h.has(state::QUEUED) {
+                continue;
+            }
+            if e.dead_reason(h, now_s).is_some() {
+                e.reclaim_dead(dram, cs, addr, false);
+                continue;
+            }
+            let key_hash = h.key_hash.load(Ordering::Relaxed);
+            let Some(mut table) = e.index.shard(key_hash).table.try_lock() else {
+                continue;
+            };
+            let Some(entered) = Index::with_policy_bits(&mut table, key_hash, addr, |b, _| *b)
+            else {
+                continue;
+            };
+            let periods_in_dram = u64::from(now_period.wrapping_sub(entered)) + 1;
+            let accesses = u64::from(h.access.load(Ordering::Relaxed));
+            // accesses / periods_in_dram, compared without division.
+            let lower = best.is_none_or(|(_, best_accesses, best_periods)| {
+                accesses * best_periods < best_accesses * periods_in_dram
+            });
+            if lower {
+                best = Some((addr, accesses, periods_in_dram));
+            }
+        }
+        best.map(|(addr, _, _)| addr)
+    }
+
     fn count_migration(&self, class_id: usize, direction: Direction) {
         if let Some(class) = self.classes.get(class_id) {
             class.migration_accesses.fetch_add(1, Ordering::Relaxed);
@@ -453,6 +551,14 @@ impl Hotspot {
     /// there if the class lock is free (the maintainer's victim search fixes it
     /// otherwise). Returns whether the header's access word changed.
     fn dram_access(&self, tier: &Tier, addr: ItemAddr, h: &ItemHeader, now_s: u32) -> bool {
+        if self.hyperbolic {
+            let accesses = h.access.load(Ordering::Relaxed);
+            h.access
+                .store(accesses.saturating_add(1), Ordering::Relaxed);
+            h.last_access_s.store(now_s, Ordering::Relaxed);
+            h.set(state::FETCHED);
+            return true;
+        }
         let mut dirty = self.periods.record(h, now_s);
         let due = queue_of(self.periods.count_of(h), self.queues);
         if due != h.segment() {
@@ -510,8 +616,7 @@ impl Policy for Hotspot {
         // A SET is an access: an overwrite carries the key's counter on.
         let previous = match old {
             Some(old_addr) if e.tier_of(old_addr).id == TierId::Dram => {
-                let h = e.dram().mem.header(old_addr);
-                self.periods.count_of(h)
+                self.dram_count(e.dram().mem.header(old_addr))
             }
             // The descriptor (kept by the index's `replace`) holds a slow item's counter.
             Some(_) => Index::with_policy_bits(table, key_hash, addr, |byte, _| {
@@ -524,6 +629,15 @@ impl Policy for Hotspot {
         self.record_reached(tier.class_of(addr), count);
         let byte = self.periods.with_count(count);
         match tier.id {
+            TierId::Dram if self.hyperbolic => {
+                tier.mem.header(addr).access.store(count, Ordering::Relaxed);
+                let entered = self.entry_period();
+                Index::with_policy_bits(table, key_hash, addr, |b, referenced| {
+                    *b = entered;
+                    *referenced = false;
+                });
+                0
+            }
             TierId::Dram => {
                 tier.mem.header(addr).access.store(byte, Ordering::Relaxed);
                 Index::with_policy_bits(table, key_hash, addr, |b, referenced| {
@@ -557,7 +671,7 @@ impl Policy for Hotspot {
         let h = tier.mem.header(addr);
         if tier.id == TierId::Dram {
             let dirty = self.dram_access(tier, addr, h, now_s);
-            self.record_reached(tier.class_of(addr), self.periods.count_of(h));
+            self.record_reached(tier.class_of(addr), self.dram_count(h));
             if dirty {
                 tier.mem.charge_header_write(addr, header_bytes::ACCESS);
             }
@@ -638,6 +752,7 @@ impl Policy for Hotspot {
         direction: Direction,
         dst_tier: &Tier,
         dst_addr: ItemAddr,
+        now_s: u32,
     ) -> usize {
         let class_id = dst_tier.class_of(dst_addr);
         self.count_migration(class_id, direction);
@@ -645,17 +760,35 @@ impl Policy for Hotspot {
         match direction {
             Direction::ToDram => {
                 // The counter moves from the descriptor into the DRAM header.
+                // The access that made the item hot was just now; the slow copy's time
+                // may be a minute old (written at most once a minute), and a counter
+                // read against it would look idle.
+                h.last_access_s.store(now_s, Ordering::Relaxed);
+                let entered = self.entry_period();
+                let hyperbolic = self.hyperbolic;
                 let byte = Index::with_policy_bits(table, key_hash, dst_addr, |b, referenced| {
                     *referenced = false;
-                    std::mem::take(b)
+                    let counter = *b;
+                    *b = if hyperbolic { entered } else { 0 };
+                    counter
                 })
                 .unwrap_or(0);
+                if self.hyperbolic {
+                    h.access
+                        .store(self.slow_count(byte, now_s), Ordering::Relaxed);
+                    return 0;
+                }
                 h.access.store(byte, Ordering::Relaxed);
                 queue_of(self.periods.count_of(h), self.queues)
             }
             Direction::ToSlow => {
                 // ... and back: the copy's header holds the DRAM counter.
-                let byte = h.access.load(Ordering::Relaxed);
+                let byte = if self.hyperbolic {
+                    self.periods
+                        .with_count(h.access.load(Ordering::Relaxed).min(COUNT_MAX))
+                } else {
+                    h.access.load(Ordering::Relaxed)
+                };
                 Index::with_policy_bits(table, key_hash, dst_addr, |b, referenced| {
                     *b = byte;
                     *referenced = false;

@@ -13,7 +13,8 @@
 //! | what the maintainer does each pass | [`Policy::begin_pass`], [`Policy::maintain_class`] |
 //! | how a class's need for pages is measured | [`Policy::class_need`] |
 //!
-//! One file per policy: `dual_lru.rs` (Fogcached), `hotspot.rs` (HMCached),
+//! One file per policy: `dual_lru.rs` (Fogcached), `hotspot.rs` (HMCached, and its
+//! HM-HC variant with hyperbolic caching in DRAM),
 //! `uniform.rs` (HM-UNI), `two_level.rs` (HM-TLC). `slru.rs` holds memcached's segmented-LRU rules that all
 //! three use inside each tier, `tiering.rs` the DRAM-room helpers the migrating
 //! policies share, and `access.rs` the decayed access counter. Dispatch is static:
@@ -137,6 +138,7 @@ pub(crate) trait Policy {
         direction: Direction,
         _dst_tier: &Tier,
         _dst_addr: ItemAddr,
+        _now_s: u32,
     ) -> usize {
         match direction {
             // Fogcached: promoted items enter DRAM's HOT head, demoted items the slow
@@ -185,7 +187,9 @@ impl AnyPolicy {
             PlacementPolicy::DualLru => AnyPolicy::DualLru(DualLru::new(config)),
             PlacementPolicy::Uniform => AnyPolicy::Uniform(Uniform),
             PlacementPolicy::TwoLevel => AnyPolicy::TwoLevel(TwoLevel),
-            PlacementPolicy::Hotspot => AnyPolicy::Hotspot(Hotspot::new(config)),
+            PlacementPolicy::Hotspot | PlacementPolicy::Hyperbolic => {
+                AnyPolicy::Hotspot(Hotspot::new(config))
+            }
         }
     }
 }
@@ -268,8 +272,9 @@ impl Policy for AnyPolicy {
         direction: Direction,
         dst_tier: &Tier,
         dst_addr: ItemAddr,
+        now_s: u32,
     ) -> usize {
-        dispatch!(self, p => p.after_move(table, key_hash, direction, dst_tier, dst_addr))
+        dispatch!(self, p => p.after_move(table, key_hash, direction, dst_tier, dst_addr, now_s))
     }
     #[inline]
     fn migrates(&self) -> bool {
