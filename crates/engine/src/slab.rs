@@ -352,4 +352,129 @@ mod tests {
         assert_eq!(pool.free_pages(), 2);
         assert_eq!(pool.alloc_run(5, 2), Some(1));
     }
+
+    /// Every class boundary: an item of exactly a chunk's size takes that class, one
+    /// byte more the next; past the largest chunk, the large class.
+    #[test]
+    fn class_for_takes_the_smallest_chunk_that_fits() {
+        let g = Geometry::new(&EngineConfig::default());
+        for class_id in 1..=g.largest {
+            let chunk = g.chunk_bytes[class_id];
+            assert_eq!(g.class_for(chunk), class_id, "{chunk} bytes");
+            let next = if class_id == g.largest {
+                g.large
+            } else {
+                class_id + 1
+            };
+            assert_eq!(g.class_for(chunk + 1), next, "{} bytes", chunk + 1);
+        }
+        assert_eq!(g.class_for(1), 1);
+        assert_eq!(g.class_for(usize::MAX / 2), g.large);
+    }
+
+    /// Runs never overlap, are contiguous and labelled with their class; a pool with
+    /// enough free pages but no run long enough refuses; the search wraps from where
+    /// the last run ended; freeing is idempotent.
+    #[test]
+    fn runs_are_contiguous_disjoint_and_found_after_wrapping() {
+        let mut pool = PagePool::new(8);
+        assert_eq!(pool.alloc_run(1, 0), None);
+        assert_eq!(pool.alloc_run(1, 9), None);
+        assert_eq!(pool.alloc_run(1, 3), Some(0));
+        assert_eq!(pool.alloc_run(2, 3), Some(3));
+        assert_eq!(&pool.owner, &[1, 1, 1, 2, 2, 2, 0, 0]);
+        // Free pages 1 and 4: four free, but no run of three.
+        pool.free_run(1, 1);
+        pool.free_run(4, 1);
+        pool.free_run(4, 1);
+        assert_eq!(pool.free_pages(), 4);
+        assert_eq!(pool.alloc_run(3, 3), None);
+        assert_eq!(pool.free_pages(), 4, "a refused run takes nothing");
+        // Two pages: the first fit after the cursor (page 6), not the hole at page 1.
+        assert_eq!(pool.alloc_run(3, 2), Some(6));
+        // The cursor is at the end: the next search wraps to the start.
+        assert_eq!(pool.alloc_run(4, 1), Some(1));
+        assert_eq!(pool.alloc_run(4, 1), Some(4));
+        assert_eq!(pool.alloc_run(4, 1), None);
+        assert_eq!(&pool.owner, &[1, 4, 1, 2, 4, 2, 3, 3]);
+        assert_eq!((pool.free_pages(), pool.pages_in_use()), (0, 8));
+        // A page moving between classes keeps being in use under its new owner.
+        pool.set_owner(5, 7);
+        assert_eq!(pool.owner[5], 7);
+        assert!(pool.is_taken(5));
+        pool.free_run(5, 1);
+        assert!(!pool.is_taken(5));
+        assert!(!pool.is_taken(99));
+        assert_eq!(pool.free_pages(), 1);
+    }
+
+    /// Recovery claims the pages its page table names: free ones only, within the pool.
+    #[test]
+    fn claim_run_takes_free_pages_only() {
+        let mut pool = PagePool::new(6);
+        assert!(pool.claim_run(2, 1, 2));
+        assert_eq!(&pool.owner, &[0, 2, 2, 0, 0, 0]);
+        assert_eq!(pool.free_pages(), 4);
+        assert!(!pool.claim_run(3, 2, 2), "page 2 is taken");
+        assert!(!pool.claim_run(3, 5, 2), "beyond the pool");
+        assert!(!pool.claim_run(3, 3, 0), "an empty run");
+        assert_eq!(&pool.owner, &[0, 2, 2, 0, 0, 0]);
+        assert_eq!(pool.free_pages(), 4);
+        assert!(pool.claim_run(3, 3, 3));
+        assert_eq!(pool.free_pages(), 1);
+        assert_eq!(pool.alloc_run(4, 1), Some(0));
+    }
+
+    /// A fresh page's chunks form a free list in address order, doubly linked, in front
+    /// of what was free before; unlinking one from the middle (a page evacuation) keeps
+    /// both directions consistent, and the used count follows.
+    #[test]
+    fn a_fresh_pages_free_list_is_doubly_linked_in_address_order() {
+        let mem = ItemMemory::new(tier::Region::heap(3 * SLAB_PAGE_SIZE_BYTES).unwrap(), 0);
+        let g = Geometry::new(&EngineConfig::default());
+        let class_id = g.class_for(9000);
+        let mut cs = ClassState::new(class_id, &g);
+        let used: Vec<AtomicU32> = (0..3).map(|_| AtomicU32::new(0)).collect();
+        let classes: Vec<AtomicU8> = (0..3).map(|_| AtomicU8::new(0)).collect();
+        cs.add_page(&mem, 2, &used, &classes[2]);
+        cs.add_page(&mem, 0, &used, &classes[0]);
+        let per_page = cs.per_page;
+        assert_eq!(cs.free_chunks, 2 * per_page as u64);
+        assert_eq!(cs.used_chunks(), 0);
+        let chunk_bytes = cs.chunk_bytes;
+        let chunk =
+            |page: usize, i: usize| mem.addr_at(page * SLAB_PAGE_SIZE_BYTES + i * chunk_bytes);
+        let walk = |cs: &ClassState| {
+            let mut forward = Vec::new();
+            let mut at = cs.free_head;
+            let mut prev = NIL;
+            while at != NIL {
+                assert_eq!(
+                    mem.header(at).prev.load(Ordering::Relaxed),
+                    prev,
+                    "prev of {at:#x}"
+                );
+                forward.push(at);
+                prev = at;
+                at = mem.header(at).next.load(Ordering::Relaxed);
+            }
+            forward
+        };
+        let expected: Vec<ItemAddr> = (0..per_page)
+            .map(|i| chunk(0, i))
+            .chain((0..per_page).map(|i| chunk(2, i)))
+            .collect();
+        assert_eq!(walk(&cs), expected);
+        cs.unlink_free(&mem, chunk(0, per_page / 2));
+        cs.unlink_free(&mem, chunk(2, 0));
+        let left: Vec<ItemAddr> = expected
+            .iter()
+            .copied()
+            .filter(|&a| a != chunk(0, per_page / 2) && a != chunk(2, 0))
+            .collect();
+        assert_eq!(walk(&cs), left);
+        assert_eq!(cs.pop_free(&mem), Some(chunk(0, 0)));
+        assert_eq!(cs.used_chunks(), 3);
+        assert_eq!(classes[0].load(Ordering::Relaxed), class_id as u8);
+    }
 }

@@ -89,7 +89,9 @@ fn an_unknown_policy_is_refused_with_the_known_names() {
     let (ok, out) = fogsim(&args);
     assert!(!ok);
     assert!(
-        out.contains("unknown policy \"lirs\" (known: dual-lru, uniform, two-level, no-migration)"),
+        out.contains(
+            "unknown policy \"lirs\" (known: dual-lru, hotspot, uniform, two-level, no-migration)"
+        ),
         "{out}"
     );
 }
