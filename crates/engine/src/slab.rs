@@ -383,20 +383,21 @@ mod tests {
         assert_eq!(pool.alloc_run(1, 3), Some(0));
         assert_eq!(pool.alloc_run(2, 3), Some(3));
         assert_eq!(&pool.owner, &[1, 1, 1, 2, 2, 2, 0, 0]);
-        // Free pages 1 and 4: four free, but no run of three.
-        pool.free_run(1, 1);
+        // Free pages 1-2 and 4: five free with 6-7, but no run of three.
+        pool.free_run(1, 2);
         pool.free_run(4, 1);
         pool.free_run(4, 1);
-        assert_eq!(pool.free_pages(), 4);
+        assert_eq!(pool.free_pages(), 5);
         assert_eq!(pool.alloc_run(3, 3), None);
-        assert_eq!(pool.free_pages(), 4, "a refused run takes nothing");
+        assert_eq!(pool.free_pages(), 5, "a refused run takes nothing");
         // Two pages: the first fit after the cursor (page 6), not the hole at page 1.
         assert_eq!(pool.alloc_run(3, 2), Some(6));
         // The cursor is at the end: the next search wraps to the start.
         assert_eq!(pool.alloc_run(4, 1), Some(1));
+        assert_eq!(pool.alloc_run(4, 1), Some(2));
         assert_eq!(pool.alloc_run(4, 1), Some(4));
         assert_eq!(pool.alloc_run(4, 1), None);
-        assert_eq!(&pool.owner, &[1, 4, 1, 2, 4, 2, 3, 3]);
+        assert_eq!(&pool.owner, &[1, 4, 4, 2, 4, 2, 3, 3]);
         assert_eq!((pool.free_pages(), pool.pages_in_use()), (0, 8));
         // A page moving between classes keeps being in use under its new owner.
         pool.set_owner(5, 7);
