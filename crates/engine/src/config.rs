@@ -319,3 +319,44 @@ impl EngineConfig {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The index addresses 2 TiB per tier: a tier one byte larger is refused at start,
+    /// with the limit in the message; 2 TiB itself is accepted.
+    #[test]
+    fn a_tier_beyond_what_the_index_addresses_is_refused() {
+        const TIB: u64 = 1 << 40;
+        let dram = |bytes: u64| EngineConfig {
+            memory_limit_bytes: bytes,
+            ..EngineConfig::default()
+        };
+        assert_eq!(dram(2 * TIB).validate(), Ok(()));
+        let err = dram(2 * TIB + 1).validate().unwrap_err();
+        assert_eq!(
+            err,
+            ConfigError::TierTooLarge {
+                got: 2 * TIB + 1,
+                limit: 2 * TIB
+            }
+        );
+        assert!(
+            err.to_string().contains("at most 2199023255552 bytes"),
+            "{err}"
+        );
+        let slow = EngineConfig {
+            slow_tier: Some(tier::RegionSpec {
+                size_bytes: (2 * TIB + 4096) as usize,
+                backing: tier::RegionBacking::Anonymous,
+                cost: tier::CostModel::NONE,
+            }),
+            ..EngineConfig::default()
+        };
+        assert!(matches!(
+            slow.validate(),
+            Err(ConfigError::TierTooLarge { .. })
+        ));
+    }
+}
