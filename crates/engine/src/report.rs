@@ -388,6 +388,8 @@ impl Engine {
         emit("migration_threads", u(cfg.migration_threads as u64));
         emit("access_period_requests", u(cfg.access_period_requests));
         emit("promotion_margin", u(u64::from(cfg.promotion_margin)));
+        emit("mq_queues", u(cfg.mq_queues as u64));
+        emit("benefit_reassign", yes_no(cfg.benefit_reassign));
         let persistent = self.slow().is_some_and(|t| t.pool_file.is_some());
         emit("slow_pool", yes_no(persistent));
         emit(

@@ -590,6 +590,9 @@ fn stats_groups_use_memcached_names() {
     assert_eq!(settings["hot_lru_pct"], "20");
     assert_eq!(settings["evictions"], "on");
     assert_eq!(settings["cas_enabled"], "yes");
+    assert_eq!(settings["policy"], "dual-lru");
+    assert_eq!(settings["mq_queues"], "5");
+    assert_eq!(settings["benefit_reassign"], "yes");
 }
 
 /// A key of the longest length memcached allows (250 bytes) is stored, found and
