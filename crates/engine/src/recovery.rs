@@ -21,7 +21,7 @@ use crate::config::SLAB_PAGE_SIZE_BYTES;
 use crate::engine::{Engine, Tier};
 use crate::index::Index;
 use crate::item::{header_bytes, state, ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
-use crate::lru::{COLD, HOT, SEGMENTS, WARM};
+use crate::lru::{COLD, SEGMENTS};
 use crate::pool::{record_checksum, LARGE_TAIL};
 use crate::slab::{ClassState, Geometry};
 
@@ -418,8 +418,8 @@ impl Engine {
         let mut items: Vec<(u32, ItemAddr)> = Vec::new();
         for class in dram.classes.iter().skip(1) {
             let cs = class.0.lock();
-            for segment in [HOT, WARM, COLD] {
-                debug_assert!(segment < SEGMENTS);
+            // Every list: memcached's three segments, or the hotspot policy's queues.
+            for segment in 0..SEGMENTS {
                 let mut addr = cs.lru.head[segment];
                 while addr != NIL {
                     let h = dram.mem.header(addr);

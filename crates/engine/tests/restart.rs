@@ -89,8 +89,22 @@ fn settle(e: &Engine) {
 
 #[test]
 fn a_clean_stop_keeps_every_item_in_both_tiers_and_cas_never_repeats() {
+    clean_stop_keeps_every_item(PlacementPolicy::DualLru);
+}
+
+/// Under the hotspot policy DRAM's lists are its multi-queue: the items read most sit in
+/// its highest queues, and they too are written down.
+#[test]
+fn a_clean_stop_under_the_hotspot_policy_keeps_its_hottest_items() {
+    clean_stop_keeps_every_item(PlacementPolicy::Hotspot);
+}
+
+fn clean_stop_keeps_every_item(policy: PlacementPolicy) {
     let dir = TempDir::new("clean");
-    let config = pool_config(&dir.pool(), 2, 64);
+    let config = EngineConfig {
+        policy,
+        ..pool_config(&dir.pool(), 2, 64)
+    };
     let (e, clock) = open_at(config.clone(), 1_700_000_000);
     assert!(e.recovery_report().formatted);
     // ~30 MiB over several classes, and every 1000th a large item (a run of pages).
@@ -114,6 +128,14 @@ fn a_clean_stop_keeps_every_item_in_both_tiers_and_cas_never_repeats() {
             settle(&e);
         }
     }
+    // Every item read 20 times: under the hotspot policy, DRAM's items move up to its
+    // top queue.
+    for _ in 0..20 {
+        for i in 0..KEYS {
+            assert!(get(&e, key(i).as_bytes()).is_some(), "{}", key(i));
+        }
+    }
+    settle(&e);
     let dram_items = e.tier_usage(TierId::Dram).items;
     assert!(dram_items > 0 && e.tier_usage(TierId::Slow).items > 0);
     clock.advance_s(10);
