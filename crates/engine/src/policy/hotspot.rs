@@ -906,6 +906,29 @@ pub(crate) fn benefit_split(
 mod tests {
     use super::*;
 
+    /// The reassignment histogram has a slot for every counter value, the saturated
+    /// one included, and a period's end hands it over and starts afresh.
+    #[test]
+    fn every_counter_value_reaches_the_histogram_of_the_period() {
+        let hotspot = Hotspot::new(&EngineConfig::default());
+        for count in 1..=COUNT_MAX {
+            hotspot.record_reached(4, count);
+        }
+        hotspot.record_reached(4, COUNT_MAX);
+        hotspot.close_period();
+        let r = hotspot.reassignment.lock();
+        assert_eq!(r.generation, 1);
+        let reached = &r.last_period[4];
+        assert_eq!(reached[usize::from(COUNT_MAX)], 2);
+        assert!(reached[1..usize::from(COUNT_MAX)].iter().all(|&n| n == 1));
+        assert_eq!(reached[0], 0);
+        drop(r);
+        hotspot.close_period();
+        assert!(hotspot.reassignment.lock().last_period[4]
+            .iter()
+            .all(|&n| n == 0));
+    }
+
     #[test]
     fn queue_i_holds_counts_from_two_to_the_i() {
         let expected = [
@@ -973,6 +996,25 @@ mod tests {
         assert_eq!(
             adjust_threshold(4, 10, 0, 0.4, Some((0.5, false))),
             (5, true)
+        );
+        // The spare-room test is promotions < free / 2, strictly: at 50 of 100 free, or
+        // at 60, the hill-climbing decides.
+        assert_eq!(
+            adjust_threshold(4, 50, 100, 0.6, Some((0.5, true))),
+            (5, true)
+        );
+        assert_eq!(
+            adjust_threshold(4, 60, 100, 0.6, Some((0.5, true))),
+            (5, true)
+        );
+        assert_eq!(
+            adjust_threshold(4, 49, 100, 0.6, Some((0.5, true))),
+            (3, false)
+        );
+        // An unchanged benefit counts as no better: the last step is reversed.
+        assert_eq!(
+            adjust_threshold(4, 10, 0, 0.5, Some((0.5, true))),
+            (3, false)
         );
         // Bounded: never below 0, never at or above the counter's ceiling.
         assert_eq!(adjust_threshold(0, 0, 100, 0.0, None).0, 0);
