@@ -402,3 +402,94 @@ fn a_promoted_item_keeps_its_count_whatever_its_slow_copys_access_time() {
     let count = |name: &str| -> u64 { items[&format!("items:{class}:{name}")].parse().unwrap() };
     assert_eq!(count("number") - count("number_hot"), 1, "{items:?}");
 }
+
+/// DRAM items per multi-queue queue of the test class (queues 0-2: `number_hot`,
+/// `number_warm`, `number_cold` in memcached's names), and all of them.
+fn queue_counts(e: &Engine) -> (u64, u64, u64, u64) {
+    let mut items = std::collections::BTreeMap::new();
+    e.stats_items(&mut |k, v| {
+        items.insert(k.to_string(), v.to_string());
+    });
+    let class = e.slab_class_for(8, VALUE_BYTES);
+    let n = |name: &str| -> u64 {
+        items
+            .get(&format!("items:{class}:{name}"))
+            .map_or(0, |v| v.parse().unwrap())
+    };
+    (
+        n("number_hot"),
+        n("number_warm"),
+        n("number_cold"),
+        n("number"),
+    )
+}
+
+/// Decay moves items down the queues: ten items read into queue 2 (count 7) are back in
+/// queue 0 once five periods passed without a read of them (counts reset after three
+/// idle periods), by the DRAM maintainer's pass alone.
+#[test]
+fn decayed_items_move_down_the_queues() {
+    let (e, _clock) = engine_with(EngineConfig {
+        memory_limit_bytes: MIB,
+        policy: PlacementPolicy::Hotspot,
+        access_period_requests: 100,
+        slab_reassign: false,
+        ..EngineConfig::default()
+    });
+    for i in 0..100 {
+        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+    }
+    for i in 0..10 {
+        for _ in 0..6 {
+            read(&e, i);
+        }
+    }
+    assert_eq!(queue_counts(&e), (90, 0, 10, 100));
+    e.lru_maintainer_tier_step(0); // period 1 begins (160 requests)
+    for i in 100..500 {
+        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+    }
+    e.lru_maintainer_tier_step(0); // four more periods (400 requests)
+    assert_eq!(queue_counts(&e), (500, 0, 0, 500));
+}
+
+/// A SET is an access: overwriting a DRAM item carries its counter on (five reads and
+/// the store make 7, queue 2), it does not start again at one.
+#[test]
+fn an_overwrite_keeps_the_items_counter() {
+    let (e, _clock) = engine_with(EngineConfig {
+        memory_limit_bytes: MIB,
+        policy: PlacementPolicy::Hotspot,
+        slab_reassign: false,
+        ..EngineConfig::default()
+    });
+    assert!(stored(set(&e, key(0).as_bytes(), &val(0))));
+    for _ in 0..5 {
+        read(&e, 0);
+    }
+    assert_eq!(queue_counts(&e), (0, 0, 1, 1));
+    assert!(stored(set(&e, key(0).as_bytes(), &val(0))));
+    assert_eq!(queue_counts(&e), (0, 0, 1, 1));
+}
+
+/// `-M`: with evictions off, a full DRAM-only cache refuses the store (out of memory)
+/// and keeps every item, under the hotspot policy too.
+#[test]
+fn with_evictions_off_a_full_cache_refuses_stores_and_keeps_its_items() {
+    let (e, _clock) = engine_with(EngineConfig {
+        memory_limit_bytes: MIB,
+        policy: PlacementPolicy::Hotspot,
+        evictions_enabled: false,
+        slab_reassign: false,
+        ..EngineConfig::default()
+    });
+    let n = fill_dram(&e);
+    assert_eq!(
+        set(&e, key(n).as_bytes(), &val(n)),
+        StoreOutcome::OutOfMemory
+    );
+    assert_eq!(stat(&e, "evictions"), 0);
+    for i in 0..n {
+        read(&e, i);
+    }
+}

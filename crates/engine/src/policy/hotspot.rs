@@ -929,6 +929,138 @@ mod tests {
             .all(|&n| n == 0));
     }
 
+    fn hotspot_of(e: &Engine) -> &Hotspot {
+        match &e.policy {
+            super::super::AnyPolicy::Hotspot(h) => h,
+            _ => panic!("not the hotspot policy"),
+        }
+    }
+
+    /// Algorithm 1 at work in an engine, one class: while DRAM has room and nothing is
+    /// promoted the threshold comes down; once DRAM is full and every hit comes from the
+    /// slow tier, the benefit fell after that step down, so the next step goes up.
+    #[test]
+    fn the_class_threshold_comes_down_with_room_and_back_up_when_the_benefit_falls() {
+        use crate::api::{ReadOptions, StoreMode, StoreOptions};
+        let e = Engine::new(
+            EngineConfig {
+                memory_limit_bytes: 1024 * 1024,
+                slow_tier: Some(tier::RegionSpec {
+                    size_bytes: 8 * 1024 * 1024,
+                    backing: tier::RegionBacking::Anonymous,
+                    cost: tier::CostModel::NONE,
+                }),
+                policy: crate::config::PlacementPolicy::Hotspot,
+                migration_enabled: false,
+                slab_reassign: false,
+                ..EngineConfig::default()
+            },
+            crate::clock::ManualClock::new(1_700_000_000),
+        )
+        .unwrap();
+        let value = [b'v'; 117];
+        let key = |i: u32| format!("key:{i:04}");
+        let set = |i: u32| {
+            let outcome = e.store(
+                key(i).as_bytes(),
+                &value,
+                &StoreOptions::new(StoreMode::Set, 0, 0),
+            );
+            assert!(
+                matches!(outcome, crate::api::StoreOutcome::Stored { .. }),
+                "{outcome:?}"
+            );
+        };
+        let get = |i: u32| {
+            let hit = e.read(key(i).as_bytes(), &ReadOptions::default(), |_| ());
+            assert!(
+                matches!(hit, crate::api::ReadOutcome::Hit(())),
+                "{}",
+                key(i)
+            );
+        };
+        let class_id = e.geometry.class_for(56 + 8 + 117);
+        let threshold = || hotspot_of(&e).threshold(class_id);
+        assert_eq!(threshold(), THRESHOLD_INITIAL);
+        for i in 0..100 {
+            set(i);
+        }
+        for n in 0..TUNE_REQUESTS as u32 / 2 {
+            get(n % 100);
+        }
+        e.lru_maintainer_tier_step(0);
+        assert_eq!(
+            threshold(),
+            THRESHOLD_INITIAL,
+            "tuned after half its requests"
+        );
+        for n in 0..TUNE_REQUESTS as u32 / 2 {
+            get(n % 100);
+        }
+        e.lru_maintainer_tier_step(0);
+        assert_eq!(threshold(), THRESHOLD_INITIAL - 1, "DRAM had room: lowered");
+        // Fill DRAM's only page, then read only slow-tier items.
+        let per_page = e.geometry.chunks_per_page(class_id) as u32;
+        for i in 100..per_page + 2_000 {
+            set(i);
+        }
+        for n in 0..TUNE_REQUESTS as u32 {
+            get(per_page + n % 2_000);
+        }
+        e.lru_maintainer_tier_step(0);
+        assert_eq!(
+            threshold(),
+            THRESHOLD_INITIAL,
+            "the benefit fell after a step down"
+        );
+    }
+
+    /// The dynamic program's input: a class's benefit of m pages is the sum of the
+    /// counters of its hottest m x chunks-per-page items, times its chunk size. Two
+    /// classes of the same chunks per page: one whose 2 pages' worth of items were read
+    /// 8 times each, one whose items were read once; 3 pages go 2 and 1.
+    #[test]
+    fn the_split_follows_each_classs_hottest_items() {
+        let e = Engine::new(
+            EngineConfig {
+                memory_limit_bytes: 3 * 1024 * 1024,
+                slow_tier: Some(tier::RegionSpec {
+                    size_bytes: 8 * 1024 * 1024,
+                    backing: tier::RegionBacking::Anonymous,
+                    cost: tier::CostModel::NONE,
+                }),
+                policy: crate::config::PlacementPolicy::Hotspot,
+                ..EngineConfig::default()
+            },
+            crate::clock::ManualClock::new(1_700_000_000),
+        )
+        .unwrap();
+        let h = hotspot_of(&e);
+        let (small, large) = (10, 20);
+        let per_page = |c: usize| e.geometry.chunks_per_page(c) as u32;
+        let mut last_period = vec![[0u32; COUNT_VALUES]; e.geometry.large + 1];
+        // Class `large`: two pages' worth of items read 8 times, the rest once.
+        for value in 1..=8 {
+            last_period[large][value] = 2 * per_page(large);
+        }
+        last_period[large][1] = 10 * per_page(large);
+        // Class `small`: ten pages' worth read twice.
+        last_period[small][1] = 10 * per_page(small);
+        last_period[small][2] = 10 * per_page(small);
+        // DRAM's three pages are all free: the split is of those.
+        let current = vec![0usize; e.geometry.large + 1];
+        let split = h.plan_split(&e, &last_period, &current);
+        // Benefit of a page: large 8 x chunk bytes per item, small 2 x: the large class
+        // takes two pages (all its hot items), the small one the third.
+        assert_eq!(
+            (split[small], split[large]),
+            (1, 2),
+            "{:?}",
+            &split[1..e.geometry.large]
+        );
+        assert_eq!(split.iter().sum::<usize>(), 3);
+    }
+
     #[test]
     fn queue_i_holds_counts_from_two_to_the_i() {
         let expected = [
