@@ -1040,8 +1040,8 @@ mod tests {
         let per_page = |c: usize| e.geometry.chunks_per_page(c) as u32;
         let mut last_period = vec![[0u32; COUNT_VALUES]; e.geometry.large + 1];
         // Class `large`: two pages' worth of items read 8 times, the rest once.
-        for value in 1..=8 {
-            last_period[large][value] = 2 * per_page(large);
+        for reached in &mut last_period[large][1..=8] {
+            *reached = 2 * per_page(large);
         }
         last_period[large][1] = 10 * per_page(large);
         // Class `small`: ten pages' worth read twice.
