@@ -493,3 +493,33 @@ fn with_evictions_off_a_full_cache_refuses_stores_and_keeps_its_items() {
         read(&e, i);
     }
 }
+
+/// The DRAM maintainer keeps a reserve of free chunks for new items by demoting the
+/// multi-queue's victims (one in twenty of the class's chunks), so a store after it
+/// lands in DRAM again; the demoted items are the coldest and all still served.
+#[test]
+fn the_dram_maintainer_keeps_a_reserve_by_demoting_the_coldest() {
+    let e = hotspot(1, 8);
+    let n = fill_dram(&e);
+    for i in n / 2..n {
+        read(&e, i);
+    }
+    for _ in 0..20 {
+        e.lru_maintainer_tier_step(0);
+        while e.migration_step() > 0 {}
+    }
+    let demoted = e.migration_counts().demotions;
+    assert!(demoted >= u64::from(n) / 20, "{demoted} demoted of {n}");
+    for i in n / 2..n {
+        assert_eq!(
+            e.tier_of_key(key(i).as_bytes()),
+            Some(TierId::Dram),
+            "read item {i} demoted"
+        );
+    }
+    assert!(stored(set(&e, key(n).as_bytes(), &val(n))));
+    assert_eq!(e.tier_of_key(key(n).as_bytes()), Some(TierId::Dram));
+    for i in 0..=n {
+        read(&e, i);
+    }
+}

@@ -257,7 +257,13 @@ impl Hotspot {
         let mut fallback = None;
         for queue in 0..self.queues {
             let mut search = cs.lru.tail[queue];
-            for _ in 0..VICTIM_TRIES {
+            // Items already queued for demotion wait at the tail until the migration
+            // thread moves them: they are passed over without using up a try (bounded
+            // by the move queue's capacity), or a burst of demotions would reach into
+            // the next queue up.
+            let mut tries = VICTIM_TRIES;
+            let mut queued_passed = 0;
+            while tries > 0 && queued_passed <= e.config.move_queue_max {
                 if search == NIL {
                     break;
                 }
@@ -278,9 +284,11 @@ impl Hotspot {
                     // Already on its way out (the demotion the maintainer queued): the
                     // same move, done now, if nothing better is found.
                     fallback.get_or_insert(search);
+                    queued_passed += 1;
                     search = prev;
                     continue;
                 }
+                tries -= 1;
                 let due = queue_of(self.periods.count_of(h), self.queues);
                 if h.has(state::ACTIVE) || due < queue {
                     h.clear(state::ACTIVE);
@@ -820,8 +828,17 @@ impl Policy for Hotspot {
         if !e.migrating() {
             return 0;
         }
+        // Demotions already waiting free their chunks soon: only the rest of the reserve
+        // is queued now, so passes that run before the migration thread do not demote
+        // the same shortfall twice.
+        let pending = e.moves.queue_len(Direction::ToSlow);
+        let reserve = (cs.pages.len() * cs.per_page) as u64 / tiering::RESERVE_DIVISOR + 1;
+        let wanted = reserve
+            .saturating_sub(cs.free_chunks)
+            .saturating_sub(pending as u64)
+            .min(DEMOTIONS_PER_PASS as u64);
         let mut queued = 0;
-        while queued < DEMOTIONS_PER_PASS && tiering::dram_needs_room(tier, &cs) {
+        while queued < wanted && tiering::dram_needs_room(tier, &cs) {
             let Some(victim) = self.dram_victim(e, &mut cs, now_s) else {
                 break;
             };

@@ -27,7 +27,7 @@ const FEED_COLD_PULLS: usize = 8;
 
 /// The share of a class's DRAM chunks the maintainer keeps free (by demoting COLD
 /// tails) for new items: 1 in 20, seed 004's "DRAM has almost no free space".
-const RESERVE_DIVISOR: u64 = 20;
+pub(crate) const RESERVE_DIVISOR: u64 = 20;
 
 /// What making room in DRAM by one synchronous demotion came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
