@@ -1,4 +1,4 @@
-//! HMCached's hotspot-aware policy (seed 002 sections 3.2-3.4).
+//! HMCached's hotspot-aware policy (seed 002 sections 3.2-3.5).
 //!
 //! - **Access counters.** Every GET and SET counts one access in a decayed counter
 //!   (`access.rs`: halved per idle period, reset after three, periods counted in
