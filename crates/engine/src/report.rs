@@ -8,6 +8,7 @@ use crate::api::TierId;
 use crate::config::SLAB_PAGE_SIZE_BYTES;
 use crate::engine::{Engine, Tier};
 use crate::lru::{COLD, HOT, WARM};
+use crate::policy::Policy;
 use crate::stats::{ClassStats, C, G};
 
 type Emit<'a> = &'a mut dyn FnMut(&str, StatValue);
@@ -309,6 +310,11 @@ impl Engine {
             e("cas_hits", class_counter(C::CasHits));
             e("cas_badval", class_counter(C::CasBadval));
             e("touch_hits", class_counter(C::TouchHits));
+            if dram {
+                if let Some(threshold) = self.policy.migration_threshold(class_id) {
+                    e("migration_threshold", u64::from(threshold));
+                }
+            }
         }
         let pages = tier.pool.lock().pages_in_use() as u64;
         emit(

@@ -856,6 +856,10 @@ impl Policy for Hotspot {
         cs.stats.evicted + cs.dram_pressure
     }
 
+    fn migration_threshold(&self, class_id: usize) -> Option<u8> {
+        Some(self.threshold(class_id))
+    }
+
     fn plan_page_move(&self, e: &Engine) -> Option<Option<(usize, usize)>> {
         if !self.benefit_reassign || e.slow().is_none() {
             return None;
@@ -1016,6 +1020,17 @@ mod tests {
         }
         e.lru_maintainer_tier_step(0);
         assert_eq!(threshold(), THRESHOLD_INITIAL - 1, "DRAM had room: lowered");
+        let mut shown = None;
+        e.stats_slabs(&mut |name, value| {
+            if name == format!("{class_id}:migration_threshold") {
+                shown = Some(value.to_string());
+            }
+        });
+        assert_eq!(
+            shown,
+            Some((THRESHOLD_INITIAL - 1).to_string()),
+            "stats slabs"
+        );
         // Fill DRAM's only page, then read only slow-tier items.
         let per_page = e.geometry.chunks_per_page(class_id) as u32;
         for i in 100..per_page + 2_000 {

@@ -171,6 +171,12 @@ pub(crate) trait Policy {
     fn plan_page_move(&self, _e: &Engine) -> Option<Option<(usize, usize)>> {
         None
     }
+
+    /// The access count a slow-tier item of `class_id` must exceed to be promoted, for
+    /// `stats slabs`, if the policy has one per class.
+    fn migration_threshold(&self, _class_id: usize) -> Option<u8> {
+        None
+    }
 }
 
 /// The configured policy, dispatched statically.
@@ -295,5 +301,8 @@ impl Policy for AnyPolicy {
     #[inline]
     fn plan_page_move(&self, e: &Engine) -> Option<Option<(usize, usize)>> {
         dispatch!(self, p => p.plan_page_move(e))
+    }
+    fn migration_threshold(&self, class_id: usize) -> Option<u8> {
+        dispatch!(self, p => p.migration_threshold(class_id))
     }
 }
