@@ -13,10 +13,16 @@ use crate::policy::Policy;
 
 const MAINTAINER_SLEEP_MIN: Duration = Duration::from_millis(1);
 const MAINTAINER_SLEEP_MAX: Duration = Duration::from_millis(1000);
-/// A migration thread with empty queues backs off up to this; with work it only yields
-/// briefly between batches.
-const MIGRATION_SLEEP_MIN: Duration = Duration::from_micros(100);
+/// A migration thread that found a full batch goes on at once; one that found less
+/// sleeps this long, so that entries arriving at a trickle are handled a batch per
+/// wake-up: waking every 100 us for one or two entries cost more in context switches
+/// than the moves themselves (ycsb, 4 300 moves/s: 12.8 us of thread CPU per move).
+/// Nothing waits for a queued move: the queues are bounded (`move_queue_max`, and a
+/// full queue drops offers), and a store that finds no DRAM chunk goes to the slow tier.
+const MIGRATION_SLEEP_MIN: Duration = Duration::from_millis(1);
+/// A migration thread with empty queues backs off up to this.
 const MIGRATION_SLEEP_MAX: Duration = Duration::from_millis(20);
+/// How often the crawler thread asks whether a pass is due (`Engine::lru_crawler_tick`).
 const CRAWLER_INTERVAL: Duration = Duration::from_secs(5);
 const AUTOMOVE_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -113,7 +119,13 @@ impl Engine {
                     Box::new(move || {
                         let mut sleep = MIGRATION_SLEEP_MIN;
                         while !stop.load(Ordering::Relaxed) {
-                            sleep = if engine.migration_step() > 0 {
+                            let handled = engine.migration_step();
+                            if handled >= crate::moves::MIGRATION_BATCH {
+                                // A queue had a batch or more: keep going.
+                                std::thread::yield_now();
+                                continue;
+                            }
+                            sleep = if handled > 0 {
                                 MIGRATION_SLEEP_MIN
                             } else {
                                 (sleep * 2).min(MIGRATION_SLEEP_MAX)
@@ -135,7 +147,7 @@ impl Engine {
                         if stop.load(Ordering::Relaxed) {
                             break;
                         }
-                        engine.lru_crawler_step();
+                        engine.lru_crawler_tick();
                     }
                 }),
             ));

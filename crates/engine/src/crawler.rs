@@ -2,6 +2,20 @@
 //! reclaims expired and flushed ones (memcached's `lru_crawler`), so memory held by dead
 //! items that nobody reads comes back. Every header it looks at is charged as a read of
 //! its tier.
+//!
+//! Passes are scheduled as memcached's autocrawl schedules them: a pass is due at the
+//! soonest expiry among linked items (kept in `Engine::crawl_due_s`, lowered by every
+//! link, move, touch and delayed flush that sets an earlier one), and at least once an
+//! hour. A cache whose items never expire is not crawled every few seconds for nothing:
+//! each pass reads every header, which in the slow tier is a slow-tier read per item.
+//!
+//! Why an expiry is not missed: a pass first moves the due time to an hour ahead, then
+//! lowers it to the soonest expiry of the live items it walks. An item linked (or
+//! touched) after that first store lowers the due time itself; one linked before it is
+//! already in its LRU when the walk starts, so the walk sees it — unless the walk of a
+//! segment restarts from its tail because the item under its cursor moved away and its
+//! budget runs out first: such an item waits for the hourly pass at most (its `get`
+//! misses all the same; only its memory comes back later).
 
 use std::sync::atomic::Ordering;
 
@@ -12,12 +26,42 @@ use crate::lru::SEGMENTS;
 /// Items the crawler checks under one class-lock hold.
 const CRAWL_BATCH: usize = 64;
 
+/// The longest time between two passes (memcached's `MAX_MAINTCRAWL_WAIT`, one hour):
+/// a bound on how long a missed schedule could keep dead items' memory.
+pub const CRAWL_INTERVAL_MAX_S: u32 = 60 * 60;
+
 impl Engine {
+    /// Runs a crawler pass if one is due (an item may have expired or been flushed, or
+    /// an hour passed since the last one). Returns whether a pass ran. The background
+    /// crawler thread calls this every few seconds.
+    pub fn lru_crawler_tick(&self) -> bool {
+        if self.clock.now_s() < self.crawl_due_s.load(Ordering::Relaxed) {
+            return false;
+        }
+        self.lru_crawler_step();
+        true
+    }
+
+    /// Lowers the crawler's due time to `exptime_rel_s` (an item's expiry, or a delayed
+    /// flush, in the engine clock's seconds; 0 = never). Called after the item is in its
+    /// LRU (see the module comment).
+    #[inline]
+    pub(crate) fn note_expiry(&self, exptime_rel_s: u32) {
+        if exptime_rel_s != 0 {
+            self.crawl_due_s.fetch_min(exptime_rel_s, Ordering::Relaxed);
+        }
+    }
+
     /// One pass of the LRU crawler: checks every item once (bounded by the item counts
     /// at the start) and reclaims expired and flushed ones. Returns items reclaimed.
     pub fn lru_crawler_step(&self) -> u64 {
         self.rare.lru_crawler_starts.fetch_add(1, Ordering::Relaxed);
         self.rare.lru_crawler_running.store(true, Ordering::Relaxed);
+        let pass_start_s = self.clock.now_s();
+        self.crawl_due_s.store(
+            pass_start_s.saturating_add(CRAWL_INTERVAL_MAX_S),
+            Ordering::Relaxed,
+        );
         let mut reclaimed = 0;
         for tier in &self.tiers {
             for class_id in 1..=self.geometry.large {
@@ -38,6 +82,7 @@ impl Engine {
         let mut cursor: ItemAddr = NIL;
         let mut started = false;
         let mut reclaimed = 0;
+        let mut soonest_expiry_s = u32::MAX;
         while budget > 0 {
             let now = self.clock.now_s();
             let mut cs = tier.classes[class_id].0.lock();
@@ -63,10 +108,18 @@ impl Engine {
                 let prev = h.prev.load(Ordering::Relaxed);
                 cs.stats.crawler_items_checked += 1;
                 mem.charge_header_read(cursor, header_bytes::ALL);
-                if self.dead_reason(h, now).is_some()
-                    && self.reclaim_dead(tier, &mut cs, cursor, true)
-                {
-                    reclaimed += 1;
+                if self.dead_reason(h, now).is_some() {
+                    if self.reclaim_dead(tier, &mut cs, cursor, true) {
+                        reclaimed += 1;
+                    } else {
+                        // Busy now: the next tick's pass tries again.
+                        soonest_expiry_s = soonest_expiry_s.min(now.max(1));
+                    }
+                } else {
+                    let exptime_s = h.exptime_rel_s.load(Ordering::Relaxed);
+                    if exptime_s != 0 {
+                        soonest_expiry_s = soonest_expiry_s.min(exptime_s);
+                    }
                 }
                 cursor = prev;
             }
@@ -74,6 +127,80 @@ impl Engine {
                 break;
             }
         }
+        self.note_expiry(if soonest_expiry_s == u32::MAX {
+            0
+        } else {
+            soonest_expiry_s
+        });
         reclaimed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use crate::api::{StoreMode, StoreOptions, StoreOutcome};
+    use crate::clock::ManualClock;
+    use crate::config::EngineConfig;
+    use crate::index::Index;
+    use crate::moves::{Direction, MoveReq, ShardLocking};
+    use crate::Engine;
+
+    /// A pass that walks neither tier's LRU while an item is between them must still
+    /// learn its expiry: the move itself lowers the due time.
+    #[test]
+    fn a_moved_item_keeps_its_expiry_in_the_crawl_schedule() {
+        let clock = ManualClock::new(1_700_000_000);
+        let config = EngineConfig {
+            memory_limit_bytes: 1 << 20,
+            slow_tier: Some(tier::RegionSpec {
+                size_bytes: 4 << 20,
+                backing: tier::RegionBacking::Anonymous,
+                cost: tier::CostModel::NONE,
+            }),
+            ..EngineConfig::default()
+        };
+        let e = Engine::new(config, clock).unwrap();
+        let stored = e.store(b"x", b"v", &StoreOptions::new(StoreMode::Set, 0, 100));
+        assert!(matches!(stored, StoreOutcome::Stored { .. }));
+        let key_hash = e.index.hash(b"x");
+        let addr = {
+            let table = e.index.shard(key_hash).table.lock();
+            Index::find(&table, |a| &e.tier_of(a).mem, key_hash, b"x").unwrap()
+        };
+        let expiry_s = e
+            .dram()
+            .mem
+            .header(addr)
+            .exptime_rel_s
+            .load(Ordering::Relaxed);
+        assert!(expiry_s > 0);
+        // As if a pass had just started and missed the item.
+        e.crawl_due_s.store(u32::MAX, Ordering::Relaxed);
+        let req = MoveReq::of(&e.dram().mem, addr);
+        assert!(e.move_item(req, Direction::ToSlow, ShardLocking::Wait));
+        assert_eq!(e.crawl_due_s.load(Ordering::Relaxed), expiry_s);
+    }
+
+    /// A dead item the pass could not reclaim (its shard was busy) is retried at the
+    /// next tick, not an hour later.
+    #[test]
+    fn a_dead_item_left_behind_makes_the_next_tick_crawl() {
+        let clock = ManualClock::new(1_700_000_000);
+        let e = Engine::new(EngineConfig::default(), clock.clone()).unwrap();
+        let stored = e.store(b"x", b"v", &StoreOptions::new(StoreMode::Set, 0, 10));
+        assert!(matches!(stored, StoreOutcome::Stored { .. }));
+        clock.advance_s(11);
+        let key_hash = e.index.hash(b"x");
+        let busy = e.index.shard(key_hash).table.lock();
+        let reclaimed = std::thread::scope(|s| s.spawn(|| e.lru_crawler_step()).join().unwrap());
+        drop(busy);
+        assert_eq!(reclaimed, 0, "the shard was busy");
+        assert!(
+            e.crawl_due_s.load(Ordering::Relaxed) <= e.clock.now_s(),
+            "the next tick crawls again"
+        );
+        assert_eq!(e.lru_crawler_step(), 1);
     }
 }

@@ -165,6 +165,10 @@ pub struct Engine {
     pub(crate) flush_at_s: AtomicU32,
     /// Items with a CAS below this were flushed by an immediate `flush_all`; 0 = none.
     pub(crate) flush_oldest_cas: AtomicU64,
+    /// The relative time at which the LRU crawler's next pass is due: the soonest expiry
+    /// (or delayed flush) among linked items, as far as known, else an hour after the
+    /// last pass. 0 (at start, and after a restart's recovery) runs the first tick's pass.
+    pub(crate) crawl_due_s: AtomicU32,
     pub(crate) slab_automove: AtomicU32,
     pub(crate) automove: Mutex<AutomoveState>,
     pub(crate) background: Mutex<Option<Background>>,
@@ -247,6 +251,7 @@ impl Engine {
             cas_counter: AtomicU64::new(0),
             flush_at_s: AtomicU32::new(0),
             flush_oldest_cas: AtomicU64::new(0),
+            crawl_due_s: AtomicU32::new(0),
             slab_automove: AtomicU32::new(automove),
             automove: Mutex::new(AutomoveState::new(class_slots)),
             background: Mutex::new(None),

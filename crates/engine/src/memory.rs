@@ -274,6 +274,7 @@ impl Engine {
             let mut cs = tier.classes[tier.class_of(addr)].0.lock();
             cs.lru.link_head(&tier.mem, segment, addr);
         }
+        self.note_expiry(h.exptime_rel_s.load(Ordering::Relaxed));
         if let Some(old_addr) = old {
             self.unlink_from_class(old_addr);
         }

@@ -39,7 +39,7 @@ use crate::policy::{Candidate, Policy, Refusal};
 
 /// Entries a migration step takes from each queue before returning (bounds the time a
 /// test or the sim spends in one step; the threads loop).
-const MIGRATION_BATCH: usize = 64;
+pub(crate) const MIGRATION_BATCH: usize = 64;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Direction {
@@ -440,6 +440,7 @@ impl Engine {
             let mut cs = dst_tier.classes[class_id].0.lock();
             cs.lru.link_head(dst, segment, dst_addr);
         }
+        self.note_expiry(dst_h.exptime_rel_s.load(Ordering::Relaxed));
         self.unlink_from_class(req.addr);
         drop(table);
         Outcome::Moved

@@ -57,8 +57,9 @@ impl Engine {
             // A negative touch time still returns the item (memcached): it expires now.
             // A pool record changes in place: unsealed first, sealed again below.
             self.unseal(tier, addr, header_bytes::TOUCH);
-            h.exptime_rel_s
-                .store(touch_rel.flatten().unwrap_or(1), Ordering::Relaxed);
+            let rel = touch_rel.flatten().unwrap_or(1);
+            h.exptime_rel_s.store(rel, Ordering::Relaxed);
+            self.note_expiry(rel);
         }
         let mut header_dirty = touch_rel.is_some();
         let state_bits = h.state.load(Ordering::Relaxed);
@@ -428,8 +429,9 @@ impl Engine {
             h.set(state::STALE);
             h.clear(state::TOKEN_SENT);
             if let Some(e) = opts.new_exptime {
-                h.exptime_rel_s
-                    .store(self.exptime_to_rel(e).unwrap_or(1), Ordering::Relaxed);
+                let rel = self.exptime_to_rel(e).unwrap_or(1);
+                h.exptime_rel_s.store(rel, Ordering::Relaxed);
+                self.note_expiry(rel);
             }
             let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
             h.cas.store(cas, Ordering::Relaxed);
@@ -540,6 +542,7 @@ impl Engine {
             h.cas.store(cas, Ordering::Relaxed);
             if let Some(rel) = new_exptime {
                 h.exptime_rel_s.store(rel, Ordering::Relaxed);
+                self.note_expiry(rel);
             }
             self.reseal(addr);
             addr
@@ -589,6 +592,7 @@ impl Engine {
                     self.unseal(tier, addr, header_bytes::TOUCH);
                     h.exptime_rel_s.store(rel, Ordering::Relaxed);
                     self.reseal(addr);
+                    self.note_expiry(rel);
                 }
                 if self
                     .policy
@@ -624,6 +628,7 @@ impl Engine {
             let when = self.exptime_to_rel(delay_s).unwrap_or(now).max(1);
             self.flush_at_s.store(when, Ordering::Relaxed);
         }
+        self.note_expiry(self.flush_at_s.load(Ordering::Relaxed));
         // A persistent pool keeps the flush, before it is acknowledged: flushed items
         // must not come back after a restart.
         if let Some(pool) = self.slow().and_then(|t| t.pool_file.as_ref()) {

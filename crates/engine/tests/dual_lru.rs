@@ -45,8 +45,10 @@ fn settle(e: &Engine) {
     }
 }
 
-/// Reads that take a never-read item to the Promote state: FETCHED, ACTIVE (which in
-/// COLD moves it to WARM and clears ACTIVE), ACTIVE again, then Promote.
+/// Reads that take a never-read item to the Promote state, at most: FETCHED, ACTIVE
+/// (which in COLD moves it to WARM and clears ACTIVE), ACTIVE again, then Promote. While
+/// the slow tier has room its LRU order is kept lazily: ACTIVE stays set in COLD, and
+/// the third read already promotes (the fourth then finds the item queued).
 const READS_TO_PROMOTE: usize = 4;
 
 fn read_n(e: &Engine, k: &str, n: usize) -> Option<Vec<u8>> {
@@ -455,6 +457,65 @@ fn slow_tier_only_and_dram_only_configurations() {
     assert!(stat(&dram_only, "evictions") > 0, "plain memcached: evicts");
     assert_eq!(dram_only.tier_usage(TierId::Slow), TierUsage::default());
     assert_eq!(stats(&dram_only)["tier_slow_limit_bytes"], "0");
+}
+
+/// While the slow tier has room, nothing will be evicted from it soon, so the order of
+/// its LRU segments serves nobody: a read leaves a slow item in COLD (no link writes in
+/// the slow tier) and the slow tier's maintainer does not juggle. Once the slow tier is
+/// nearly full, the juggling resumes and rescues the ACTIVE item from COLD's tail.
+#[test]
+fn the_slow_tier_keeps_its_lru_order_lazily_while_it_has_room() {
+    let (e, clock) = engine_with(EngineConfig {
+        dram_residency_max_s: 10,
+        dram_low_water_pct: 0,
+        ..tiered(1, 2)
+    });
+    let k = key(0);
+    assert!(stored(set(&e, k.as_bytes(), &val(&k, 0, 900))));
+    clock.advance_s(11);
+    e.lru_maintainer_tier_step(0);
+    assert_eq!(e.migration_step(), 1);
+    assert_eq!(e.tier_of_key(k.as_bytes()), Some(TierId::Slow));
+    let class = e.slab_class_for(k.len(), 900);
+    let slow = |name: &str| -> u64 {
+        stats_of(|f| e.stats_items(f))[&format!("slow:items:{class}:{name}")]
+            .parse()
+            .unwrap()
+    };
+    let lines_written = stat(&e, "slow_lines_written");
+    read_n(&e, &k, 2);
+    assert_eq!(
+        stat(&e, "slow_lines_written") - lines_written,
+        2,
+        "FETCHED, then ACTIVE: one header line each, no LRU links"
+    );
+    for _ in 0..3 {
+        e.lru_maintainer_tier_step(1);
+    }
+    assert_eq!(
+        (
+            slow("number_cold"),
+            slow("number_warm"),
+            slow("moves_to_warm")
+        ),
+        (1, 0, 0),
+        "left in COLD while the slow tier has room"
+    );
+    // Fill DRAM, then the slow tier up to its last page (no eviction yet).
+    let mut i = 1;
+    while stat(&e, "tier_slow_pages_in_use") < 2 {
+        let k = key(i);
+        assert!(stored(set(&e, k.as_bytes(), &val(&k, 0, 900))));
+        i += 1;
+        assert!(i < 10_000, "the slow tier never filled");
+    }
+    assert_eq!(stat(&e, "evictions"), 0);
+    e.lru_maintainer_tier_step(1);
+    assert!(
+        slow("moves_to_warm") >= 1,
+        "a nearly full slow tier juggles: the ACTIVE COLD tail is rescued"
+    );
+    assert_eq!(value(&e, k.as_bytes()), Some(val(&k, 0, 900)));
 }
 
 #[test]

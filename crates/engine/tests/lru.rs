@@ -176,6 +176,76 @@ fn crawler_reclaims_expired_and_flushed_items() {
     assert_eq!(e.pages_in_use(), 1, "pages stay with their class");
 }
 
+/// The crawler is scheduled as memcached's autocrawl is: a pass runs when an item may
+/// have expired or been flushed (its soonest expiry, including a `touch` or `gat` that
+/// shortened one, and a delayed `flush_all`), and once an hour otherwise — not every few
+/// seconds over a cache whose items never expire, where each pass would read every
+/// header (in the slow tier, a slow-tier read per item) for nothing.
+#[test]
+fn crawler_passes_run_when_an_item_may_be_dead_and_hourly() {
+    let (e, clock) = engine();
+    for i in 0..100 {
+        assert!(stored(set(&e, format!("p{i}").as_bytes(), b"v")));
+    }
+    assert!(
+        e.lru_crawler_tick(),
+        "the first tick crawls: expiries are not known yet"
+    );
+    clock.advance_s(600);
+    assert!(!e.lru_crawler_tick(), "nothing can expire: no pass");
+    assert_eq!(stat(&e, "lru_crawler_starts"), 1);
+
+    assert!(stored(store(&e, StoreMode::Set, b"t", b"v", 0, 30)));
+    assert!(stored(store(&e, StoreMode::Set, b"w", b"v", 0, 100)));
+    clock.advance_s(29);
+    assert!(!e.lru_crawler_tick(), "no pass before the soonest expiry");
+    clock.advance_s(2);
+    assert!(e.lru_crawler_tick(), "a pass once an item expired");
+    assert_eq!(stat(&e, "crawler_reclaimed"), 1);
+    // That pass found `w` alive: the next one is due at its expiry.
+    clock.advance_s(68);
+    assert!(!e.lru_crawler_tick());
+    clock.advance_s(2);
+    assert!(
+        e.lru_crawler_tick(),
+        "a pass at the expiry the last pass found"
+    );
+    assert_eq!(stat(&e, "crawler_reclaimed"), 2);
+
+    assert!(stored(store(&e, StoreMode::Set, b"u", b"v", 0, 1000)));
+    assert_eq!(e.touch(b"u", 5), TouchOutcome::Touched);
+    clock.advance_s(6);
+    assert!(e.lru_crawler_tick(), "touch shortened the expiry: a pass");
+    assert_eq!(stat(&e, "crawler_reclaimed"), 3);
+
+    assert!(stored(store(&e, StoreMode::Set, b"g", b"v", 0, 1000)));
+    let gat = ReadOptions {
+        touch_exptime: Some(5),
+        ..ReadOptions::default()
+    };
+    assert!(matches!(e.read(b"g", &gat, |_| ()), ReadOutcome::Hit(())));
+    clock.advance_s(6);
+    assert!(e.lru_crawler_tick(), "gat shortened the expiry: a pass");
+    assert_eq!(stat(&e, "crawler_reclaimed"), 4);
+
+    e.flush_all(20);
+    clock.advance_s(19);
+    assert!(
+        !e.lru_crawler_tick(),
+        "no pass before a delayed flush takes effect"
+    );
+    clock.advance_s(2);
+    assert!(e.lru_crawler_tick(), "a pass once the flush took effect");
+    assert_eq!(stat(&e, "curr_items"), 0);
+
+    assert!(stored(set(&e, b"q", b"v")));
+    clock.advance_s(3599);
+    assert!(!e.lru_crawler_tick());
+    clock.advance_s(1);
+    assert!(e.lru_crawler_tick(), "a pass at least once an hour");
+    assert_eq!(stat(&e, "lru_crawler_starts"), 7);
+}
+
 #[test]
 fn slab_automove_rescues_a_calcified_workload() {
     let (e, clock) = engine_with(mb(10));

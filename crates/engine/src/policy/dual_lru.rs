@@ -171,7 +171,9 @@ impl Policy for DualLru {
                 dirty = true;
             }
         } else {
-            let bump = slru::bump(tier, addr, h);
+            // The slow tier's LRU order is kept lazily (see `maintain_class`).
+            let may_move = tier.id != TierId::Slow || !tiering::slow_has_room(tier);
+            let bump = slru::bump_with(tier, addr, h, may_move);
             if bump.moved_to_warm {
                 // Links, state and access word: one header update.
                 tier.mem
@@ -253,6 +255,14 @@ impl Policy for DualLru {
     }
 
     fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize {
+        if tier.id == TierId::Slow && tiering::slow_has_room(tier) {
+            // The slow tier's segments order its evictions, and it evicts only when
+            // full: while it has room, its maintainer leaves them alone (each juggle
+            // reads a slow-tier header and rewrites neighbours' links). Promote items
+            // are offered by the read that makes them so, and again by the next read if
+            // the queue was full then.
+            return 0;
+        }
         let rounds = slru::juggle_class(e, tier, class_id, &Hooks);
         if tier.id == TierId::Dram {
             let cs = tier.classes[class_id].0.lock();

@@ -78,6 +78,14 @@ pub(crate) struct Bump {
 /// turning ACTIVE in COLD is moved to WARM if the class lock is free. Nothing is
 /// charged here: the caller charges the header words it rewrote, once.
 pub(crate) fn bump(tier: &Tier, addr: ItemAddr, h: &ItemHeader) -> Bump {
+    bump_with(tier, addr, h, true)
+}
+
+/// [`bump`], moving an item that turns ACTIVE in COLD to WARM only if `may_move`. A
+/// policy that keeps a tier's LRU order lazily passes `false`: the item stays in COLD
+/// with ACTIVE set (as in memcached when its asynchronous bump queue is full), and the
+/// maintainer's COLD pull rescues it to WARM once the order matters.
+pub(crate) fn bump_with(tier: &Tier, addr: ItemAddr, h: &ItemHeader, may_move: bool) -> Bump {
     let mut bump = Bump::default();
     if h.has(state::ACTIVE) {
         return bump;
@@ -89,7 +97,7 @@ pub(crate) fn bump(tier: &Tier, addr: ItemAddr, h: &ItemHeader) -> Bump {
     }
     h.set(state::ACTIVE);
     bump.flags_changed = true;
-    if h.segment() == COLD {
+    if may_move && h.segment() == COLD {
         if let Some(mut cs) = tier.classes[tier.class_of(addr)].0.try_lock() {
             if h.has(state::LINKED) && h.segment() == COLD {
                 h.clear(state::ACTIVE);

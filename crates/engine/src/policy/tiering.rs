@@ -59,6 +59,16 @@ pub(crate) fn dram_has_spare(tier: &Tier, cs: &ClassState) -> bool {
     cs.free_chunks * RESERVE_DIVISOR > 2 * total_chunks || tier.pool.lock().free_pages() > 0
 }
 
+/// Whether the slow tier has room to spare: at least one page in 20 of it free in its
+/// pool. While it has, nothing will be evicted from it soon, and the order of its LRUs
+/// serves nobody; keeping that order would cost a slow-tier header read and neighbour
+/// link writes per move.
+pub(crate) fn slow_has_room(tier: &Tier) -> bool {
+    debug_assert!(tier.id == crate::api::TierId::Slow);
+    let free_pages = tier.pool.lock().free_pages() as u64;
+    free_pages > 0 && free_pages * RESERVE_DIVISOR >= tier.page_count as u64
+}
+
 /// Whether DRAM holds more than the low-water share of its size (as seen at the
 /// maintainer's last pass). Age-based demotion runs only then, so it never drains
 /// DRAM (seed 001).
