@@ -243,8 +243,8 @@ for i in 0 1; do
     echo "==> ${names[$i]}: $(server_version "${ports[$i]}") on port ${ports[$i]}, pid ${pids[$i]}"
 done
 
-# snapshot PORT PID FILE: the counters of `stats` that say what a tiered server did, and
-# the CPU ticks of its migration thread, as one line "name=value ...".
+# snapshot PORT PID FILE: the counters of `stats` that say what a tiered server did, the
+# CPU ticks of its migration thread and of the whole server, as one line "name=value ...".
 snapshot() {
     python3 - "$1" "$2" >"$3" <<'PY'
 import os, socket, sys, time
@@ -257,7 +257,7 @@ with socket.create_connection(("127.0.0.1", port), 5) as s:
         if not chunk:
             sys.exit("the server closed the connection during stats")
         buf += chunk
-wanted = ("cmd_get", "promotions", "promotions_skipped", "demotions", "tier_dram_get_hits",
+wanted = ("cmd_get", "cmd_set", "promotions", "promotions_skipped", "demotions", "tier_dram_get_hits",
           "tier_slow_get_hits", "evictions", "get_misses")
 values = {"time": time.monotonic()}
 for line in buf.decode().splitlines():
@@ -265,13 +265,17 @@ for line in buf.decode().splitlines():
     if len(parts) == 3 and parts[0] == "STAT" and parts[1] in wanted:
         values[parts[1]] = parts[2]
 migrate_ticks = None
+server_ticks = 0
 for tid in os.listdir(f"/proc/{pid}/task"):
     with open(f"/proc/{pid}/task/{tid}/stat") as f:
         text = f.read()
+    fields = text[text.rindex(")") + 2:].split()
+    # utime and stime, fields 14 and 15 of stat(5).
+    ticks = int(fields[11]) + int(fields[12])
+    server_ticks += ticks
     if text[text.index("(") + 1:text.rindex(")")] == "fc-migrate":
-        fields = text[text.rindex(")") + 2:].split()
-        # utime and stime, fields 14 and 15 of stat(5).
-        migrate_ticks = (migrate_ticks or 0) + int(fields[11]) + int(fields[12])
+        migrate_ticks = (migrate_ticks or 0) + ticks
+values["server_ticks"] = server_ticks
 if migrate_ticks is not None:
     values["migrate_ticks"] = migrate_ticks
 print(" ".join(f"{k}={v}" for k, v in values.items()))
@@ -303,6 +307,11 @@ if "get_misses" in after:
 if "migrate_ticks" in after:
     cpu = (after["migrate_ticks"] - before["migrate_ticks"]) / os.sysconf("SC_CLK_TCK")
     parts.append(f"fc-migrate CPU {cpu * 100 / seconds:.1f} % of a core")
+requests = (after["cmd_get"] - before["cmd_get"]) + (after["cmd_set"] - before["cmd_set"])
+if requests > 0:
+    # Threads that exited during the round are not counted (the server's do not).
+    cpu_s = (after["server_ticks"] - before["server_ticks"]) / os.sysconf("SC_CLK_TCK")
+    parts.append(f"server CPU {cpu_s * 1e6 / requests:.2f} us/request")
 print(("       " + ", ".join(parts)) if parts else "")
 PY
 }

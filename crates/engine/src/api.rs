@@ -254,6 +254,9 @@ pub struct TierUsage {
     pub bytes_written: u64,
     pub lines_read: u64,
     pub lines_written: u64,
+    /// Microseconds the emulated access cost made threads busy-wait for this tier (0 with
+    /// no cost model): how much of the server's time the emulation itself accounts for.
+    pub emulated_wait_us: u64,
 }
 
 /// Dual-LRU migration counters ([`crate::Engine::migration_counts`]).

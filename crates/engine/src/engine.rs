@@ -441,6 +441,7 @@ impl Engine {
         usage.bytes_written = access.bytes_written;
         usage.lines_read = access.lines_read;
         usage.lines_written = access.lines_written;
+        usage.emulated_wait_us = tier.mem.region().emulated_wait_ns() / 1000;
         usage
     }
 

@@ -136,6 +136,7 @@ impl Engine {
             emit(&format!("{name}_bytes_written"), u(t.bytes_written));
             emit(&format!("{name}_lines_read"), u(t.lines_read));
             emit(&format!("{name}_lines_written"), u(t.lines_written));
+            emit(&format!("{name}_emulated_wait_us"), u(t.emulated_wait_us));
         }
         let m = self.migration_counts();
         emit("promotions", u(m.promotions));

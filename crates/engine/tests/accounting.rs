@@ -196,3 +196,29 @@ fn a_fresh_slow_page_is_formatted_with_one_line_per_chunk_header() {
     });
     assert_eq!(lines, (1, chunks_per_page + 1 + ITEM_LINES));
 }
+
+/// `stats` says how long the emulated slow-tier cost made the server wait, so a reader of
+/// a benchmark can tell the emulation's share of the server's time: a hit on a slow item
+/// waits one access latency for its header and key and one more for the rest of the
+/// item (1 KB: more than one line), and DRAM never waits.
+#[test]
+fn the_emulated_slow_tier_wait_is_reported() {
+    let (e, _) = engine_with(EngineConfig {
+        memory_limit_bytes: 0,
+        slow_tier: Some(tier::RegionSpec {
+            size_bytes: (4 * MIB) as usize,
+            backing: tier::RegionBacking::Anonymous,
+            cost: tier::CostModel::parse("read_ns=50000,write_ns=1").unwrap(),
+        }),
+        ..EngineConfig::default()
+    });
+    assert!(stored(set(&e, key(0).as_bytes(), &[b'v'; 1024])));
+    let before = stat(&e, "slow_emulated_wait_us");
+    assert_eq!(value(&e, key(0).as_bytes()).map(|v| v.len()), Some(1024));
+    let waited_us = stat(&e, "slow_emulated_wait_us") - before;
+    assert!(
+        (100..110).contains(&waited_us),
+        "two 50 us read latencies (and a 1 ns header write), got {waited_us} us"
+    );
+    assert_eq!(stat(&e, "dram_emulated_wait_us"), 0);
+}
