@@ -445,6 +445,11 @@ impl Engine {
         usage
     }
 
+    /// Asks the kernel to back the DRAM tier with transparent huge pages (`-L`).
+    pub fn advise_dram_huge_pages(&self) -> std::io::Result<()> {
+        self.dram().mem.region().advise_huge_pages()
+    }
+
     /// The slab class an item of this key and value length goes to.
     pub fn slab_class_for(&self, key_len: usize, value_len: usize) -> u8 {
         self.geometry

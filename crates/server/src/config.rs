@@ -21,6 +21,8 @@ use tier::{CostModel, RegionBacking, RegionSpec};
 
 /// sysexits.h `EX_USAGE`: the command line was wrong.
 pub const EXIT_USAGE: u8 = 64;
+/// sysexits.h `EX_OSERR`: memcached's exit code when it cannot listen.
+pub const EXIT_OS_ERROR: u8 = 71;
 
 /// memcached's `-R` default: requests handled per connection before it yields.
 pub const REQS_PER_EVENT_DEFAULT: u32 = 20;
@@ -185,12 +187,29 @@ struct Cli {
     /// Requests handled per connection before it yields to others.
     #[arg(short = 'R', long = "max-reqs-per-event", default_value_t = REQS_PER_EVENT_DEFAULT)]
     max_reqs_per_event: u32,
-    /// Run as a daemon: not supported (use a service manager).
+    /// Run as a daemon: the command returns once the server listens (its exit status says
+    /// whether it started); stdin, stdout and stderr go to /dev/null unless -v.
     #[arg(short = 'd', long = "daemon")]
     daemon: bool,
-    /// User to run as: accepted for memcached compatibility; fogcached does not switch.
+    /// Save the PID in <FILE> (removed at a clean stop); memcached uses it only with -d,
+    /// fogcached always.
+    #[arg(short = 'P', long = "pidfile", value_name = "FILE")]
+    pidfile: Option<PathBuf>,
+    /// Assume the identity of <USER> once the ports and the pool are open (only when run
+    /// as root; unlike memcached, root without -u keeps running as root).
     #[arg(short = 'u', long = "user")]
     user: Option<String>,
+    /// Maximize the core file limit (and, with -d, stay in the start directory so cores
+    /// land there).
+    #[arg(short = 'r', long = "enable-coredumps")]
+    enable_coredumps: bool,
+    /// Lock down all paged memory (both tiers' mappings included: a slow tier on a file
+    /// is read in whole).
+    #[arg(short = 'k', long = "lock-memory")]
+    lock_memory: bool,
+    /// Try to use large memory pages for the DRAM tier (transparent huge pages).
+    #[arg(short = 'L', long = "enable-largepages")]
+    enable_largepages: bool,
     /// Extended options, comma separated (may be repeated).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
@@ -218,8 +237,18 @@ pub struct Config {
     pub reqs_per_event: u32,
     /// `-o idle_timeout`: close connections idle this long; 0 = never.
     pub idle_timeout_s: u32,
-    /// `-u`: accepted for memcached command lines; fogcached never switches user.
+    /// `-d`.
+    pub daemonize: bool,
+    /// `-P`.
+    pub pid_file: Option<PathBuf>,
+    /// `-u`: the user to switch to when started as root.
     pub user: Option<String>,
+    /// `-r`.
+    pub enable_coredumps: bool,
+    /// `-k`.
+    pub lock_memory: bool,
+    /// `-L`.
+    pub large_pages: bool,
     /// `--data-dir`: where the default pool file lives; created by [`prepare_storage`]
     /// when the slow tier uses it.
     pub data_dir: PathBuf,
@@ -238,8 +267,35 @@ impl Default for Config {
             shutdown_enabled: false,
             reqs_per_event: REQS_PER_EVENT_DEFAULT,
             idle_timeout_s: 0,
+            daemonize: false,
+            pid_file: None,
             user: None,
+            enable_coredumps: false,
+            lock_memory: false,
+            large_pages: false,
             data_dir: PathBuf::from(DATA_DIR_DEFAULT),
+        }
+    }
+}
+
+impl Config {
+    /// Makes every relative path the server will open (data directory, pool file, PID
+    /// file) absolute against `cwd`, so that a daemon, which changes to `/`, still finds
+    /// them.
+    pub fn make_paths_absolute(&mut self, cwd: &std::path::Path) {
+        let absolute = |path: &PathBuf| -> PathBuf {
+            if path.is_absolute() {
+                path.clone()
+            } else {
+                cwd.join(path)
+            }
+        };
+        self.data_dir = absolute(&self.data_dir);
+        self.pid_file = self.pid_file.as_ref().map(absolute);
+        if let Some(spec) = self.engine.slow_tier.as_mut() {
+            if let RegionBacking::File { path } = &mut spec.backing {
+                *path = absolute(path);
+            }
         }
     }
 }
@@ -283,11 +339,6 @@ where
             });
         }
     };
-    if cli.daemon {
-        return Err(usage(
-            "fogcached does not daemonize (-d); run it under a service manager instead",
-        ));
-    }
     if cli.udp_port != 0 {
         return Err(usage(format!(
             "UDP is not supported: -U must be 0, got {}",
@@ -314,7 +365,12 @@ where
         verbosity: u32::from(cli.verbose),
         shutdown_enabled: cli.enable_shutdown,
         reqs_per_event: cli.max_reqs_per_event,
+        daemonize: cli.daemon,
+        pid_file: cli.pidfile.clone(),
         user: cli.user.clone(),
+        enable_coredumps: cli.enable_coredumps,
+        lock_memory: cli.lock_memory,
+        large_pages: cli.enable_largepages,
         data_dir: cli.data_dir.clone(),
         ..Config::default()
     };
@@ -756,8 +812,33 @@ mod tests {
     }
 
     #[test]
-    fn daemon_is_refused() {
-        assert!(parse_usage(&["-d"]).contains("daemon"));
+    fn a_daemon_gets_absolute_paths() {
+        let mut config = parse_ok(&["-P", "fc.pid", "--data-dir", "data"]);
+        config.make_paths_absolute(std::path::Path::new("/srv/cache"));
+        assert_eq!(config.pid_file, Some(PathBuf::from("/srv/cache/fc.pid")));
+        assert_eq!(config.data_dir, PathBuf::from("/srv/cache/data"));
+        match &config.engine.slow_tier.as_ref().unwrap().backing {
+            RegionBacking::File { path } => {
+                assert_eq!(path, &PathBuf::from("/srv/cache/data/slow-tier.pool"))
+            }
+            other => panic!("default backing is the pool file, got {other:?}"),
+        }
+        let mut absolute = parse_ok(&["-P", "/run/fc.pid"]);
+        absolute.make_paths_absolute(std::path::Path::new("/srv/cache"));
+        assert_eq!(absolute.pid_file, Some(PathBuf::from("/run/fc.pid")));
+    }
+
+    #[test]
+    fn process_options_are_parsed() {
+        let config = parse_ok(&["-d", "-P", "/run/fc.pid", "-u", "nobody", "-r", "-k", "-L"]);
+        assert!(config.daemonize && config.enable_coredumps);
+        assert!(config.lock_memory && config.large_pages);
+        assert_eq!(config.pid_file, Some(PathBuf::from("/run/fc.pid")));
+        assert_eq!(config.user.as_deref(), Some("nobody"));
+        let plain = parse_ok(&[]);
+        assert!(!plain.daemonize && !plain.enable_coredumps);
+        assert!(!plain.lock_memory && !plain.large_pages);
+        assert_eq!((plain.pid_file, plain.user), (None, None));
     }
 
     #[test]

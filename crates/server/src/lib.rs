@@ -5,6 +5,7 @@ pub mod config;
 pub mod connection;
 pub mod dispatch;
 pub mod listener;
+pub mod process;
 pub mod registry;
 pub mod runtime;
 pub mod session;

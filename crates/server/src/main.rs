@@ -1,18 +1,17 @@
 //! `fogcached`: parse the command line, start the server, stop it cleanly on SIGTERM,
-//! SIGINT or the `shutdown` command.
+//! SIGINT or the `shutdown` command. The process-level steps (`-d`, `-P`, `-u`, `-r`,
+//! `-k`, the port file) are in `process.rs`, which says why they come in this order.
 
 use std::process::ExitCode;
 
-use server::config::{self, CliExit, StorageError, EXIT_USAGE};
+use server::config::{self, CliExit, StorageError, EXIT_OS_ERROR, EXIT_USAGE};
+use server::process::{self, Readiness, StartupError};
 use server::runtime::Server;
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
-/// sysexits.h `EX_OSERR`: memcached's exit code when it cannot listen.
-const EXIT_OS_ERROR: u8 = 71;
-
 fn main() -> ExitCode {
-    let config = match config::parse(std::env::args_os()) {
+    let mut config = match config::parse(std::env::args_os()) {
         Ok(config) => config,
         Err(CliExit::Info(text)) => {
             print!("{text}");
@@ -36,26 +35,101 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_OS_ERROR);
         }
     }
-    if config.user.is_some() && config.verbosity > 0 {
-        eprintln!("fogcached: -u is accepted for compatibility; fogcached does not switch user");
+    if config.enable_coredumps {
+        if let Err((code, message)) = process::raise_core_limit() {
+            eprintln!("fogcached: {message}");
+            return ExitCode::from(code);
+        }
     }
+    // A daemon forks before any thread exists; its parent waits here for the outcome.
+    let readiness = if config.daemonize {
+        match std::env::current_dir() {
+            Ok(cwd) => config.make_paths_absolute(&cwd),
+            Err(e) => {
+                eprintln!("fogcached: cannot read the working directory: {e}");
+                return ExitCode::from(EXIT_OS_ERROR);
+            }
+        }
+        match process::daemonize(config.enable_coredumps, config.verbosity > 0) {
+            Ok(readiness) => Some(readiness),
+            Err((code, message)) => {
+                eprintln!("fogcached: {message}");
+                return ExitCode::from(code);
+            }
+        }
+    } else {
+        None
+    };
+    let pid_file = config.pid_file.clone();
+    let code = run(config, readiness);
+    if let Some(path) = pid_file {
+        // At a clean stop, as memcached does; a stop as another user may not be allowed.
+        let _ = std::fs::remove_file(path);
+    }
+    code
+}
+
+/// Starts the server and serves until it is told to stop. Every start-up failure goes to
+/// the daemon's waiting parent as well as to stderr.
+fn run(config: config::Config, readiness: Option<Readiness>) -> ExitCode {
+    let fail = |readiness: Option<Readiness>, (code, message): StartupError| {
+        eprintln!("fogcached: {message}");
+        if let Some(readiness) = readiness {
+            readiness.report(Err((code, message)));
+        }
+        ExitCode::from(code)
+    };
     // Signals are caught before any thread starts, so every thread inherits the mask
     // state signal-hook expects and no SIGTERM can arrive unhandled.
     // SIGUSR1 is memcached's graceful stop (for its warm restart): the same clean stop.
     let mut signals = match Signals::new([SIGTERM, SIGINT, SIGUSR1]) {
         Ok(signals) => signals,
         Err(e) => {
-            eprintln!("fogcached: cannot install signal handlers: {e}");
-            return ExitCode::from(EXIT_OS_ERROR);
+            let message = format!("cannot install signal handlers: {e}");
+            return fail(readiness, (EXIT_OS_ERROR, message));
         }
     };
+    let (user, lock_memory, large_pages, pid_file) = (
+        config.user.clone(),
+        config.lock_memory,
+        config.large_pages,
+        config.pid_file.clone(),
+    );
+    let verbose = config.verbosity > 0;
     let server = match Server::start(config) {
         Ok(server) => server,
-        Err(e) => {
-            eprintln!("fogcached: {e:#}");
-            return ExitCode::from(EXIT_OS_ERROR);
-        }
+        Err(e) => return fail(readiness, (EXIT_OS_ERROR, format!("{e:#}"))),
     };
+    let started = (|| -> Result<(), StartupError> {
+        if large_pages {
+            if let Err(e) = server.engine().advise_dram_huge_pages() {
+                eprintln!("fogcached: warning: -L: no large pages for the DRAM tier: {e}");
+            }
+        }
+        if lock_memory {
+            if let Err(e) = process::lock_memory() {
+                eprintln!("fogcached: warning: -k invalid, mlockall() failed: {e}");
+            }
+        }
+        if let Some(path) = &pid_file {
+            process::write_pid_file(path)?;
+        }
+        if let Some(path) = std::env::var_os(process::PORT_FILE_ENV) {
+            process::write_port_file(std::path::Path::new(&path), server.local_addrs())?;
+        }
+        if let Some(user) = &user {
+            match process::switch_user(user)? {
+                true if verbose => eprintln!("fogcached: running as user {user}"),
+                true => {}
+                false => eprintln!("fogcached: -u {user} ignored: not started as root"),
+            }
+        }
+        Ok(())
+    })();
+    if let Err(error) = started {
+        server.stop();
+        return fail(readiness, error);
+    }
     let shutdown = server.shutdown_handle();
     let signal_thread = std::thread::Builder::new()
         .name("fogcached-signals".to_owned())
@@ -65,9 +139,17 @@ fn main() -> ExitCode {
             }
         });
     if let Err(e) = signal_thread {
-        eprintln!("fogcached: cannot start the signal thread: {e}");
         server.stop();
-        return ExitCode::from(EXIT_OS_ERROR);
+        return fail(
+            readiness,
+            (
+                EXIT_OS_ERROR,
+                format!("cannot start the signal thread: {e}"),
+            ),
+        );
+    }
+    if let Some(readiness) = readiness {
+        readiness.report(Ok(()));
     }
     server.wait();
     ExitCode::SUCCESS

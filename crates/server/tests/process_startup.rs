@@ -1,0 +1,341 @@
+//! memcached's process-level start-up options on the real binary: `-d` (the command
+//! returns when the server listens, or fails with the reason), `-P`, `-u`, `-r`, `-k`,
+//! `-L` and the port file named by `MEMCACHED_PORT_FILENAME`. Each server is stopped by
+//! the test (SIGTERM, then SIGKILL if it lingers).
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use testkit::{fogcached_binary, free_port, skip, RawClient};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("fc-startup-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A server process by PID (a daemon is not our child), killed on drop.
+struct Pid(i32);
+
+impl Pid {
+    fn alive(&self) -> bool {
+        Path::new(&format!("/proc/{}", self.0)).exists()
+            && !std::fs::read_to_string(format!("/proc/{}/stat", self.0))
+                .unwrap_or_default()
+                .contains(") Z ")
+    }
+
+    /// SIGTERM, then waits (bounded) until it is gone.
+    fn terminate(&self) -> bool {
+        // SAFETY: kill(2) on a PID this test started.
+        unsafe { libc::kill(self.0, libc::SIGTERM) };
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            if !self.alive() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    fn status_field(&self, name: &str) -> String {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0)).unwrap();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("{name}:")))
+            .unwrap_or_else(|| panic!("no {name} in /proc/{}/status", self.0))
+            .trim()
+            .to_owned()
+    }
+}
+
+impl Drop for Pid {
+    fn drop(&mut self) {
+        if self.alive() && !self.terminate() {
+            // SAFETY: kill(2) on a PID this test started.
+            unsafe { libc::kill(self.0, libc::SIGKILL) };
+        }
+    }
+}
+
+fn fogcached() -> Command {
+    Command::new(fogcached_binary().unwrap())
+}
+
+fn accepting(port: u16) -> bool {
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+}
+
+/// Starts a foreground server with `args` (plus port, address and data directory in
+/// `dir`) and waits until it accepts connections.
+fn start(dir: &Path, port: u16, args: &[&str], env: &[(&str, &Path)]) -> (Child, Pid) {
+    let mut command = fogcached();
+    command
+        .args(["-p", &port.to_string(), "-l", "127.0.0.1"])
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let mut child = command.spawn().unwrap();
+    let pid = Pid(child.id() as i32);
+    let deadline = Instant::now() + WAIT;
+    while !accepting(port) {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut stderr = String::new();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut stderr)
+                .unwrap();
+            panic!("fogcached {args:?} exited with {status}: {stderr}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fogcached {args:?} never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (child, pid)
+}
+
+fn version_of(port: u16) -> String {
+    let mut client = RawClient::connect(([127, 0, 0, 1], port).into()).unwrap();
+    String::from_utf8(client.request(b"version\r\n", b"\r\n").unwrap()).unwrap()
+}
+
+fn stop(mut child: Child, pid: Pid) {
+    assert!(pid.terminate(), "the server did not stop on SIGTERM");
+    assert!(child.wait().unwrap().success());
+}
+
+/// `-d` returns 0 once the daemon listens; the daemon leads its own session, found its
+/// relative data directory although it changed to `/`, wrote `-P`'s PID file, and
+/// removes it at a clean stop.
+#[test]
+fn a_daemon_returns_once_it_listens_and_keeps_its_pid_file() {
+    let dir = Scratch::new("daemon");
+    let port = free_port().unwrap();
+    let output = fogcached()
+        .current_dir(&dir.0)
+        .args([
+            "-d",
+            "-P",
+            "fc.pid",
+            "-p",
+            &port.to_string(),
+            "-l",
+            "127.0.0.1",
+        ])
+        .args(["--data-dir", "data", "--slow-size", "8m"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "fogcached -d: {} {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(accepting(port), "the daemon listens when -d returns");
+    let pid_text = std::fs::read_to_string(dir.0.join("fc.pid")).unwrap();
+    let daemon = Pid(pid_text.trim().parse().unwrap());
+    assert!(daemon.alive());
+    assert!(version_of(port).starts_with("VERSION "));
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", daemon.0)).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    assert_eq!(
+        fields[3],
+        daemon.0.to_string(),
+        "the daemon leads its session"
+    );
+    assert_eq!(
+        std::fs::read_link(format!("/proc/{}/cwd", daemon.0)).unwrap(),
+        PathBuf::from("/")
+    );
+    assert!(dir.0.join("data").join("slow-tier.pool").is_file());
+    assert!(daemon.terminate());
+    assert!(
+        !dir.0.join("fc.pid").exists(),
+        "a clean stop removes the PID file"
+    );
+}
+
+/// A daemon that cannot start says why, in the exit status and on stderr of the
+/// command that started it.
+#[test]
+fn a_daemon_that_cannot_listen_fails_with_the_reason() {
+    let dir = Scratch::new("daemon-fail");
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let output = fogcached()
+        .args([
+            "-d",
+            "-p",
+            &port.to_string(),
+            "-l",
+            "127.0.0.1",
+            "--slow-size",
+            "0",
+        ])
+        .arg("--data-dir")
+        .arg(dir.0.join("data"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(71), "{stderr}");
+    assert!(stderr.contains("failed to listen"), "{stderr}");
+}
+
+/// The port file memcached writes for harnesses: one `TCP INET: <port>` line per socket.
+#[test]
+fn the_port_file_names_the_listening_port() {
+    let dir = Scratch::new("portfile");
+    let port = free_port().unwrap();
+    let port_file = dir.0.join("ports");
+    let (child, pid) = start(
+        &dir.0,
+        port,
+        &["--slow-size", "0"],
+        &[("MEMCACHED_PORT_FILENAME", &port_file)],
+    );
+    assert_eq!(
+        std::fs::read_to_string(&port_file).unwrap(),
+        format!("TCP INET: {port}\n")
+    );
+    stop(child, pid);
+}
+
+/// `-u` as root: the server runs as that user (after opening its ports and pool) and
+/// still serves.
+#[test]
+fn user_switch_drops_root() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip!(
+            "user_switch_drops_root",
+            "-u switches only when started as root"
+        );
+        return;
+    }
+    let dir = Scratch::new("user");
+    let port = free_port().unwrap();
+    let (child, pid) = start(&dir.0, port, &["-u", "nobody", "--slow-size", "8m"], &[]);
+    let uids = pid.status_field("Uid");
+    assert!(
+        uids.split_whitespace().all(|uid| uid == "65534"),
+        "Uid: {uids}"
+    );
+    assert!(version_of(port).starts_with("VERSION "));
+    stop(child, pid);
+}
+
+/// `-u` naming no user is refused with memcached's exit code.
+#[test]
+fn an_unknown_user_is_refused() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip!(
+            "an_unknown_user_is_refused",
+            "-u is looked up only when started as root"
+        );
+        return;
+    }
+    let dir = Scratch::new("nouser");
+    let output = fogcached()
+        .args(["-p", &free_port().unwrap().to_string(), "-l", "127.0.0.1"])
+        .args(["-u", "no-such-user-fc", "--slow-size", "0"])
+        .arg("--data-dir")
+        .arg(dir.0.join("data"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(67), "{stderr}");
+    assert!(stderr.contains("no-such-user-fc"), "{stderr}");
+}
+
+/// `-r` raises the core limit, `-k` locks memory, `-L` advises huge pages for the DRAM
+/// tier; none of them without its flag.
+#[test]
+fn core_limit_memory_lock_and_large_pages() {
+    let dir = Scratch::new("limits");
+    // 6 MiB of DRAM: a mapping of that exact size is the DRAM tier.
+    let base = ["-m", "6", "--slow-size", "8m"];
+    let port = free_port().unwrap();
+    let (child, pid) = start(
+        &dir.0,
+        port,
+        &[&base[..], &["-r", "-k", "-L"]].concat(),
+        &[],
+    );
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", pid.0)).unwrap();
+    let core = limits
+        .lines()
+        .find(|l| l.starts_with("Max core file size"))
+        .unwrap();
+    let mut soft_hard = core.split_whitespace().skip(4);
+    assert_eq!(
+        soft_hard.next(),
+        soft_hard.next(),
+        "-r: soft limit raised to the hard one: {core}"
+    );
+    let locked_kb: u64 = pid
+        .status_field("VmLck")
+        .trim_end_matches(" kB")
+        .parse()
+        .unwrap();
+    assert!(locked_kb >= 6 * 1024, "-k: VmLck {locked_kb} kB");
+    assert!(
+        dram_mapping_flags(&pid, 6 * 1024).contains(" hg"),
+        "-L: MADV_HUGEPAGE"
+    );
+    stop(child, pid);
+
+    let port = free_port().unwrap();
+    let (child, pid) = start(&dir.0, port, &base, &[]);
+    assert_eq!(pid.status_field("VmLck"), "0 kB");
+    assert!(!dram_mapping_flags(&pid, 6 * 1024).contains(" hg"));
+    stop(child, pid);
+}
+
+/// The `VmFlags` of the process's mapping of exactly `size_kb` (the DRAM tier).
+fn dram_mapping_flags(pid: &Pid, size_kb: u64) -> String {
+    let smaps = std::fs::read_to_string(format!("/proc/{}/smaps", pid.0)).unwrap();
+    let mut in_mapping = false;
+    for line in smaps.lines() {
+        if let Some(size) = line.strip_prefix("Size:") {
+            in_mapping = size.trim() == format!("{size_kb} kB");
+        } else if in_mapping {
+            if let Some(flags) = line.strip_prefix("VmFlags:") {
+                return format!(" {}", flags.trim());
+            }
+        }
+    }
+    panic!("no mapping of {size_kb} kB in /proc/{}/smaps", pid.0);
+}
