@@ -123,7 +123,7 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
             keys,
             return_cas,
             touch_exptime,
-        } => get(session, keys, return_cas, touch_exptime),
+        } => return get(session, keys, return_cas, touch_exptime, consumed),
         TextRequest::Delete { key, noreply } => {
             let outcome = engine.delete(key, &DeleteOptions::default());
             let bytes = match outcome {
@@ -236,19 +236,40 @@ fn error(session: &mut Session<'_>, bytes: &[u8]) {
 }
 
 /// `get gets gat gats`: a `VALUE` block per hit, in key order, then `END`.
-fn get(session: &mut Session<'_>, keys: Keys<'_>, return_cas: bool, touch_exptime: Option<i64>) {
+///
+/// The replies stream: once `out` reaches the session's high-water mark with keys left,
+/// this stops and returns [`Step::Partial`], and the runtime calls again for the rest
+/// (starting at `session.resume_keys`) after the socket drained. Each key is looked up
+/// (and counted, and touched by `gat`) when it is reached, once, as memcached does, so
+/// a connection never holds more than the mark plus one value whatever the key count.
+fn get(
+    session: &mut Session<'_>,
+    keys: Keys<'_>,
+    return_cas: bool,
+    touch_exptime: Option<i64>,
+    consumed: usize,
+) -> Step {
     let engine = session.engine;
     let options = ReadOptions {
         touch_exptime,
         is_touch_command: touch_exptime.is_some(),
         ..ReadOptions::default()
     };
+    let resume_keys = session.resume_keys;
+    let out_high_water_bytes = session.out_high_water_bytes;
     let out = &mut *session.out;
-    for key in keys.iter() {
+    let mut keys_done = resume_keys;
+    for key in keys.iter().skip(resume_keys) {
+        // At least one key per call, so a call always makes progress.
+        if keys_done > resume_keys && out.len() >= out_high_water_bytes {
+            return Step::Partial { keys_done };
+        }
         // A miss prints nothing.
         let _ = engine.read(key, &options, |item| push_value(out, item, return_cas));
+        keys_done += 1;
     }
     out.extend_from_slice(END);
+    Step::Consumed(consumed)
 }
 
 /// `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`.
@@ -374,19 +395,37 @@ mod tests {
         /// Feeds `input` the way the runtime does (several requests per buffer, payload
         /// swallowing) and returns the replies and the steps taken.
         fn run(&self, input: &[u8]) -> (Vec<u8>, Vec<Step>) {
+            self.run_streaming(input, usize::MAX)
+        }
+
+        /// [`Fixture::run`] with a high-water mark: a `Step::Partial` is resumed at once,
+        /// as the runtime does once the socket drained (`out` keeps everything, as the
+        /// client would read it).
+        fn run_streaming(&self, input: &[u8], out_high_water_bytes: usize) -> (Vec<u8>, Vec<Step>) {
             let mut out = Vec::new();
             let mut steps = Vec::new();
             let mut rest = input;
-            // Bounded: every step consumes input or ends the loop.
+            let mut resume_keys = 0;
+            // Bounded: every step consumes input, answers more keys, or ends the loop.
             while !rest.is_empty() {
                 let mut session = Session {
                     engine: &self.engine,
                     settings: &self.settings,
                     stats: &self.stats,
                     out: &mut out,
+                    resume_keys,
+                    out_high_water_bytes,
                 };
                 let step = handle(&mut session, rest);
+                if let Step::Partial { keys_done } = step {
+                    assert!(keys_done > resume_keys, "no progress: {keys_done}");
+                    resume_keys = keys_done;
+                    steps.push(step);
+                    continue;
+                }
+                resume_keys = 0;
                 match step {
+                    Step::Partial { .. } => unreachable!("handled above"),
                     Step::Consumed(n) => rest = &rest[n..],
                     Step::Swallow { consumed, bytes } => {
                         rest = &rest[consumed..];
@@ -729,6 +768,8 @@ mod tests {
             settings: &f.settings,
             stats: &f.stats,
             out: &mut session_out,
+            resume_keys: 0,
+            out_high_water_bytes: usize::MAX,
         };
         // Only the line is needed: the payload is never buffered.
         assert_eq!(
