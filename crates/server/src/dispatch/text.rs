@@ -398,14 +398,15 @@ mod tests {
             self.run_streaming(input, usize::MAX)
         }
 
-        /// [`Fixture::run`] with a high-water mark: a `Step::Partial` is resumed at once,
-        /// as the runtime does once the socket drained (`out` keeps everything, as the
-        /// client would read it).
+        /// [`Fixture::run`] with a high-water mark: at a `Step::Partial` the output so far
+        /// is moved to the replies (as if written to the socket) and the request resumed,
+        /// as the runtime does once the socket drained.
         fn run_streaming(&self, input: &[u8], out_high_water_bytes: usize) -> (Vec<u8>, Vec<Step>) {
             let mut out = Vec::new();
             let mut steps = Vec::new();
             let mut rest = input;
             let mut resume_keys = 0;
+            let mut written = Vec::new();
             // Bounded: every step consumes input, answers more keys, or ends the loop.
             while !rest.is_empty() {
                 let mut session = Session {
@@ -419,6 +420,8 @@ mod tests {
                 let step = handle(&mut session, rest);
                 if let Step::Partial { keys_done } = step {
                     assert!(keys_done > resume_keys, "no progress: {keys_done}");
+                    assert!(out.len() >= out_high_water_bytes, "stopped under the mark");
+                    written.append(&mut out);
                     resume_keys = keys_done;
                     steps.push(step);
                     continue;
@@ -438,7 +441,8 @@ mod tests {
                 }
                 steps.push(step);
             }
-            (out, steps)
+            written.append(&mut out);
+            (written, steps)
         }
 
         /// One line of `stats`, read from the wire reply.
@@ -826,6 +830,77 @@ mod tests {
             f.reply(&cas),
             "SERVER_ERROR object too large for cache\r\nVALUE c 0 1\r\nc\r\nEND\r\n"
         );
+    }
+
+    /// Stores `count` keys `s0..` of `value_bytes` each (distinct contents per key).
+    fn store_numbered(f: &Fixture, count: usize, value_bytes: usize) {
+        for i in 0..count {
+            let value = format!("{i:0>width$}", width = value_bytes);
+            let set = format!("set s{i} {i} 0 {value_bytes}\r\n{value}\r\n");
+            assert_eq!(f.reply(set.as_bytes()), "STORED\r\n");
+        }
+    }
+
+    #[test]
+    fn a_multi_get_past_the_mark_streams_in_key_order_and_counts_each_key_once() {
+        const KEYS: usize = 12;
+        const VALUE_BYTES: usize = 1000;
+        // Misses and a repeated key among the hits, as a client may send them.
+        let line = b"gets s0 nope s1 s2 s3 s4 s5 s3 s6 s7 s8 gone s9 s10 s11\r\nmn\r\n";
+        let keys_in_line = 15;
+        let whole = Fixture::new();
+        let streamed = Fixture::new();
+        for f in [&whole, &streamed] {
+            store_numbered(f, KEYS, VALUE_BYTES);
+        }
+        let (expected, _) = whole.run(line);
+        // A mark of one and a half values: each call answers two hits (or one, and the
+        // misses next to it).
+        let (out, steps) = streamed.run_streaming(line, VALUE_BYTES * 3 / 2);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&expected)
+        );
+        // The last key's block (flags = index, CAS = 12th store) and then END.
+        let tail = format!(
+            "VALUE s11 11 {VALUE_BYTES} 12\r\n{:0>VALUE_BYTES$}\r\nEND\r\nMN\r\n",
+            11
+        );
+        assert!(String::from_utf8_lossy(&out).ends_with(&tail));
+        let partials: Vec<usize> = steps
+            .iter()
+            .filter_map(|step| match step {
+                Step::Partial { keys_done } => Some(*keys_done),
+                _ => None,
+            })
+            .collect();
+        assert!(partials.len() >= KEYS / 2, "{steps:?}");
+        assert!(
+            partials.windows(2).all(|w| w[0] < w[1]) && partials.iter().all(|&k| k < keys_in_line),
+            "{partials:?}"
+        );
+        for f in [&whole, &streamed] {
+            assert_eq!(f.stat("cmd_get"), keys_in_line.to_string());
+            assert_eq!(f.stat("get_hits"), (keys_in_line - 2).to_string());
+            assert_eq!(f.stat("get_misses"), "2");
+        }
+        // gat touches each key as it is reached, once.
+        let (out, steps) = streamed.run_streaming(b"gat 100 s0 s1 s2 nope s3\r\n", VALUE_BYTES);
+        assert_eq!(
+            steps
+                .iter()
+                .filter(|s| matches!(s, Step::Partial { .. }))
+                .count(),
+            3
+        );
+        assert_eq!(out.windows(6).filter(|w| w == b"VALUE ").count(), 4);
+        assert_eq!(streamed.stat("cmd_touch"), "5");
+        assert_eq!(streamed.stat("touch_hits"), "4");
+        assert_eq!(streamed.stat("touch_misses"), "1");
+        // The touched keys now expire; the others (stored without exptime) do not.
+        streamed.clock.advance_s(101);
+        assert_eq!(streamed.reply(b"get s3\r\n"), "END\r\n");
+        assert_eq!(streamed.reply(b"get s4\r\n").matches("VALUE").count(), 1);
     }
 
     #[test]
