@@ -258,15 +258,29 @@ fn get(
     let resume_keys = session.resume_keys;
     let out_high_water_bytes = session.out_high_water_bytes;
     let out = &mut *session.out;
-    let mut keys_done = resume_keys;
-    for key in keys.iter().skip(resume_keys) {
-        // At least one key per call, so a call always makes progress.
-        if keys_done > resume_keys && out.len() >= out_high_water_bytes {
+    let mut keys_left = keys.iter();
+    if resume_keys > 0 {
+        let _ = keys_left.nth(resume_keys - 1);
+    }
+    // Only a hit adds output, so the mark is checked there, where the output's length is
+    // at hand; the loop itself keeps no count (this is the `get` path, and a multi-get
+    // that fits under the mark must cost what it did before streaming). Setting the flag
+    // only after a key was answered makes every call progress.
+    let mut mark_reached = false;
+    for key in keys_left {
+        if mark_reached {
+            // Rare: count the keys before this one to resume here.
+            let keys_done = keys
+                .iter()
+                .take_while(|done| done.as_ptr() != key.as_ptr())
+                .count();
             return Step::Partial { keys_done };
         }
         // A miss prints nothing.
-        let _ = engine.read(key, &options, |item| push_value(out, item, return_cas));
-        keys_done += 1;
+        let _ = engine.read(key, &options, |item| {
+            push_value(out, item, return_cas);
+            mark_reached = out.len() >= out_high_water_bytes;
+        });
     }
     out.extend_from_slice(END);
     Step::Consumed(consumed)
