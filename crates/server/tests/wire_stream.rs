@@ -158,7 +158,7 @@ fn slow_readers_of_huge_multi_gets_keep_server_memory_bounded() -> anyhow::Resul
         let mut values_read = 0usize;
         expect_reply(reader, &indexes, SLOW_READER_VALUE_BYTES, || {
             values_read += 1;
-            if values_read % 8 == 0 {
+            if values_read.is_multiple_of(8) {
                 match proc_status_kib(pid, "VmRSS") {
                     Ok(rss) => rss_peak_kib = rss_peak_kib.max(rss),
                     Err(e) => sample_error = Some(e),
