@@ -121,7 +121,7 @@ const FIXED_SLACK_BYTES: u64 = 32 * 1024 * 1024;
 /// The known case, scaled down: 6 connections each send one `get` of 120 keys
 /// holding 1 MB values (720 MB of replies in all) and read nothing for a while, then
 /// one after the other read everything. The server's resident memory may grow by the
-/// per-connection allowance times the connections plus fixed slack (92 MiB, against
+/// per-connection allowance times the connections plus fixed slack (about 91 MiB, against
 /// the 720 MB an unbounded server buffers; the values themselves are stored before the
 /// baseline is taken), and every reply arrives complete and in key order.
 #[test]
