@@ -4,6 +4,10 @@
 //! The per-batch cycle is: run every complete request in the input (bounded by
 //! `reqs_per_event` and by the output high-water mark), write all replies with one
 //! `write`, then read until the socket is drained or the buffer is full, and repeat.
+//! A multi-key `get` whose replies pass the high-water mark part-way stops there and
+//! stays at the front of the input; it resumes at its next key once the output drained
+//! below the mark, so that no request makes a connection buffer more than the mark plus
+//! one value.
 //! Sockets are registered edge-triggered, so `read_ready`/`write_ready` remember whether
 //! the socket may still have data or room without a new event.
 
@@ -133,6 +137,9 @@ pub struct Connection {
     input_end: usize,
     /// Bytes still to discard after a `Step::Swallow`.
     swallow_bytes: usize,
+    /// Keys already answered of the multi-key retrieval at the front of the input, which
+    /// stopped at the output high-water mark (`Step::Partial`); 0 between requests.
+    resume_keys: usize,
     /// Replies; `output[output_written..]` is still to be written.
     output: Vec<u8>,
     output_written: usize,
@@ -161,6 +168,7 @@ impl Connection {
             input_start: 0,
             input_end: 0,
             swallow_bytes: 0,
+            resume_keys: 0,
             output: Vec::with_capacity(INPUT_INITIAL_BYTES),
             output_written: 0,
             // Data may have arrived before the socket was registered.
@@ -323,6 +331,8 @@ impl Connection {
                 settings: ctx.settings,
                 stats: ctx.stats,
                 out: &mut self.output,
+                resume_keys: self.resume_keys,
+                out_high_water_bytes: OUTPUT_HIGH_WATER_BYTES,
             };
             let step = match self.protocol {
                 Protocol::Binary => (ctx.dispatchers.binary)(&mut session, input),
@@ -330,7 +340,23 @@ impl Connection {
             };
             let available = input.len();
             match step {
+                Step::Partial { keys_done } => {
+                    // The request stays in the input; it resumes at `keys_done` once the
+                    // output drained below the mark (checked above on the next pass).
+                    if keys_done <= self.resume_keys {
+                        debug_assert!(
+                            false,
+                            "resumed at {} and stopped at {keys_done}",
+                            self.resume_keys
+                        );
+                        return Dispatched::Close;
+                    }
+                    self.resume_keys = keys_done;
+                    // Counted as a request so that one huge retrieval shares the worker.
+                    *requests += 1;
+                }
                 Step::Consumed(consumed) => {
+                    self.resume_keys = 0;
                     // Consuming nothing would loop forever; more than we have is a bug.
                     if consumed == 0 || consumed > available {
                         debug_assert!(false, "dispatcher consumed {consumed} of {available}");
@@ -344,6 +370,7 @@ impl Connection {
                     return Dispatched::NeedMore;
                 }
                 Step::Swallow { consumed, bytes } => {
+                    self.resume_keys = 0;
                     if consumed > available {
                         debug_assert!(false, "dispatcher consumed {consumed} of {available}");
                         return Dispatched::Close;

@@ -72,6 +72,13 @@ pub struct Session<'a> {
     pub stats: &'a ServerStats,
     /// Reply bytes are appended here; the runtime writes them out once per batch.
     pub out: &'a mut Vec<u8>,
+    /// Keys of the multi-key retrieval at the front of the input that were already
+    /// answered by earlier calls (see [`Step::Partial`]); 0 for a fresh request.
+    pub resume_keys: usize,
+    /// Once `out` holds this many bytes, a multi-key retrieval stops before its next key
+    /// and returns [`Step::Partial`], so that one request cannot make the server buffer
+    /// the replies of all its keys at once. `usize::MAX` never stops one.
+    pub out_high_water_bytes: usize,
 }
 
 /// What the runtime does after a dispatcher call.
@@ -84,6 +91,11 @@ pub enum Step {
     /// Drop `consumed` bytes, then discard the next `bytes` bytes of input as they arrive
     /// (the payload of a refused store), without buffering them.
     Swallow { consumed: usize, bytes: usize },
+    /// A multi-key retrieval answered its first `keys_done` keys and stopped because
+    /// `out` reached `out_high_water_bytes`: keep the request in the input, write out
+    /// what is in `out`, and once it has drained call again with `resume_keys` set to
+    /// `keys_done`. Always more than the `resume_keys` of the call.
+    Partial { keys_done: usize },
     /// Write out what is in `out`, then close the connection (`quit`, hostile input).
     Close,
     /// Write out what is in `out`, then stop the whole server (`shutdown`).

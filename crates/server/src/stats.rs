@@ -201,6 +201,8 @@ mod tests {
             settings: &settings,
             stats,
             out: &mut out,
+            resume_keys: 0,
+            out_high_water_bytes: usize::MAX,
         };
         let mut pairs = Vec::new();
         collect(&session, group, &mut |name, value| {
@@ -270,6 +272,8 @@ mod tests {
                 settings: &settings,
                 stats: &stats,
                 out: &mut out,
+                resume_keys: 0,
+                out_high_water_bytes: usize::MAX,
             };
             reset(&session);
         }

@@ -416,6 +416,8 @@ mod tests {
                 settings: &self.settings,
                 stats: &self.stats,
                 out: &mut out,
+                resume_keys: 0,
+                out_high_water_bytes: usize::MAX,
             };
             let step = handle(&mut session, input);
             (step, out)
@@ -1167,6 +1169,7 @@ mod tests {
                 Step::NeedMore => proptest::prop_assert!(out.is_empty()),
                 Step::Close => {}
                 Step::Shutdown => proptest::prop_assert!(false, "binary never shuts down"),
+                Step::Partial { .. } => proptest::prop_assert!(false, "binary never streams"),
             }
             // Whatever was answered is well-formed responses echoing the opaque.
             for r in responses(&out) {

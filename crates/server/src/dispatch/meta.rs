@@ -484,6 +484,8 @@ mod tests {
                 settings: &self.settings,
                 stats: &self.stats,
                 out: &mut out,
+                resume_keys: 0,
+                out_high_water_bytes: usize::MAX,
             };
             let mut rest = input;
             // Each call consumes at least one byte, so this loop is bounded by the input.
@@ -494,6 +496,7 @@ mod tests {
                         rest = &rest[(consumed + bytes).min(rest.len())..];
                     }
                     Step::NeedMore | Step::Close | Step::Shutdown => break,
+                    Step::Partial { .. } => panic!("meta requests have one key each"),
                 }
             }
             out
@@ -806,6 +809,8 @@ mod tests {
             settings: &server.settings,
             stats: &server.stats,
             out: &mut out,
+            resume_keys: 0,
+            out_high_water_bytes: usize::MAX,
         };
         assert_eq!(
             handle(&mut session, b"ms foo 2\r\nbar\r\n"),
@@ -845,6 +850,8 @@ mod tests {
             settings: &server.settings,
             stats: &server.stats,
             out: &mut out,
+            resume_keys: 0,
+            out_high_water_bytes: usize::MAX,
         };
         // Only the command line is needed: the payload is discarded as it arrives.
         assert_eq!(
@@ -867,6 +874,8 @@ mod tests {
             settings: &server.settings,
             stats: &server.stats,
             out: &mut out,
+            resume_keys: 0,
+            out_high_water_bytes: usize::MAX,
         };
         let request = b"ms foo 3 T0\r\nbar\r\n";
         for split in 0..request.len() {
@@ -1014,6 +1023,8 @@ mod tests {
             settings: &server.settings,
             stats: &server.stats,
             out: &mut out,
+            resume_keys: 0,
+            out_high_water_bytes: usize::MAX,
         };
         let input = vec![b'k'; 3000];
         let mut line = b"mg ".to_vec();

@@ -123,7 +123,7 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
             keys,
             return_cas,
             touch_exptime,
-        } => get(session, keys, return_cas, touch_exptime),
+        } => return get(session, keys, return_cas, touch_exptime, consumed),
         TextRequest::Delete { key, noreply } => {
             let outcome = engine.delete(key, &DeleteOptions::default());
             let bytes = match outcome {
@@ -236,19 +236,54 @@ fn error(session: &mut Session<'_>, bytes: &[u8]) {
 }
 
 /// `get gets gat gats`: a `VALUE` block per hit, in key order, then `END`.
-fn get(session: &mut Session<'_>, keys: Keys<'_>, return_cas: bool, touch_exptime: Option<i64>) {
+///
+/// The replies stream: once `out` reaches the session's high-water mark with keys left,
+/// this stops and returns [`Step::Partial`], and the runtime calls again for the rest
+/// (starting at `session.resume_keys`) after the socket drained. Each key is looked up
+/// (and counted, and touched by `gat`) when it is reached, once, as memcached does, so
+/// a connection never holds more than the mark plus one value whatever the key count.
+fn get(
+    session: &mut Session<'_>,
+    keys: Keys<'_>,
+    return_cas: bool,
+    touch_exptime: Option<i64>,
+    consumed: usize,
+) -> Step {
     let engine = session.engine;
     let options = ReadOptions {
         touch_exptime,
         is_touch_command: touch_exptime.is_some(),
         ..ReadOptions::default()
     };
+    let resume_keys = session.resume_keys;
+    let out_high_water_bytes = session.out_high_water_bytes;
     let out = &mut *session.out;
-    for key in keys.iter() {
+    let mut keys_left = keys.iter();
+    if resume_keys > 0 {
+        let _ = keys_left.nth(resume_keys - 1);
+    }
+    // Only a hit adds output, so the mark is checked there, where the output's length is
+    // at hand; the loop itself keeps no count (this is the `get` path, and a multi-get
+    // that fits under the mark must cost what it did before streaming). Setting the flag
+    // only after a key was answered makes every call progress.
+    let mut mark_reached = false;
+    for key in keys_left {
+        if mark_reached {
+            // Rare: count the keys before this one to resume here.
+            let keys_done = keys
+                .iter()
+                .take_while(|done| done.as_ptr() != key.as_ptr())
+                .count();
+            return Step::Partial { keys_done };
+        }
         // A miss prints nothing.
-        let _ = engine.read(key, &options, |item| push_value(out, item, return_cas));
+        let _ = engine.read(key, &options, |item| {
+            push_value(out, item, return_cas);
+            mark_reached = out.len() >= out_high_water_bytes;
+        });
     }
     out.extend_from_slice(END);
+    Step::Consumed(consumed)
 }
 
 /// `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`.
@@ -374,19 +409,40 @@ mod tests {
         /// Feeds `input` the way the runtime does (several requests per buffer, payload
         /// swallowing) and returns the replies and the steps taken.
         fn run(&self, input: &[u8]) -> (Vec<u8>, Vec<Step>) {
+            self.run_streaming(input, usize::MAX)
+        }
+
+        /// [`Fixture::run`] with a high-water mark: at a `Step::Partial` the output so far
+        /// is moved to the replies (as if written to the socket) and the request resumed,
+        /// as the runtime does once the socket drained.
+        fn run_streaming(&self, input: &[u8], out_high_water_bytes: usize) -> (Vec<u8>, Vec<Step>) {
             let mut out = Vec::new();
             let mut steps = Vec::new();
             let mut rest = input;
-            // Bounded: every step consumes input or ends the loop.
+            let mut resume_keys = 0;
+            let mut written = Vec::new();
+            // Bounded: every step consumes input, answers more keys, or ends the loop.
             while !rest.is_empty() {
                 let mut session = Session {
                     engine: &self.engine,
                     settings: &self.settings,
                     stats: &self.stats,
                     out: &mut out,
+                    resume_keys,
+                    out_high_water_bytes,
                 };
                 let step = handle(&mut session, rest);
+                if let Step::Partial { keys_done } = step {
+                    assert!(keys_done > resume_keys, "no progress: {keys_done}");
+                    assert!(out.len() >= out_high_water_bytes, "stopped under the mark");
+                    written.append(&mut out);
+                    resume_keys = keys_done;
+                    steps.push(step);
+                    continue;
+                }
+                resume_keys = 0;
                 match step {
+                    Step::Partial { .. } => unreachable!("handled above"),
                     Step::Consumed(n) => rest = &rest[n..],
                     Step::Swallow { consumed, bytes } => {
                         rest = &rest[consumed..];
@@ -399,7 +455,8 @@ mod tests {
                 }
                 steps.push(step);
             }
-            (out, steps)
+            written.append(&mut out);
+            (written, steps)
         }
 
         /// One line of `stats`, read from the wire reply.
@@ -729,6 +786,8 @@ mod tests {
             settings: &f.settings,
             stats: &f.stats,
             out: &mut session_out,
+            resume_keys: 0,
+            out_high_water_bytes: usize::MAX,
         };
         // Only the line is needed: the payload is never buffered.
         assert_eq!(
@@ -785,6 +844,83 @@ mod tests {
             f.reply(&cas),
             "SERVER_ERROR object too large for cache\r\nVALUE c 0 1\r\nc\r\nEND\r\n"
         );
+    }
+
+    /// Stores `count` keys `s0..` of `value_bytes` each (distinct contents per key).
+    fn store_numbered(f: &Fixture, count: usize, value_bytes: usize) {
+        for i in 0..count {
+            let value = format!("{i:0>width$}", width = value_bytes);
+            let set = format!("set s{i} {i} 0 {value_bytes}\r\n{value}\r\n");
+            assert_eq!(f.reply(set.as_bytes()), "STORED\r\n");
+        }
+    }
+
+    #[test]
+    fn a_multi_get_past_the_mark_streams_in_key_order_and_counts_each_key_once() {
+        const KEYS: usize = 12;
+        const VALUE_BYTES: usize = 1000;
+        // Misses and a repeated key among the hits, as a client may send them.
+        let line = b"gets s0 nope s1 s2 s3 s4 s5 s3 s6 s7 s8 gone s9 s10 s11\r\nmn\r\n";
+        let keys_in_line = 15;
+        let whole = Fixture::new();
+        let streamed = Fixture::new();
+        for f in [&whole, &streamed] {
+            store_numbered(f, KEYS, VALUE_BYTES);
+        }
+        let (expected, _) = whole.run(line);
+        // A mark of one and a half values: each call answers two hits (or one, and the
+        // misses next to it).
+        let (out, steps) = streamed.run_streaming(line, VALUE_BYTES * 3 / 2);
+        assert!(
+            out == expected,
+            "the streamed reply ({} bytes) differs from the whole one ({} bytes) from byte {}",
+            out.len(),
+            expected.len(),
+            out.iter()
+                .zip(&expected)
+                .take_while(|(a, b)| a == b)
+                .count()
+        );
+        // The last key's block (flags = index, CAS = 12th store) and then END.
+        let tail = format!(
+            "VALUE s11 11 {VALUE_BYTES} 12\r\n{:0>VALUE_BYTES$}\r\nEND\r\nMN\r\n",
+            11
+        );
+        assert!(String::from_utf8_lossy(&out).ends_with(&tail));
+        let partials: Vec<usize> = steps
+            .iter()
+            .filter_map(|step| match step {
+                Step::Partial { keys_done } => Some(*keys_done),
+                _ => None,
+            })
+            .collect();
+        assert!(partials.len() >= KEYS / 2, "{steps:?}");
+        assert!(
+            partials.windows(2).all(|w| w[0] < w[1]) && partials.iter().all(|&k| k < keys_in_line),
+            "{partials:?}"
+        );
+        for f in [&whole, &streamed] {
+            assert_eq!(f.stat("cmd_get"), keys_in_line.to_string());
+            assert_eq!(f.stat("get_hits"), (keys_in_line - 2).to_string());
+            assert_eq!(f.stat("get_misses"), "2");
+        }
+        // gat touches each key as it is reached, once.
+        let (out, steps) = streamed.run_streaming(b"gat 100 s0 s1 s2 nope s3\r\n", VALUE_BYTES);
+        assert_eq!(
+            steps
+                .iter()
+                .filter(|s| matches!(s, Step::Partial { .. }))
+                .count(),
+            3
+        );
+        assert_eq!(out.windows(6).filter(|w| w == b"VALUE ").count(), 4);
+        assert_eq!(streamed.stat("cmd_touch"), "5");
+        assert_eq!(streamed.stat("touch_hits"), "4");
+        assert_eq!(streamed.stat("touch_misses"), "1");
+        // The touched keys now expire; the others (stored without exptime) do not.
+        streamed.clock.advance_s(101);
+        assert_eq!(streamed.reply(b"get s3\r\n"), "END\r\n");
+        assert_eq!(streamed.reply(b"get s4\r\n").matches("VALUE").count(), 1);
     }
 
     #[test]

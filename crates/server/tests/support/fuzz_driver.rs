@@ -9,6 +9,8 @@ use server::session::{ServerSettings, ServerStats, Session, Step};
 
 /// Reply bytes a single input may produce: replies are bounded by what was stored.
 const OUTPUT_MAX_BYTES: usize = 64 * 1024 * 1024;
+/// A small high-water mark, so that multi-key retrievals stream and resume here too.
+const OUT_HIGH_WATER_BYTES: usize = 64 * 1024;
 
 pub fn drive(input: &[u8]) {
     let config = EngineConfig {
@@ -26,11 +28,15 @@ pub fn drive(input: &[u8]) {
     let mut out = Vec::new();
     let mut at = 0;
     let mut swallow = 0usize;
-    // Every step must move through the input (consume a byte, or set bytes to swallow),
-    // so the input is used up within input.len() + 1 steps; a step that does not is the
-    // livelock the runtime would spin in, and fails here instead of being cut short.
+    let mut resume_keys = 0usize;
+    // Every step must move through the input (consume a byte, set bytes to swallow, or
+    // answer at least one more key of a streamed retrieval, of which a line holds fewer
+    // than its length), so the input is used up within 2 * input.len() + 1 steps; a step
+    // that does not is the livelock the runtime would spin in, and fails here instead of
+    // being cut short.
+    let steps_max = 2 * input.len() + 1;
     let mut finished = false;
-    for _ in 0..=input.len() {
+    for _ in 0..steps_max {
         if swallow > 0 {
             let skipped = swallow.min(input.len() - at);
             at += skipped;
@@ -46,6 +52,8 @@ pub fn drive(input: &[u8]) {
             settings: &settings,
             stats: &stats,
             out: &mut out,
+            resume_keys,
+            out_high_water_bytes: OUT_HIGH_WATER_BYTES,
         };
         let step = if binary {
             dispatch::binary::handle(&mut session, rest)
@@ -57,7 +65,24 @@ pub fn drive(input: &[u8]) {
             "output grew to {} bytes",
             out.len()
         );
+        if let Step::Partial { keys_done } = step {
+            assert!(
+                keys_done > resume_keys,
+                "resumed at {resume_keys}, done {keys_done}"
+            );
+            assert!(
+                out.len() >= OUT_HIGH_WATER_BYTES,
+                "stopped at {} bytes of output, under the mark",
+                out.len()
+            );
+            resume_keys = keys_done;
+            // The runtime writes the output out before it resumes.
+            out.clear();
+            continue;
+        }
+        resume_keys = 0;
         match step {
+            Step::Partial { .. } => unreachable!("handled above"),
             Step::Consumed(n) => {
                 assert!(n > 0 && n <= rest.len(), "consumed {n} of {}", rest.len());
                 at += n;
@@ -84,7 +109,7 @@ pub fn drive(input: &[u8]) {
     assert!(
         finished,
         "{} steps did not get through {} bytes of input",
-        input.len() + 1,
+        steps_max,
         input.len()
     );
     // Whatever came before, the engine still serves a fresh request correctly.
@@ -94,6 +119,8 @@ pub fn drive(input: &[u8]) {
         settings: &settings,
         stats: &stats,
         out: &mut probe,
+        resume_keys: 0,
+        out_high_water_bytes: usize::MAX,
     };
     let request = b"set fuzz-probe 0 0 2\r\nok\r\n";
     assert_eq!(
