@@ -44,20 +44,64 @@ const SLOW_SIZE_DEFAULT: &str = "1g";
 /// one says "not yet" rather than "unknown".
 const POLICIES_PLANNED: &[&str] = &[];
 
-/// The `-o` suboptions fogcached accepts but that change nothing here, because
-/// fogcached has no such mechanism or always behaves one way. They are accepted so that
-/// memcached command lines keep working.
-const SUBOPTIONS_WITHOUT_EFFECT: &[&str] = &[
-    "modern",
-    "no_modern",
-    "maxconns_fast",
-    "tail_repair_time",
-    "lru_crawler_sleep",
-    "lru_crawler_tocrawl",
-    "hash_algorithm",
-    "slab_automove_ratio",
-    "slab_automove_window",
-    "temporary_ttl",
+/// memcached's `-o` suboptions that fogcached accepts with a warning, because ignoring
+/// them is harmless: fogcached has no such mechanism, or always behaves one way, or
+/// bounds the same thing by other means. They are accepted so that memcached command
+/// lines keep working; the reason is printed at start-up.
+const SUBOPTIONS_WITHOUT_EFFECT: &[(&str, &str)] = &[
+    (
+        "modern",
+        "fogcached always runs memcached's modern defaults",
+    ),
+    (
+        "no_modern",
+        "fogcached always runs memcached's modern defaults",
+    ),
+    (
+        "maxconns_fast",
+        "fogcached always rejects connections over -c at once",
+    ),
+    (
+        "tail_repair_time",
+        "no tail repair: fogcached never holds an item reference across requests",
+    ),
+    ("lru_crawler_sleep", "the crawler's pace is fixed"),
+    ("lru_crawler_tocrawl", "the crawler visits whole classes"),
+    (
+        "hash_algorithm",
+        "fogcached hashes keys with its own function",
+    ),
+    ("slab_automove_ratio", "the automover's rules are fixed"),
+    ("slab_automove_window", "the automover's rules are fixed"),
+    ("slab_automove_freeratio", "the automover's rules are fixed"),
+    ("temporary_ttl", "no temporary-item class"),
+    ("lru_segmented", "the LRU is always segmented"),
+    ("no_hashexpand", "the index grows as needed"),
+    ("track_sizes", "`stats sizes` is always available"),
+    ("watcher_logbuf_size", "no `watch` log buffers"),
+    ("worker_logbuf_size", "no `watch` log buffers"),
+    ("inline_ascii_response", "no inline ASCII responses"),
+    ("no_inline_ascii_resp", "no inline ASCII responses"),
+    (
+        "resp_obj_mem_limit",
+        "reply memory is bounded per connection instead",
+    ),
+    (
+        "read_buf_mem_limit",
+        "read buffers are bounded per connection instead",
+    ),
+    ("drop_privileges", "no seccomp sandbox"),
+    ("no_drop_privileges", "no seccomp sandbox"),
+    ("num_napi_ids", "no NAPI-ID thread affinity"),
+];
+
+/// memcached's `-o` suboptions fogcached refuses, because running without what they ask
+/// for would lose data or security the operator counts on: the reason says what to use.
+const SUBOPTIONS_REFUSED: &[(&str, &str)] = &[
+    ("ext_", "extstore: fogcached's slow tier takes its place (--slow-size, --slow-path)"),
+    ("memory_file", "memcached's restartable mode: fogcached's slow-tier pool survives restarts instead (--slow-path, --data-dir; see \"Restart\" in the README)"),
+    ("ssl_", "TLS is not built into fogcached yet: terminate TLS in front of it (stunnel, a proxy)"),
+    ("proxy_", "memcached's built-in proxy: run it (or nutcracker) in front of fogcached instead"),
 ];
 
 #[derive(Parser, Debug)]
@@ -76,6 +120,17 @@ struct Cli {
     /// Interfaces to listen on, comma separated; each may carry its own `:port`.
     #[arg(short = 'l', long = "listen", action = ArgAction::Append)]
     listen: Vec<String>,
+    /// UNIX socket to listen on (disables network support).
+    #[arg(short = 's', long = "unix-socket", value_name = "FILE")]
+    unix_socket: Option<PathBuf>,
+    /// Access mask for UNIX socket, in octal.
+    #[arg(
+        short = 'a',
+        long = "unix-mask",
+        value_name = "MASK",
+        default_value = "700"
+    )]
+    unix_mask: String,
     /// DRAM tier size in megabytes (suffixes k, m, g accepted); 0 = slow tier only.
     #[arg(
         short = 'm',
@@ -225,6 +280,10 @@ pub struct Config {
     pub listen_spec: String,
     /// `-l` split into `host` or `host:port` entries.
     pub listen: Vec<String>,
+    /// `-s`: listen on this unix-domain socket instead of TCP, as memcached does.
+    pub unix_socket: Option<PathBuf>,
+    /// `-a`: the permission bits of the `-s` socket.
+    pub unix_mode: u32,
     /// `-c`.
     pub max_connections: u32,
     /// `-t`.
@@ -249,6 +308,9 @@ pub struct Config {
     pub lock_memory: bool,
     /// `-L`.
     pub large_pages: bool,
+    /// What the command line asked for that fogcached accepts but ignores, for `main` to
+    /// print at start-up.
+    pub warnings: Vec<String>,
     /// `--data-dir`: where the default pool file lives; created by [`prepare_storage`]
     /// when the slow tier uses it.
     pub data_dir: PathBuf,
@@ -261,6 +323,8 @@ impl Default for Config {
             tcp_port: 11211,
             listen_spec: LISTEN_DEFAULT.to_owned(),
             listen: vec![LISTEN_DEFAULT.to_owned()],
+            unix_socket: None,
+            unix_mode: 0o700,
             max_connections: 1024,
             worker_threads: 4,
             verbosity: 0,
@@ -273,6 +337,7 @@ impl Default for Config {
             enable_coredumps: false,
             lock_memory: false,
             large_pages: false,
+            warnings: Vec::new(),
             data_dir: PathBuf::from(DATA_DIR_DEFAULT),
         }
     }
@@ -292,6 +357,7 @@ impl Config {
         };
         self.data_dir = absolute(&self.data_dir);
         self.pid_file = self.pid_file.as_ref().map(absolute);
+        self.unix_socket = self.unix_socket.as_ref().map(absolute);
         if let Some(spec) = self.engine.slow_tier.as_mut() {
             if let RegionBacking::File { path } = &mut spec.backing {
                 *path = absolute(path);
@@ -372,6 +438,16 @@ where
         lock_memory: cli.lock_memory,
         large_pages: cli.enable_largepages,
         data_dir: cli.data_dir.clone(),
+        unix_socket: cli.unix_socket.clone(),
+        unix_mode: u32::from_str_radix(&cli.unix_mask, 8)
+            .ok()
+            .filter(|mode| *mode <= 0o777)
+            .ok_or_else(|| {
+                usage(format!(
+                    "invalid unix socket mask (-a) {:?}: expected octal permission bits such as 700",
+                    cli.unix_mask
+                ))
+            })?,
         ..Config::default()
     };
     if cli.listen.is_empty() {
@@ -617,11 +693,27 @@ fn apply_suboption(
                 "Illegal suboption \"no_maxconns_fast\": fogcached always rejects connections over -c at once",
             ));
         }
-        _ if SUBOPTIONS_WITHOUT_EFFECT.contains(&name) => {}
         _ => {
+            if let Some((_, reason)) = SUBOPTIONS_WITHOUT_EFFECT
+                .iter()
+                .find(|(known, _)| *known == name)
+            {
+                config
+                    .warnings
+                    .push(format!("-o {name} has no effect: {reason}"));
+                return Ok(());
+            }
+            if let Some((_, reason)) = SUBOPTIONS_REFUSED
+                .iter()
+                .find(|(prefix, _)| name.starts_with(prefix))
+            {
+                return Err(usage(format!(
+                    "Illegal suboption \"{suboption}\": fogcached does not offer {reason}"
+                )));
+            }
             return Err(usage(format!(
                 "Illegal suboption \"{suboption}\" (unknown -o option \"{name}\")"
-            )))
+            )));
         }
     }
     Ok(())
@@ -876,6 +968,28 @@ mod tests {
         let message = parse_usage(&["-o", "modern,frobnicate=3"]);
         assert!(message.contains("\"frobnicate=3\""), "{message}");
         assert!(message.contains("Illegal suboption"), "{message}");
+    }
+
+    #[test]
+    fn harmless_memcached_suboptions_warn_and_harmful_ones_are_refused() {
+        let config = parse_ok(&["-o", "modern,tail_repair_time=5,track_sizes"]);
+        assert_eq!(config.warnings.len(), 3, "{:?}", config.warnings);
+        assert!(
+            config.warnings[1].contains("tail_repair_time has no effect"),
+            "{:?}",
+            config.warnings
+        );
+        assert!(parse_ok(&["-o", "hashpower=20"]).warnings.is_empty());
+        for (suboption, names) in [
+            ("ext_path=/tmp/x:1g", "--slow-size"),
+            ("memory_file=/dev/shm/mc", "survives restarts"),
+            ("ssl_chain_cert=/etc/cert.pem", "TLS"),
+            ("proxy_config=/etc/p.lua", "proxy"),
+        ] {
+            let message = parse_usage(&["-o", suboption]);
+            assert!(message.contains("Illegal suboption"), "{message}");
+            assert!(message.contains(names), "{suboption}: {message}");
+        }
     }
 
     #[test]

@@ -14,11 +14,10 @@
 use std::io::{ErrorKind, Read, Write};
 use std::sync::Arc;
 
-use mio::net::TcpStream;
-
 use crate::dispatch;
 use crate::registry::{ConnEntry, ConnState, WorkerCounters};
 use crate::session::{ServerSettings, ServerStats, Session, Step};
+use crate::stream::Stream;
 
 /// Input buffer size of a fresh connection.
 pub const INPUT_INITIAL_BYTES: usize = 16 * 1024;
@@ -126,7 +125,7 @@ enum Fill {
 }
 
 pub struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     fd: i32,
     entry: Arc<ConnEntry>,
     protocol: Protocol,
@@ -158,7 +157,7 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(stream: TcpStream, fd: i32, entry: Arc<ConnEntry>, now_s: u32) -> Connection {
+    pub fn new(stream: Stream, fd: i32, entry: Arc<ConnEntry>, now_s: u32) -> Connection {
         Connection {
             stream,
             fd,
@@ -185,7 +184,7 @@ impl Connection {
         self.fd
     }
 
-    pub fn stream_mut(&mut self) -> &mut TcpStream {
+    pub fn stream_mut(&mut self) -> &mut Stream {
         &mut self.stream
     }
 

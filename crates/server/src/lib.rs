@@ -10,4 +10,5 @@ pub mod registry;
 pub mod runtime;
 pub mod session;
 pub mod stats;
+pub mod stream;
 pub mod worker;

@@ -1,20 +1,23 @@
-//! The listener thread: accepts connections on every `-l` address, enforces `-c`, and
-//! hands each connection to a worker, round-robin.
+//! The listener thread: accepts connections on every `-l` address (or on the `-s` unix
+//! socket), enforces `-c`, and hands each connection to a worker, round-robin.
 
 use std::io::{ErrorKind, Write};
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use mio::net::TcpListener;
+use mio::net::{TcpListener, UnixListener};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::registry::{ConnEntry, ConnState};
 use crate::runtime::Shared;
+use crate::stream::Stream;
 use crate::worker::{conn_addr, Incoming, WorkerHandle};
 
 /// memcached's reply to a connection over the `-c` limit (its `maxconns_fast` mode).
@@ -30,15 +33,93 @@ const EVENTS_CAPACITY: usize = 64;
 
 /// A bound listening socket.
 pub struct ListenSocket {
-    listener: TcpListener,
-    /// `tcp:<ip>:<port>`, for `stats conns`.
+    listener: Listening,
+    /// `tcp:<ip>:<port>` or `unix:<path>`, for `stats conns`.
     label: Arc<str>,
 }
 
+enum Listening {
+    Tcp(TcpListener),
+    /// The socket and its path, removed when the listener stops.
+    Unix(UnixListener, PathBuf),
+}
+
 impl ListenSocket {
-    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.listener.local_addr()
+    /// The bound TCP address; None for the unix socket.
+    pub fn local_addr(&self) -> std::io::Result<Option<SocketAddr>> {
+        match &self.listener {
+            Listening::Tcp(listener) => listener.local_addr().map(Some),
+            Listening::Unix(..) => Ok(None),
+        }
     }
+
+    fn raw_fd(&self) -> i32 {
+        match &self.listener {
+            Listening::Tcp(listener) => listener.as_raw_fd(),
+            Listening::Unix(listener, _) => listener.as_raw_fd(),
+        }
+    }
+
+    /// One connection from the backlog, with the peer as `stats conns` shows it.
+    fn accept(&self) -> std::io::Result<(Stream, String)> {
+        match &self.listener {
+            Listening::Tcp(listener) => {
+                let (stream, peer) = listener.accept()?;
+                Ok((Stream::Tcp(stream), conn_addr(&peer)))
+            }
+            // A unix client is anonymous (memcached prints `?:<AF 0>` for it); the
+            // socket's path says which listener it came through.
+            Listening::Unix(listener, _) => {
+                let (stream, _) = listener.accept()?;
+                Ok((Stream::Unix(stream), self.label.to_string()))
+            }
+        }
+    }
+}
+
+impl Drop for ListenSocket {
+    fn drop(&mut self) {
+        // The socket file would otherwise outlive the server; the next start would
+        // remove it anyway, but a stale path misleads an operator (and `ls`).
+        if let Listening::Unix(_, path) = &self.listener {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Binds the `-s` unix-domain socket with permissions `-a` (octal, as memcached's
+/// `umask`-based default 0700). A socket file left by a server that died is replaced;
+/// any other file at the path is refused, never removed.
+pub fn bind_unix(path: &Path, mode: u32) -> anyhow::Result<Vec<ListenSocket>> {
+    debug_assert!(mode <= 0o777, "the unix socket mode is validated by config");
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path)
+            .with_context(|| format!("cannot remove the old unix socket {}", path.display()))?,
+        Ok(_) => bail!(
+            "failed to listen on unix socket {}: a file that is not a socket is in the way",
+            path.display()
+        ),
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(e).with_context(|| format!("cannot inspect {}", path.display()));
+        }
+    }
+    let listener = UnixListener::bind(path)
+        .with_context(|| format!("failed to listen on unix socket {}", path.display()))?;
+    // memcached sets its umask around bind(2); chmod after bind has the same result
+    // without touching the process-wide umask while other threads may create files.
+    // Connecting needs write permission on the socket, so until the chmod the socket
+    // may be wider or narrower than asked only for a client that races start-up.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).with_context(|| {
+        format!(
+            "cannot set the mode {mode:o} of unix socket {}",
+            path.display()
+        )
+    })?;
+    Ok(vec![ListenSocket {
+        listener: Listening::Unix(listener, path.to_path_buf()),
+        label: format!("unix:{}", path.display()).into(),
+    }])
 }
 
 /// Resolves one `-l` entry (`host`, `ip`, `host:port`, `[v6]:port`) with `-p` as the
@@ -73,7 +154,7 @@ pub fn bind_all(entries: &[String], default_port: u16) -> anyhow::Result<Vec<Lis
                 .with_context(|| format!("failed to listen on TCP {addr}"))?;
             let bound = listener.local_addr()?;
             sockets.push(ListenSocket {
-                listener,
+                listener: Listening::Tcp(listener),
                 label: conn_addr(&bound).into(),
             });
         }
@@ -94,10 +175,19 @@ pub fn spawn(
     let waker = Arc::new(Waker::new(poll.registry(), WAKER_TOKEN)?);
     let now_s = shared.engine.clock().now_s();
     for (index, socket) in sockets.iter_mut().enumerate() {
-        poll.registry()
-            .register(&mut socket.listener, Token(index), Interest::READABLE)?;
+        let token = Token(index);
+        match &mut socket.listener {
+            Listening::Tcp(listener) => {
+                poll.registry()
+                    .register(listener, token, Interest::READABLE)?;
+            }
+            Listening::Unix(listener, _) => {
+                poll.registry()
+                    .register(listener, token, Interest::READABLE)?;
+            }
+        }
         shared.stats.runtime.connections.insert(
-            socket.listener.as_raw_fd(),
+            socket.raw_fd(),
             Arc::new(ConnEntry::new(
                 socket.label.to_string(),
                 None,
@@ -215,13 +305,13 @@ impl Listener {
                 .stats
                 .runtime
                 .connections
-                .remove(socket.listener.as_raw_fd());
+                .remove(socket.raw_fd());
         }
     }
 
     fn accept_batch(&mut self, index: usize) -> Accepted {
         for _ in 0..ACCEPT_BATCH_MAX {
-            match self.sockets[index].listener.accept() {
+            match self.sockets[index].accept() {
                 Ok((stream, peer)) => self.admit(index, stream, peer),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Accepted::Drained,
                 Err(e)
@@ -247,7 +337,7 @@ impl Listener {
         Accepted::More
     }
 
-    fn admit(&mut self, index: usize, stream: mio::net::TcpStream, peer: SocketAddr) {
+    fn admit(&mut self, index: usize, stream: Stream, peer: String) {
         let stats = &self.shared.stats;
         let max_connections = u64::from(self.shared.settings.max_connections);
         if stats.curr_connections.load(Ordering::Relaxed) >= max_connections {
@@ -257,8 +347,7 @@ impl Listener {
         }
         stats.curr_connections.fetch_add(1, Ordering::Relaxed);
         stats.total_connections.fetch_add(1, Ordering::Relaxed);
-        // Replies are written whole, once per batch; Nagle would only delay them.
-        let _ = stream.set_nodelay(true);
+        let _ = stream.set_nodelay();
         let mut incoming = Incoming {
             stream,
             peer,
@@ -283,7 +372,7 @@ impl Listener {
 }
 
 /// Tells a refused client why, then closes (by dropping the stream).
-fn reject(stream: &mio::net::TcpStream) {
+fn reject(stream: &Stream) {
     // A fresh socket has room for 33 bytes; if not, the client just sees the close.
     let mut stream = stream;
     let _ = stream.write(TOO_MANY_CONNECTIONS);

@@ -22,6 +22,9 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    for warning in &config.warnings {
+        eprintln!("fogcached: warning: {warning}");
+    }
     // Before anything starts: the default pool file needs its data directory, and a
     // NUMA node that does not exist is the operator's mistake, reported as such.
     match config::prepare_storage(&config) {

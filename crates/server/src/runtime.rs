@@ -106,11 +106,14 @@ impl Server {
                 }
             );
         }
-        let sockets = listener::bind_all(&config.listen, config.tcp_port)?;
-        let local_addrs = sockets
-            .iter()
-            .map(listener::ListenSocket::local_addr)
-            .collect::<std::io::Result<Vec<_>>>()?;
+        let sockets = match &config.unix_socket {
+            Some(path) => listener::bind_unix(path, config.unix_mode)?,
+            None => listener::bind_all(&config.listen, config.tcp_port)?,
+        };
+        let mut local_addrs = Vec::new();
+        for socket in &sockets {
+            local_addrs.extend(socket.local_addr()?);
+        }
         let settings = ServerSettings {
             shutdown_enabled: config.shutdown_enabled,
             verbosity: AtomicU32::new(config.verbosity),
@@ -120,6 +123,11 @@ impl Server {
                 .first()
                 .map_or(config.tcp_port, SocketAddr::port),
             listen_address: config.listen_spec.clone(),
+            domain_socket: config
+                .unix_socket
+                .as_ref()
+                .map(|path| path.display().to_string()),
+            unix_mode: config.unix_mode,
             shutdown_requested: AtomicBool::new(false),
         };
         let stats = ServerStats::default();
@@ -163,6 +171,9 @@ impl Server {
         if shared.verbosity() > 0 {
             for addr in &local_addrs {
                 eprintln!("fogcached listening on tcp {addr}");
+            }
+            if let Some(path) = &shared.config.unix_socket {
+                eprintln!("fogcached listening on unix socket {}", path.display());
             }
         }
         Ok(Server {

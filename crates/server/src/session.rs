@@ -29,6 +29,10 @@ pub struct ServerSettings {
     pub tcp_port: u16,
     /// `-l`.
     pub listen_address: String,
+    /// `-s`, for `stats settings` (`domain_socket`).
+    pub domain_socket: Option<String>,
+    /// `-a`, for `stats settings` (`umask`).
+    pub unix_mode: u32,
     /// Set when a shutdown was requested (command or signal).
     pub shutdown_requested: AtomicBool,
 }
@@ -43,6 +47,8 @@ impl Default for ServerSettings {
             worker_threads: 4,
             tcp_port: 11211,
             listen_address: "127.0.0.1".to_owned(),
+            domain_socket: None,
+            unix_mode: 0o700,
             shutdown_requested: AtomicBool::new(false),
         }
     }

@@ -134,6 +134,16 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
     emit("udpport", U64(0));
     emit("inter", Text(settings.listen_address.clone()));
     emit(
+        "domain_socket",
+        Text(
+            settings
+                .domain_socket
+                .clone()
+                .unwrap_or_else(|| "NULL".to_owned()),
+        ),
+    );
+    emit("umask", Text(format!("{:o}", settings.unix_mode)));
+    emit(
         "verbosity",
         U64(u64::from(settings.verbosity.load(Ordering::Relaxed))),
     );

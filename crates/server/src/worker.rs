@@ -10,12 +10,12 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use crate::connection::{Connection, Outcome, ServiceContext, INPUT_HEADROOM_BYTES};
 use crate::registry::{ConnEntry, ConnState, WorkerCounters};
 use crate::runtime::Shared;
+use crate::stream::Stream;
 
 /// The token of the worker's waker; connection `i` uses token `i + 1`.
 const WAKER_TOKEN: Token = Token(0);
@@ -28,9 +28,10 @@ const IDLE_SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A connection accepted by the listener, on its way to a worker.
 pub struct Incoming {
-    pub stream: TcpStream,
-    pub peer: SocketAddr,
-    /// `tcp:<ip>:<port>` of the accepting socket, for `stats conns`.
+    pub stream: Stream,
+    /// The peer as `stats conns` shows it: `tcp:<ip>:<port>`, or `unix:<path>`.
+    pub peer: String,
+    /// `tcp:<ip>:<port>` (or `unix:<path>`) of the accepting socket, for `stats conns`.
     pub listen_addr: Arc<str>,
 }
 
@@ -260,7 +261,7 @@ impl Worker {
         }
         let fd = stream.as_raw_fd();
         let entry = Arc::new(ConnEntry::new(
-            conn_addr(&peer),
+            peer,
             Some(listen_addr.to_string()),
             ConnState::Waiting,
             ctx.now_s,

@@ -1,10 +1,13 @@
 //! memcached's process-level start-up options on the real binary: `-d` (the command
 //! returns when the server listens, or fails with the reason), `-P`, `-u`, `-r`, `-k`,
-//! `-L` and the port file named by `MEMCACHED_PORT_FILENAME`. Each server is stopped by
+//! `-L`, the unix socket (`-s`, `-a`) and the port file named by
+//! `MEMCACHED_PORT_FILENAME`. Each server is stopped by
 //! the test (SIGTERM, then SIGKILL if it lingers).
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -224,6 +227,12 @@ fn the_port_file_names_the_listening_port() {
         &["--slow-size", "0"],
         &[("MEMCACHED_PORT_FILENAME", &port_file)],
     );
+    // Written (whole, by a rename) right after the server binds, which a client can
+    // observe before the file appears: a harness waits for the file, as this does.
+    let deadline = Instant::now() + WAIT;
+    while !port_file.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(
         std::fs::read_to_string(&port_file).unwrap(),
         format!("TCP INET: {port}\n")
@@ -338,4 +347,181 @@ fn dram_mapping_flags(pid: &Pid, size_kb: u64) -> String {
         }
     }
     panic!("no mapping of {size_kb} kB in /proc/{}/smaps", pid.0);
+}
+
+/// Starts a daemon with `args` (it returns once listening) and gives its PID.
+fn start_daemon(dir: &Path, args: &[&str]) -> Pid {
+    let pid_file = dir.join("fc.pid");
+    let output = fogcached()
+        .arg("-d")
+        .arg("-P")
+        .arg(&pid_file)
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .args(["--slow-size", "8m"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "fogcached -d {args:?}: {} {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Pid(std::fs::read_to_string(pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap())
+}
+
+/// Sends `request` on a unix-socket connection and reads until `terminator`.
+fn unix_request(stream: &mut UnixStream, request: &[u8], terminator: &[u8]) -> String {
+    stream.write_all(request).unwrap();
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !reply.ends_with(terminator) {
+        let read = stream.read(&mut chunk).unwrap();
+        assert!(
+            read > 0,
+            "the server closed after {:?}",
+            String::from_utf8_lossy(&reply)
+        );
+        reply.extend_from_slice(&chunk[..read]);
+    }
+    String::from_utf8(reply).unwrap()
+}
+
+/// `-s` listens on a unix socket with `-a`'s permissions and, as memcached, on no TCP
+/// port; every protocol works over it, `stats settings` names it, and a clean stop
+/// removes the socket file.
+#[test]
+fn a_unix_socket_serves_every_protocol_and_replaces_tcp() {
+    let dir = Scratch::new("unix");
+    let socket = dir.0.join("fc.sock");
+    let port = free_port().unwrap();
+    let daemon = start_daemon(
+        &dir.0,
+        &[
+            "-s",
+            socket.to_str().unwrap(),
+            "-a",
+            "760",
+            "-p",
+            &port.to_string(),
+        ],
+    );
+    let meta = std::fs::symlink_metadata(&socket).unwrap();
+    assert!(meta.file_type().is_socket());
+    assert_eq!(meta.permissions().mode() & 0o777, 0o760);
+    assert!(!accepting(port), "-s disables TCP, as in memcached");
+
+    let mut stream = UnixStream::connect(&socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(
+        unix_request(&mut stream, b"set k 7 0 5\r\nhello\r\n", b"\r\n"),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        unix_request(&mut stream, b"get k\r\n", b"END\r\n"),
+        "VALUE k 7 5\r\nhello\r\nEND\r\n"
+    );
+    assert_eq!(
+        unix_request(&mut stream, b"mg k v f\r\n", b"hello\r\n"),
+        "VA 5 f7\r\nhello\r\n"
+    );
+    // Binary protocol (its own connection: the first byte picks the protocol): a GET of
+    // "k" (magic 0x80, opcode 0x00, key length 1).
+    let mut binary = UnixStream::connect(&socket).unwrap();
+    binary
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut binary_get = vec![0x80, 0x00, 0x00, 0x01, 0, 0, 0, 0, 0, 0, 0, 1];
+    binary_get.extend_from_slice(&[0; 12]);
+    binary_get.push(b'k');
+    binary.write_all(&binary_get).unwrap();
+    let mut header = [0u8; 24];
+    binary.read_exact(&mut header).unwrap();
+    assert_eq!(
+        (header[0], header[6], header[7]),
+        (0x81, 0, 0),
+        "binary GET hit"
+    );
+    let body_len = u32::from_be_bytes([header[8], header[9], header[10], header[11]]) as usize;
+    let mut body = vec![0u8; body_len];
+    binary.read_exact(&mut body).unwrap();
+    assert!(body.ends_with(b"hello"));
+
+    let settings = unix_request(&mut stream, b"stats settings\r\n", b"END\r\n");
+    assert!(
+        settings.contains(&format!("STAT domain_socket {}\r\n", socket.display())),
+        "{settings}"
+    );
+    assert!(settings.contains("STAT umask 760\r\n"), "{settings}");
+    drop(stream);
+
+    assert!(daemon.terminate());
+    assert!(
+        !socket.exists(),
+        "a clean stop removes the unix socket file"
+    );
+}
+
+/// A socket file left by a server that died is replaced; any other file at the path
+/// is refused (exit 71, the reason on stderr) and left alone; a mask that is not octal
+/// permission bits is a usage error.
+#[test]
+fn a_stale_unix_socket_is_replaced_and_other_files_are_never_removed() {
+    let dir = Scratch::new("unix-stale");
+    let socket = dir.0.join("fc.sock");
+    // A socket file nobody listens on, as a killed server leaves it.
+    drop(std::os::unix::net::UnixListener::bind(&socket).unwrap());
+    assert!(socket.exists());
+    let daemon = start_daemon(&dir.0, &["-s", socket.to_str().unwrap()]);
+    let mut stream = UnixStream::connect(&socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    assert!(unix_request(&mut stream, b"version\r\n", b"\r\n").starts_with("VERSION "));
+    assert_eq!(
+        std::fs::symlink_metadata(&socket)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700,
+        "memcached's default mask"
+    );
+    drop(stream);
+    assert!(daemon.terminate());
+
+    let in_the_way = dir.0.join("not-a-socket");
+    std::fs::write(&in_the_way, b"precious").unwrap();
+    let output = fogcached()
+        .arg("-s")
+        .arg(&in_the_way)
+        .args(["--slow-size", "8m"])
+        .arg("--data-dir")
+        .arg(dir.0.join("data"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(71), "{stderr}");
+    assert!(stderr.contains("not a socket"), "{stderr}");
+    assert_eq!(std::fs::read(&in_the_way).unwrap(), b"precious");
+
+    for mask in ["800", "1777", "rw"] {
+        let output = fogcached()
+            .args(["-s", socket.to_str().unwrap(), "-a", mask])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(64), "-a {mask}: {stderr}");
+        assert!(stderr.contains("-a"), "-a {mask}: {stderr}");
+    }
 }

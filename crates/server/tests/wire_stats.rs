@@ -136,16 +136,6 @@ const ALLOWED_MISSING: &[(&str, &str, &str)] = &[
     ),
     (
         "settings",
-        "domain_socket",
-        "no unix-domain socket (-s) in fogcached",
-    ),
-    (
-        "settings",
-        "umask",
-        "no unix-domain socket (-s, -a) in fogcached",
-    ),
-    (
-        "settings",
         "dump_enabled",
         "no `lru_crawler metadump` in fogcached",
     ),

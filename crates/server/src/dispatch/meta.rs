@@ -470,6 +470,7 @@ mod tests {
                     tcp_port: 11211,
                     listen_address: "127.0.0.1".to_string(),
                     shutdown_requested: AtomicBool::new(false),
+                    ..ServerSettings::default()
                 },
                 stats: ServerStats::default(),
             }
