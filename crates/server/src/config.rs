@@ -14,6 +14,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::auth::{AuthSettings, SASL_PWDB_ENV};
 use clap::{ArgAction, Parser};
 use engine::config::{Durability, PlacementPolicy, MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT};
 use engine::{EngineConfig, SLAB_PAGE_SIZE_BYTES};
@@ -265,6 +266,14 @@ struct Cli {
     /// Try to use large memory pages for the DRAM tier (transparent huge pages).
     #[arg(short = 'L', long = "enable-largepages")]
     enable_largepages: bool,
+    /// Turn on Sasl authentication (binary protocol, mechanism PLAIN; users from the file
+    /// named by $MEMCACHED_SASL_PWDB, lines user:password, else from the -Y file).
+    #[arg(short = 'S', long = "enable-sasl")]
+    enable_sasl: bool,
+    /// Enable ASCII protocol authentication. format: user:pass\nuser2:pass2\n (a client
+    /// authenticates with `set <any> 0 0 <len>` carrying `user pass`).
+    #[arg(short = 'Y', long = "auth-file", value_name = "FILE")]
+    auth_file: Option<PathBuf>,
     /// Extended options, comma separated (may be repeated).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
@@ -314,6 +323,12 @@ pub struct Config {
     /// `--data-dir`: where the default pool file lives; created by [`prepare_storage`]
     /// when the slow tier uses it.
     pub data_dir: PathBuf,
+    /// `-Y`: the text protocol's authfile.
+    pub auth_file: Option<PathBuf>,
+    /// `-S`: SASL authentication of the binary protocol.
+    pub sasl: bool,
+    /// The credentials `-Y` and `-S` name, read by [`load_security`] (empty until then).
+    pub auth: AuthSettings,
 }
 
 impl Default for Config {
@@ -339,6 +354,9 @@ impl Default for Config {
             large_pages: false,
             warnings: Vec::new(),
             data_dir: PathBuf::from(DATA_DIR_DEFAULT),
+            auth_file: None,
+            sasl: false,
+            auth: AuthSettings::default(),
         }
     }
 }
@@ -358,6 +376,7 @@ impl Config {
         self.data_dir = absolute(&self.data_dir);
         self.pid_file = self.pid_file.as_ref().map(absolute);
         self.unix_socket = self.unix_socket.as_ref().map(absolute);
+        self.auth_file = self.auth_file.as_ref().map(absolute);
         if let Some(spec) = self.engine.slow_tier.as_mut() {
             if let RegionBacking::File { path } = &mut spec.backing {
                 *path = absolute(path);
@@ -439,6 +458,8 @@ where
         large_pages: cli.enable_largepages,
         data_dir: cli.data_dir.clone(),
         unix_socket: cli.unix_socket.clone(),
+        auth_file: cli.auth_file.clone(),
+        sasl: cli.enable_sasl,
         unix_mode: u32::from_str_radix(&cli.unix_mask, 8)
             .ok()
             .filter(|mode| *mode <= 0o777)
@@ -633,6 +654,22 @@ pub fn prepare_storage(config: &Config) -> Result<(), StorageError> {
         }
         _ => Ok(()),
     }
+}
+
+/// Reads the credentials (`-Y`, `-S` with `$MEMCACHED_SASL_PWDB`) the configuration names
+/// into `config.auth`. Separate from [`parse`] so that parsing reads no file; a file that
+/// is missing, unreadable, too large or malformed is a usage error naming the file.
+pub fn load_security(config: &mut Config) -> Result<(), String> {
+    let sasl_pwdb = std::env::var_os(SASL_PWDB_ENV)
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from);
+    config.auth = AuthSettings::load(
+        config.auth_file.as_deref(),
+        config.sasl,
+        sasl_pwdb.as_deref(),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(())
 }
 
 fn create_data_dir(dir: &Path) -> Result<(), StorageError> {

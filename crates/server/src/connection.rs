@@ -14,6 +14,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::sync::Arc;
 
+use crate::auth::{self, ConnAuth};
 use crate::dispatch;
 use crate::registry::{ConnEntry, ConnState, WorkerCounters};
 use crate::session::{ServerSettings, ServerStats, Session, Step};
@@ -129,6 +130,8 @@ pub struct Connection {
     fd: i32,
     entry: Arc<ConnEntry>,
     protocol: Protocol,
+    /// Whether the client authenticated (`-Y`, `-S`).
+    auth: ConnAuth,
     /// Input bytes live in `input[input_start..input_end]`; the Vec is fully initialised
     /// (its length is its capacity) so reads need no unsafe code.
     input: Vec<u8>,
@@ -163,6 +166,7 @@ impl Connection {
             fd,
             entry,
             protocol: Protocol::Unknown,
+            auth: ConnAuth::default(),
             input: vec![0; INPUT_INITIAL_BYTES],
             input_start: 0,
             input_end: 0,
@@ -333,9 +337,12 @@ impl Connection {
                 resume_keys: self.resume_keys,
                 out_high_water_bytes: OUTPUT_HIGH_WATER_BYTES,
             };
-            let step = match self.protocol {
-                Protocol::Binary => (ctx.dispatchers.binary)(&mut session, input),
-                Protocol::Text | Protocol::Unknown => (ctx.dispatchers.text)(&mut session, input),
+            let binary = self.protocol == Protocol::Binary;
+            // `-Y`/`-S`: authentication answers first (one branch when it is off).
+            let step = match auth::intercept(&mut self.auth, binary, &mut session, input) {
+                Some(step) => step,
+                None if binary => (ctx.dispatchers.binary)(&mut session, input),
+                None => (ctx.dispatchers.text)(&mut session, input),
             };
             let available = input.len();
             match step {

@@ -1,6 +1,7 @@
 //! The fogcached server: sockets, connections, command dispatch and configuration.
 //! It contains no cache policy; every cache decision is the engine's.
 
+pub mod auth;
 pub mod config;
 pub mod connection;
 pub mod dispatch;

@@ -38,6 +38,11 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_OS_ERROR);
         }
     }
+    // Credentials files are read before daemonizing, so a bad one is reported here.
+    if let Err(message) = config::load_security(&mut config) {
+        eprintln!("fogcached: {message}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     if config.enable_coredumps {
         if let Err((code, message)) = process::raise_core_limit() {
             eprintln!("fogcached: {message}");

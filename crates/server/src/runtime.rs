@@ -129,6 +129,7 @@ impl Server {
                 .map(|path| path.display().to_string()),
             unix_mode: config.unix_mode,
             shutdown_requested: AtomicBool::new(false),
+            auth: config.auth.clone(),
         };
         let stats = ServerStats::default();
         stats

@@ -35,6 +35,8 @@ pub struct ServerSettings {
     pub unix_mode: u32,
     /// Set when a shutdown was requested (command or signal).
     pub shutdown_requested: AtomicBool,
+    /// `-Y`, `-S`: who may use the server.
+    pub auth: crate::auth::AuthSettings,
 }
 
 impl Default for ServerSettings {
@@ -50,6 +52,7 @@ impl Default for ServerSettings {
             domain_socket: None,
             unix_mode: 0o700,
             shutdown_requested: AtomicBool::new(false),
+            auth: crate::auth::AuthSettings::default(),
         }
     }
 }
@@ -66,6 +69,10 @@ pub struct ServerStats {
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     pub accepting_conns: AtomicBool,
+    /// Authentication attempts that completed (memcached's `auth_cmds`) and those that
+    /// failed (`auth_errors`).
+    pub auth_cmds: AtomicU64,
+    pub auth_errors: AtomicU64,
     /// Per-worker counters and the connection table (added by the runtime; `Default`
     /// gives an empty one for dispatcher tests).
     pub runtime: crate::registry::RuntimeState,

@@ -59,6 +59,8 @@ pub fn reset(session: &Session<'_>) {
     stats.listen_disabled_num.store(0, Ordering::Relaxed);
     stats.bytes_read.store(0, Ordering::Relaxed);
     stats.bytes_written.store(0, Ordering::Relaxed);
+    stats.auth_cmds.store(0, Ordering::Relaxed);
+    stats.auth_errors.store(0, Ordering::Relaxed);
     stats.runtime.reset_counters();
     session.engine.reset_stats();
 }
@@ -109,6 +111,8 @@ fn general(session: &Session<'_>, emit: &mut Emit<'_>) {
         U64(u64::from(stats.accepting_conns.load(Ordering::Relaxed))),
     );
     emit("threads", U64(u64::from(session.settings.worker_threads)));
+    emit("auth_cmds", U64(load(&stats.auth_cmds)));
+    emit("auth_errors", U64(load(&stats.auth_errors)));
     emit(
         "bytes_read",
         U64(load(&stats.bytes_read).wrapping_add(runtime.sum(|w: &WorkerCounters| &w.bytes_read))),
@@ -153,7 +157,19 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
         "reqs_per_event",
         U64(u64::from(runtime.reqs_per_event.load(Ordering::Relaxed))),
     );
-    emit("binding_protocol", Text("auto-negotiate".to_owned()));
+    emit(
+        "binding_protocol",
+        Text(settings.auth.binding_protocol().to_owned()),
+    );
+    emit("auth_enabled_sasl", yes_no(settings.auth.sasl.is_some()));
+    // memcached prints the authfile's path, or "no".
+    emit(
+        "auth_enabled_ascii",
+        Text(settings.auth.ascii.as_ref().map_or_else(
+            || "no".to_owned(),
+            |users| users.path().display().to_string(),
+        )),
+    );
     emit("maxconns_fast", yes_no(true));
     emit(
         "idle_timeout",
