@@ -359,3 +359,37 @@ def test_concurrent_incr_from_threads(server, client):
     pool.close()
     assert not errors
     assert int(client.get("shared")) == threads_count * increments_per_thread
+
+
+def test_authfile_token_through_set():
+    """-Y: pymemcache authenticates the way memcached's docs say, with a `set` whose value
+    is "user password"; until then every command is refused, after it everything works."""
+    with tempfile.TemporaryDirectory(prefix="fogcached-pytest-auth-") as scratch:
+        authfile = Path(scratch) / "authfile"
+        authfile.write_text("bob:other\nalice:s3cret pw-part\n")
+        process, port = start_server(fogcached_binary(), ["-Y", str(authfile)])
+        try:
+            stranger = make_client(port)
+            with pytest.raises(MemcacheClientError, match="unauthenticated"):
+                stranger.get("k")
+            with pytest.raises(MemcacheClientError, match="authentication failure"):
+                stranger.set("auth", "alice wrong")
+            # The password runs to the end of the authfile line, but the token is split
+            # on spaces: "s3cret pw-part" cannot be sent, "bob other" can.
+            with pytest.raises(MemcacheClientError, match="authentication failure"):
+                stranger.set("auth", "alice s3cret")
+            stranger.close()
+
+            owner = make_client(port)
+            assert owner.set("auth", "bob other") is True
+            assert owner.set("k", b"v1") is True
+            assert owner.get("k") == b"v1"
+            assert owner.get("auth") is None, "the authentication set stores nothing"
+            assert owner.get_many(["k", "auth"]) == {"k": b"v1"}
+            stats = owner.stats()
+            assert stats[b"auth_cmds"] == 3
+            assert stats[b"auth_errors"] == 2
+            owner.close()
+        finally:
+            stop_server(process)
+        assert process.returncode == 0

@@ -1001,6 +1001,25 @@ mod tests {
     }
 
     #[test]
+    fn auth_flags_name_the_files_and_loading_checks_them() {
+        let config = parse_ok(&["-Y", "users.txt", "-S"]);
+        assert_eq!(config.auth_file.as_deref(), Some(Path::new("users.txt")));
+        assert!(config.sasl);
+        assert!(!config.auth.enabled(), "parsing reads no file");
+        let mut sasl_only = parse_ok(&["-S"]);
+        if std::env::var_os(SASL_PWDB_ENV).is_none() {
+            let error = load_security(&mut sasl_only).unwrap_err();
+            assert!(error.contains("-S needs a password file"), "{error}");
+        }
+        let mut missing = parse_ok(&["-Y", "/nonexistent/fogcached-users"]);
+        let error = load_security(&mut missing).unwrap_err();
+        assert!(error.contains("/nonexistent/fogcached-users"), "{error}");
+        let mut none = parse_ok(&[]);
+        assert_eq!(load_security(&mut none), Ok(()));
+        assert!(!none.auth.enabled());
+    }
+
+    #[test]
     fn unknown_suboption_is_named() {
         let message = parse_usage(&["-o", "modern,frobnicate=3"]);
         assert!(message.contains("\"frobnicate=3\""), "{message}");
