@@ -15,9 +15,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use crate::auth::{AuthSettings, SASL_PWDB_ENV};
+use crate::tls::{TlsContext, TlsOptions};
 use clap::{ArgAction, Parser};
 use engine::config::{Durability, PlacementPolicy, MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT};
 use engine::{EngineConfig, SLAB_PAGE_SIZE_BYTES};
+use std::sync::Arc;
 use tier::{CostModel, RegionBacking, RegionSpec};
 
 /// sysexits.h `EX_USAGE`: the command line was wrong.
@@ -101,7 +103,6 @@ const SUBOPTIONS_WITHOUT_EFFECT: &[(&str, &str)] = &[
 const SUBOPTIONS_REFUSED: &[(&str, &str)] = &[
     ("ext_", "extstore: fogcached's slow tier takes its place (--slow-size, --slow-path)"),
     ("memory_file", "memcached's restartable mode: fogcached's slow-tier pool survives restarts instead (--slow-path, --data-dir; see \"Restart\" in the README)"),
-    ("ssl_", "TLS is not built into fogcached yet: terminate TLS in front of it (stunnel, a proxy)"),
     ("proxy_", "memcached's built-in proxy: run it (or nutcracker) in front of fogcached instead"),
 ];
 
@@ -274,6 +275,10 @@ struct Cli {
     /// authenticates with `set <any> 0 0 <len>` carrying `user pass`).
     #[arg(short = 'Y', long = "auth-file", value_name = "FILE")]
     auth_file: Option<PathBuf>,
+    /// Enable TLS/SSL (rustls): -o ssl_chain_cert=<PEM>,ssl_key=<PEM>; a -l entry
+    /// prefixed notls: (notls:<ip>:<port>) stays plain.
+    #[arg(short = 'Z', long = "enable-ssl")]
+    enable_ssl: bool,
     /// Extended options, comma separated (may be repeated).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
@@ -329,6 +334,10 @@ pub struct Config {
     pub sasl: bool,
     /// The credentials `-Y` and `-S` name, read by [`load_security`] (empty until then).
     pub auth: AuthSettings,
+    /// `-Z` and the `ssl_*` suboptions.
+    pub tls: TlsOptions,
+    /// The certificates `tls` names, loaded by [`load_security`] when `-Z` is given.
+    pub tls_context: Option<Arc<TlsContext>>,
 }
 
 impl Default for Config {
@@ -357,6 +366,8 @@ impl Default for Config {
             auth_file: None,
             sasl: false,
             auth: AuthSettings::default(),
+            tls: TlsOptions::default(),
+            tls_context: None,
         }
     }
 }
@@ -377,6 +388,10 @@ impl Config {
         self.pid_file = self.pid_file.as_ref().map(absolute);
         self.unix_socket = self.unix_socket.as_ref().map(absolute);
         self.auth_file = self.auth_file.as_ref().map(absolute);
+        // `refresh_certs` reads these again, possibly after -d changed to `/`.
+        self.tls.chain_cert = self.tls.chain_cert.as_ref().map(absolute);
+        self.tls.key = self.tls.key.as_ref().map(absolute);
+        self.tls.ca_cert = self.tls.ca_cert.as_ref().map(absolute);
         if let Some(spec) = self.engine.slow_tier.as_mut() {
             if let RegionBacking::File { path } = &mut spec.backing {
                 *path = absolute(path);
@@ -460,6 +475,10 @@ where
         unix_socket: cli.unix_socket.clone(),
         auth_file: cli.auth_file.clone(),
         sasl: cli.enable_sasl,
+        tls: TlsOptions {
+            enabled: cli.enable_ssl,
+            ..TlsOptions::default()
+        },
         unix_mode: u32::from_str_radix(&cli.unix_mask, 8)
             .ok()
             .filter(|mode| *mode <= 0o777)
@@ -515,6 +534,17 @@ where
         for suboption in group.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             apply_suboption(&mut config, suboption, &mut slab_chunk_max_set)?;
         }
+    }
+    if !config.tls.enabled
+        && config.tls
+            != (TlsOptions {
+                enabled: false,
+                ..TlsOptions::default()
+            })
+    {
+        config
+            .warnings
+            .push("-o ssl_* options have no effect without -Z (TLS is off)".to_owned());
     }
     check(&config, slab_chunk_max_set)?;
     Ok(config)
@@ -669,6 +699,9 @@ pub fn load_security(config: &mut Config) -> Result<(), String> {
         sasl_pwdb.as_deref(),
     )
     .map_err(|e| e.to_string())?;
+    if config.tls.enabled {
+        config.tls_context = Some(Arc::new(TlsContext::load(config.tls.clone())?));
+    }
     Ok(())
 }
 
@@ -723,6 +756,14 @@ fn apply_suboption(
             *slab_chunk_max_set = true;
         }
         "idle_timeout" => config.idle_timeout_s = number(name, value)?,
+        _ if name.starts_with("ssl_") => {
+            let known = config.tls.apply_suboption(name, value).map_err(usage)?;
+            if !known {
+                return Err(usage(format!(
+                    "Illegal suboption \"{suboption}\" (unknown -o option \"{name}\")"
+                )));
+            }
+        }
         "no_maxconns_fast" => {
             // fogcached always refuses over-limit connections at once, as memcached's
             // default maxconns_fast does; the slow mode (stop accepting) is not offered.
@@ -772,6 +813,12 @@ fn number<T: std::str::FromStr>(name: &str, value: Option<&str>) -> Result<T, Cl
 
 /// Cross-option checks memcached makes at start-up, then the engine's own.
 fn check(config: &Config, slab_chunk_max_set: bool) -> Result<(), CliExit> {
+    config.tls.check().map_err(usage)?;
+    if config.tls.enabled && config.unix_socket.is_some() {
+        return Err(usage(
+            "TLS (-Z) needs TCP: connections to a unix socket (-s) are never encrypted",
+        ));
+    }
     let engine = &config.engine;
     // An item must fit in every tier that can hold it (new items go to DRAM, demoted
     // ones to the slow tier); a tier of size 0 holds nothing.
@@ -1039,7 +1086,6 @@ mod tests {
         for (suboption, names) in [
             ("ext_path=/tmp/x:1g", "--slow-size"),
             ("memory_file=/dev/shm/mc", "survives restarts"),
-            ("ssl_chain_cert=/etc/cert.pem", "TLS"),
             ("proxy_config=/etc/p.lua", "proxy"),
         ] {
             let message = parse_usage(&["-o", suboption]);

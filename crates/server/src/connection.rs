@@ -206,6 +206,11 @@ impl Connection {
         self.output.len() - self.output_written
     }
 
+    /// Replies, or bytes of the stream's own (TLS ciphertext), wait to be written.
+    fn has_output(&self) -> bool {
+        self.output_pending() > 0 || self.stream.wants_write()
+    }
+
     /// Runs requests, writes replies and reads input until the connection must wait for
     /// the socket, has used its turn, or must close.
     pub fn service(&mut self, ctx: &ServiceContext<'_>) -> Outcome {
@@ -230,7 +235,7 @@ impl Connection {
                 }
             }
             // One write per batch of pipelined replies.
-            if self.output_pending() > 0 && self.write_ready && self.flush(ctx).is_err() {
+            if self.has_output() && self.write_ready && self.flush(ctx).is_err() {
                 return Outcome::Close;
             }
             match dispatched {
@@ -274,10 +279,10 @@ impl Connection {
     fn finish_closing(&mut self, ctx: &ServiceContext<'_>) -> Outcome {
         self.entry.set_state(ConnState::Closing);
         make_durable_now(ctx);
-        if self.output_pending() > 0 && self.write_ready && self.flush(ctx).is_err() {
+        if self.has_output() && self.write_ready && self.flush(ctx).is_err() {
             return Outcome::Close;
         }
-        if self.output_pending() == 0 {
+        if !self.has_output() {
             Outcome::Close
         } else {
             Outcome::Wait
@@ -394,8 +399,12 @@ impl Connection {
     /// One `write` of the pending output.
     fn flush(&mut self, ctx: &ServiceContext<'_>) -> std::io::Result<()> {
         for _ in 0..EINTR_RETRIES_MAX {
-            match (&self.stream).write(&self.output[self.output_written..]) {
+            match self.stream.write(&self.output[self.output_written..]) {
                 Ok(written) => {
+                    // TLS: ciphertext the socket could not take waits for a writable event.
+                    if self.stream.wants_write() {
+                        self.write_ready = false;
+                    }
                     WorkerCounters::add(&ctx.counters.bytes_written, written as u64);
                     self.output_written += written;
                     if self.output_written == self.output.len() {
@@ -442,7 +451,7 @@ impl Connection {
         let mut interrupts = 0;
         loop {
             let space = self.input.len() - self.input_end;
-            match (&self.stream).read(&mut self.input[self.input_end..]) {
+            match self.stream.read(&mut self.input[self.input_end..]) {
                 Ok(0) => return Fill::Eof,
                 Ok(read) => {
                     WorkerCounters::add(&ctx.counters.bytes_read, read as u64);
@@ -469,7 +478,7 @@ impl Connection {
     /// Best-effort final write when the server stops.
     pub fn flush_on_shutdown(&mut self, ctx: &ServiceContext<'_>) {
         make_durable_now(ctx);
-        if self.output_pending() > 0 {
+        if self.has_output() {
             let _ = self.flush(ctx);
         }
     }

@@ -12,4 +12,5 @@ pub mod runtime;
 pub mod session;
 pub mod stats;
 pub mod stream;
+pub mod tls;
 pub mod worker;

@@ -37,6 +37,10 @@ pub struct ServerSettings {
     pub shutdown_requested: AtomicBool,
     /// `-Y`, `-S`: who may use the server.
     pub auth: crate::auth::AuthSettings,
+    /// `-Z` and `-o ssl_*` as given (for `stats settings`).
+    pub tls_options: crate::tls::TlsOptions,
+    /// The certificates in use when `-Z` is on (`refresh_certs`, TLS statistics).
+    pub tls: Option<std::sync::Arc<crate::tls::TlsContext>>,
 }
 
 impl Default for ServerSettings {
@@ -53,6 +57,8 @@ impl Default for ServerSettings {
             unix_mode: 0o700,
             shutdown_requested: AtomicBool::new(false),
             auth: crate::auth::AuthSettings::default(),
+            tls_options: crate::tls::TlsOptions::default(),
+            tls: None,
         }
     }
 }
