@@ -481,6 +481,25 @@ fn refresh_certs_serves_new_certificates_to_new_connections() -> anyhow::Result<
     );
     let third = TlsClient::connect(server.addr(), &ca, None)?;
     assert_eq!(third.peer_certificate(), Some(second.cert_der.clone()));
+
+    // SIGHUP does the same (fogcached's addition, for `systemctl reload`).
+    let (fourth, _, _) = server_files(&scratch, &ca)?;
+    server.signal(libc::SIGHUP)?;
+    let deadline = Instant::now() + IO_TIMEOUT;
+    loop {
+        let client = TlsClient::connect(server.addr(), &ca, None)?;
+        if client.peer_certificate() == Some(fourth.cert_der.clone()) {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("SIGHUP did not reload the certificate within {IO_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        new.request(b"get k\r\n", b"END\r\n")?,
+        b"VALUE k 0 2\r\nv1\r\nEND\r\n"
+    );
     Ok(())
 }
 
