@@ -13,7 +13,7 @@
 //! | `ssl_ciphers` | `:`-separated OpenSSL or IANA names of the suites rustls has (AEAD only); a version whose suites are not named keeps all of them |
 //! | `ssl_min_version` | 2 / `tlsv1.2` (default) or 3 / `tlsv1.3`; TLS 1.0 and 1.1 are refused (rustls has neither) |
 //! | `ssl_session_cache` | server-side session cache for resumption (off by default, as in memcached) |
-//! | `ssl_wbuf_size` | kilobytes of reply plaintext handed to rustls at a time (default 16) |
+//! | `ssl_wbuf_size` | kilobytes of ciphertext a connection buffers for a slow socket (default 16; rustls's buffer limit) |
 //! | `ssl_kernel_tls` | refused: encryption stays in user space |
 //!
 //! A [`TlsContext`] holds the current `rustls::ServerConfig`; `refresh_certs` (and
@@ -268,7 +268,10 @@ impl TlsContext {
     /// Wraps an accepted TCP connection; the handshake happens as the connection reads.
     pub fn accept(self: &Arc<Self>, tcp: TcpStream) -> io::Result<TlsStream> {
         let config = Arc::clone(&self.config.read());
-        let connection = ServerConnection::new(config).map_err(io::Error::other)?;
+        let mut connection = ServerConnection::new(config).map_err(io::Error::other)?;
+        // memcached's `ssl_wbuf_size` is the connection's TLS output buffer: rustls takes
+        // no more plaintext while this much ciphertext waits for the socket.
+        connection.set_buffer_limit(Some(self.options.wbuf_size_bytes));
         Ok(TlsStream {
             tcp,
             tls: connection,
@@ -559,20 +562,19 @@ impl Read for TlsStream {
 
 impl Write for TlsStream {
     /// Encrypts as much of `buf` as the socket takes: ciphertext already pending goes
-    /// first, then `buf` in records of at most `ssl_wbuf_size` bytes of plaintext, each
-    /// sent before the next is made. Returns the plaintext taken (`WouldBlock` if none
-    /// and the socket is full); ciphertext of taken bytes may still be pending.
-    /// `write(&[])` just sends pending ciphertext.
+    /// first, then `buf`, at most `ssl_wbuf_size` bytes of ciphertext waiting at a time
+    /// (rustls's buffer limit), each batch sent before the next is made. Returns the
+    /// plaintext taken (`WouldBlock` if none and the socket is full); ciphertext of taken
+    /// bytes may still be pending ([`TlsStream::wants_write`]). `write(&[])` just sends
+    /// pending ciphertext.
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let chunk_bytes = self.context.options.wbuf_size_bytes.max(1);
         let mut taken = 0;
         loop {
             self.send_pending()?;
             if self.tls.wants_write() || taken == buf.len() {
                 break;
             }
-            let end = buf.len().min(taken + chunk_bytes);
-            let accepted = self.tls.writer().write(&buf[taken..end])?;
+            let accepted = self.tls.writer().write(&buf[taken..])?;
             if accepted == 0 {
                 break;
             }
@@ -596,5 +598,228 @@ impl Drop for TlsStream {
             self.tls.send_close_notify();
             let _ = self.send_pending();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream as StdTcpStream};
+    use std::os::fd::AsRawFd;
+    use std::time::Duration;
+
+    use rcgen::{CertificateParams, KeyPair};
+    use rustls::pki_types::ServerName;
+    use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+
+    /// A self-signed certificate for "localhost" written to a scratch directory, and the
+    /// options naming it.
+    fn options(dir: &Path) -> (TlsOptions, CertificateDer<'static>) {
+        let key = KeyPair::generate().expect("key");
+        let cert = CertificateParams::new(vec!["localhost".to_owned()])
+            .expect("params")
+            .self_signed(&key)
+            .expect("certificate");
+        std::fs::create_dir_all(dir).expect("scratch dir");
+        let chain = dir.join("cert.pem");
+        let key_path = dir.join("key.pem");
+        std::fs::write(&chain, cert.pem()).expect("write cert");
+        std::fs::write(&key_path, key.serialize_pem()).expect("write key");
+        let options = TlsOptions {
+            enabled: true,
+            chain_cert: Some(chain),
+            key: Some(key_path),
+            ..TlsOptions::default()
+        };
+        (options, cert.der().clone())
+    }
+
+    fn set_send_buffer(socket: &StdTcpStream, bytes: i32) {
+        // SAFETY: a valid socket descriptor and a pointer to an int of the size given.
+        let result = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&bytes as *const i32).cast(),
+                std::mem::size_of::<i32>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(result, 0, "setsockopt: {}", io::Error::last_os_error());
+    }
+
+    /// The contract the connection relies on: `write` may take all the plaintext while
+    /// part of its ciphertext still waits for the socket; `wants_write` says so, and
+    /// `write(&[])` sends the rest once the peer reads. (A connection that forgot to ask
+    /// would leave the client waiting for the end of its reply.)
+    #[test]
+    fn ciphertext_the_socket_cannot_take_waits_and_is_reported() {
+        let dir = std::env::temp_dir().join(format!("fogcached-tls-unit-{}", std::process::id()));
+        let (mut options, cert) = options(&dir);
+        // One record batch larger than what the socket pair can hold.
+        options.wbuf_size_bytes = 4 << 20;
+        let context = Arc::new(TlsContext::load(options).expect("load"));
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+
+        const REPLY_BYTES: usize = 1 << 20;
+        let (start_reading, reading) = std::sync::mpsc::channel::<()>();
+        let client = std::thread::spawn(move || -> Vec<u8> {
+            let mut roots = RootCertStore::empty();
+            roots.add(cert).expect("root");
+            let config = ClientConfig::builder_with_provider(Arc::new(
+                rustls::crypto::ring::default_provider(),
+            ))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+            let name = ServerName::try_from("localhost").expect("name");
+            let connection = ClientConnection::new(Arc::new(config), name).expect("client");
+            let tcp = StdTcpStream::connect(addr).expect("connect");
+            tcp.set_read_timeout(Some(Duration::from_secs(10)))
+                .expect("timeout");
+            let mut stream = StreamOwned::new(connection, tcp);
+            while stream.conn.is_handshaking() {
+                stream
+                    .conn
+                    .complete_io(&mut stream.sock)
+                    .expect("handshake");
+            }
+            let _ = reading.recv();
+            let mut reply = vec![0u8; REPLY_BYTES];
+            stream.read_exact(&mut reply).expect("reply");
+            reply
+        });
+
+        let (accepted, _) = listener.accept().expect("accept");
+        // A small send buffer, and a client that does not read yet: 1 MiB cannot go out
+        // at once.
+        set_send_buffer(&accepted, 4096);
+        accepted.set_nonblocking(true).expect("nonblocking");
+        let mut stream = context.accept(TcpStream::from_std(accepted)).expect("wrap");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut scratch = [0u8; 64];
+        while stream.tls.is_handshaking() {
+            assert!(Instant::now() < deadline, "handshake did not finish");
+            match stream.read(&mut scratch) {
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(1))
+                }
+                Err(e) => panic!("handshake failed: {e}"),
+                Ok(0) => panic!("client closed"),
+                Ok(_) => panic!("no data expected"),
+            }
+        }
+        let reply: Vec<u8> = (0..REPLY_BYTES).map(|i| (i % 251) as u8).collect();
+        let taken = stream.write(&reply).expect("write");
+        assert_eq!(taken, REPLY_BYTES, "all plaintext taken in one batch");
+        assert!(
+            stream.wants_write(),
+            "part of the record waits for the socket"
+        );
+
+        start_reading.send(()).expect("client gone");
+        while stream.wants_write() {
+            assert!(Instant::now() < deadline, "ciphertext never drained");
+            match stream.write(&[]) {
+                Ok(0) => {}
+                Ok(n) => panic!("write(&[]) took {n} bytes"),
+                Err(e) => panic!("flush failed: {e}"),
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(client.join().expect("client thread"), reply);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn suboptions_map_onto_options_and_refuse_what_rustls_lacks() {
+        let mut options = TlsOptions::default();
+        for (name, value) in [
+            ("ssl_verify_mode", "3"),
+            ("ssl_min_version", "tlsv1.3"),
+            ("ssl_keyformat", "2"),
+            ("ssl_wbuf_size", "32"),
+        ] {
+            assert_eq!(
+                options.apply_suboption(name, Some(value)),
+                Ok(true),
+                "{name}"
+            );
+        }
+        assert_eq!(options.apply_suboption("ssl_session_cache", None), Ok(true));
+        assert_eq!(options.verify_mode, VerifyMode::Once);
+        assert_eq!(options.min_version, MinVersion::Tls13);
+        assert_eq!(options.key_format, KeyFormat::Der);
+        assert_eq!(options.wbuf_size_bytes, 32 * 1024);
+        assert!(options.session_cache);
+        assert_eq!(options.apply_suboption("ssl_bogus", Some("1")), Ok(false));
+        for (name, value) in [
+            ("ssl_min_version", "0"),
+            ("ssl_min_version", "tlsv1.1"),
+            ("ssl_verify_mode", "4"),
+            ("ssl_keyformat", "3"),
+            ("ssl_kernel_tls", ""),
+            ("ssl_chain_cert", ""),
+            ("ssl_wbuf_size", "0"),
+        ] {
+            assert!(
+                options.apply_suboption(name, Some(value)).is_err(),
+                "{name}={value}"
+            );
+        }
+        let enabled = TlsOptions {
+            enabled: true,
+            ..TlsOptions::default()
+        };
+        assert!(enabled.check().unwrap_err().contains("ssl_chain_cert"));
+        let unverifiable = TlsOptions {
+            enabled: true,
+            chain_cert: Some(PathBuf::from("c.pem")),
+            verify_mode: VerifyMode::Require,
+            ..TlsOptions::default()
+        };
+        assert!(unverifiable.check().unwrap_err().contains("ssl_ca_cert"));
+    }
+
+    #[test]
+    fn ssl_ciphers_accepts_openssl_and_iana_names_of_rustls_suites() {
+        let named = |list: &str| {
+            provider(&TlsOptions {
+                ciphers: Some(list.to_owned()),
+                ..TlsOptions::default()
+            })
+            .map(|p| p.cipher_suites.iter().map(suite_name).collect::<Vec<_>>())
+        };
+        let only_one_tls12 = named("ECDHE-RSA-AES128-GCM-SHA256").expect("known suite");
+        assert!(only_one_tls12.contains(&"TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256".to_owned()));
+        assert_eq!(
+            only_one_tls12
+                .iter()
+                .filter(|n| !n.starts_with("TLS13_"))
+                .count(),
+            1
+        );
+        assert_eq!(
+            only_one_tls12
+                .iter()
+                .filter(|n| n.starts_with("TLS13_"))
+                .count(),
+            3,
+            "TLS 1.3 suites are kept when none is named"
+        );
+        let tls13 = named("TLS_AES_256_GCM_SHA384:tls_ecdhe_ecdsa_with_aes_256_gcm_sha384")
+            .expect("known suites");
+        assert_eq!(
+            tls13,
+            vec![
+                "TLS13_AES_256_GCM_SHA384".to_owned(),
+                "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384".to_owned()
+            ]
+        );
+        assert!(named("HIGH:!aNULL").is_err());
+        assert!(named("RC4-SHA").is_err());
+        assert!(named(":").is_err());
     }
 }
