@@ -115,6 +115,12 @@ fn general(session: &Session<'_>, emit: &mut Emit<'_>) {
     emit("auth_errors", U64(load(&stats.auth_errors)));
     // memcached prints these two only when TLS is on.
     if let Some(tls) = &session.settings.tls {
+        if tls.options().session_cache {
+            emit(
+                "ssl_new_sessions",
+                U64(tls.new_sessions.load(Ordering::Relaxed)),
+            );
+        }
         emit(
             "ssl_handshake_errors",
             U64(tls.handshake_errors.load(Ordering::Relaxed)),

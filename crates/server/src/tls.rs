@@ -220,6 +220,12 @@ pub struct TlsContext {
     last_refresh: Mutex<Instant>,
     /// memcached's `ssl_handshake_errors`.
     pub handshake_errors: AtomicU64,
+    /// memcached's `ssl_new_sessions` (sessions stored for resumption, with
+    /// `ssl_session_cache`); shared with the session cache, which survives refreshes.
+    pub new_sessions: Arc<AtomicU64>,
+    /// The session cache when `ssl_session_cache` is on, kept across refreshes so that
+    /// a reload does not end every client's resumption.
+    sessions: Option<Arc<CountingSessionCache>>,
 }
 
 impl std::fmt::Debug for TlsContext {
@@ -234,13 +240,22 @@ impl TlsContext {
     /// Reads the certificate, key and CA files and builds the first configuration.
     pub fn load(options: TlsOptions) -> Result<TlsContext, String> {
         options.check()?;
-        let config = build_config(&options)?;
+        let new_sessions = Arc::new(AtomicU64::new(0));
+        let sessions = options.session_cache.then(|| {
+            Arc::new(CountingSessionCache {
+                inner: ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES),
+                new_sessions: Arc::clone(&new_sessions),
+            })
+        });
+        let config = build_config(&options, sessions.as_ref())?;
         Ok(TlsContext {
             options,
             config: RwLock::new(Arc::new(config)),
             refreshing: Mutex::new(()),
             last_refresh: Mutex::new(Instant::now()),
             handshake_errors: AtomicU64::new(0),
+            new_sessions,
+            sessions,
         })
     }
 
@@ -253,7 +268,7 @@ impl TlsContext {
     /// which file and why (memcached's wording: `Error loading the key: <file> : ...`).
     pub fn refresh(&self) -> Result<(), String> {
         let _one_at_a_time = self.refreshing.lock();
-        let config = build_config(&self.options)?;
+        let config = build_config(&self.options, self.sessions.as_ref())?;
         *self.config.write() = Arc::new(config);
         *self.last_refresh.lock() = Instant::now();
         Ok(())
@@ -292,7 +307,39 @@ fn read_limited(path: &Path) -> io::Result<Vec<u8>> {
     std::fs::read(path)
 }
 
-fn build_config(options: &TlsOptions) -> Result<ServerConfig, String> {
+/// The server-side session cache, counting the sessions it stores.
+#[derive(Debug)]
+struct CountingSessionCache {
+    inner: Arc<ServerSessionMemoryCache>,
+    new_sessions: Arc<AtomicU64>,
+}
+
+impl rustls::server::StoresServerSessions for CountingSessionCache {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        let stored = self.inner.put(key, value);
+        if stored {
+            self.new_sessions.fetch_add(1, Ordering::Relaxed);
+        }
+        stored
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.inner.get(key)
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.inner.take(key)
+    }
+
+    fn can_cache(&self) -> bool {
+        self.inner.can_cache()
+    }
+}
+
+fn build_config(
+    options: &TlsOptions,
+    sessions: Option<&Arc<CountingSessionCache>>,
+) -> Result<ServerConfig, String> {
     let chain_path = options
         .chain_cert
         .as_deref()
@@ -367,10 +414,9 @@ fn build_config(options: &TlsOptions) -> Result<ServerConfig, String> {
     let mut config = builder
         .with_single_cert(chain, key)
         .map_err(|e| key_error(format!("does not fit the certificate: {e}")))?;
-    config.session_storage = if options.session_cache {
-        ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES)
-    } else {
-        Arc::new(NoServerSessionStorage {})
+    config.session_storage = match sessions {
+        Some(cache) => Arc::clone(cache) as Arc<dyn rustls::server::StoresServerSessions>,
+        None => Arc::new(NoServerSessionStorage {}),
     };
     Ok(config)
 }

@@ -17,7 +17,7 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+use rustls::{ClientConfig, ClientConnection, HandshakeKind, RootCertStore, StreamOwned};
 use testkit::{escape, stat, RawClient, ServerProcess};
 
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -125,6 +125,24 @@ fn tls_server(suboptions: &str, extra: &[&str]) -> anyhow::Result<ServerProcess>
     ServerProcess::fogcached(&args)
 }
 
+/// A client configuration trusting `ca`, with `client` as its certificate if given.
+fn client_config(ca: &Authority, client: Option<&Leaf>) -> anyhow::Result<Arc<ClientConfig>> {
+    let mut roots = RootCertStore::empty();
+    roots.add(ca.der())?;
+    let builder =
+        ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots);
+    let config = match client {
+        None => builder.with_no_client_auth(),
+        Some(leaf) => builder.with_client_auth_cert(
+            vec![leaf.cert_der.clone()],
+            PrivateKeyDer::try_from(leaf.key_der.clone()).map_err(anyhow::Error::msg)?,
+        )?,
+    };
+    Ok(Arc::new(config))
+}
+
 /// A blocking rustls client.
 struct TlsClient {
     stream: StreamOwned<ClientConnection, TcpStream>,
@@ -139,21 +157,14 @@ impl TlsClient {
         ca: &Authority,
         client: Option<&Leaf>,
     ) -> anyhow::Result<TlsClient> {
-        let mut roots = RootCertStore::empty();
-        roots.add(ca.der())?;
-        let builder =
-            ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-                .with_safe_default_protocol_versions()?
-                .with_root_certificates(roots);
-        let config = match client {
-            None => builder.with_no_client_auth(),
-            Some(leaf) => builder.with_client_auth_cert(
-                vec![leaf.cert_der.clone()],
-                PrivateKeyDer::try_from(leaf.key_der.clone()).map_err(anyhow::Error::msg)?,
-            )?,
-        };
+        Self::connect_with(addr, client_config(ca, client)?)
+    }
+
+    /// Connects with a given client configuration (one shared by several connections
+    /// resumes their sessions).
+    fn connect_with(addr: SocketAddr, config: Arc<ClientConfig>) -> anyhow::Result<TlsClient> {
         let server_name = ServerName::try_from("localhost")?;
-        let mut connection = ClientConnection::new(Arc::new(config), server_name)?;
+        let mut connection = ClientConnection::new(config, server_name)?;
         let mut tcp = TcpStream::connect_timeout(&addr, IO_TIMEOUT)?;
         tcp.set_read_timeout(Some(IO_TIMEOUT))?;
         tcp.set_write_timeout(Some(IO_TIMEOUT))?;
@@ -374,6 +385,50 @@ fn pipelined_batches_and_large_values_do_not_stall() -> anyhow::Result<()> {
         assert_eq!(&body[LARGE_BYTES..], b"\r\n");
     }
     assert_eq!(client.read_until(b"\r\n")?, b"END\r\n");
+    Ok(())
+}
+
+#[test]
+fn session_cache_resumes_sessions_and_counts_them() -> anyhow::Result<()> {
+    let scratch = Scratch::new("sessions")?;
+    let ca = Authority::new("sessions CA")?;
+    let (_, cert, key) = server_files(&scratch, &ca)?;
+    let files = format!(
+        "ssl_chain_cert={},ssl_key={}",
+        path_str(&cert)?,
+        path_str(&key)?
+    );
+    for (cache, expected) in [(true, HandshakeKind::Resumed), (false, HandshakeKind::Full)] {
+        let suboptions = if cache {
+            format!("{files},ssl_session_cache")
+        } else {
+            files.clone()
+        };
+        let server = tls_server(&suboptions, &[])?;
+        let config = client_config(&ca, None)?;
+        let mut first = TlsClient::connect_with(server.addr(), Arc::clone(&config))?;
+        // Reading a reply also takes in the session tickets sent after the handshake.
+        assert!(first
+            .request(b"version\r\n", b"\r\n")?
+            .starts_with(b"VERSION "));
+        let mut second = TlsClient::connect_with(server.addr(), config)?;
+        assert_eq!(
+            second.stream.conn.handshake_kind(),
+            Some(expected),
+            "ssl_session_cache {cache}"
+        );
+        let stats = second.stats("")?;
+        let new_sessions = stat(&stats, "ssl_new_sessions");
+        if cache {
+            let count: u64 = new_sessions.context("ssl_new_sessions")?.parse()?;
+            assert!(count >= 1, "{count} sessions stored");
+        } else {
+            assert_eq!(
+                new_sessions, None,
+                "memcached prints it only with the cache"
+            );
+        }
+    }
     Ok(())
 }
 
@@ -639,5 +694,68 @@ fn tls_options_rustls_cannot_honour_are_refused_at_start_up() -> anyhow::Result<
     assert!(client
         .request(b"version\r\n", b"\r\n")?
         .starts_with(b"VERSION "));
+    Ok(())
+}
+
+/// The same certificate files and `-o ssl_*` options give the same `stats settings`
+/// lines and `refresh_certs` replies as Debian's memcached 1.6.18 (built with OpenSSL).
+#[test]
+fn tls_settings_and_replies_match_memcached() -> anyhow::Result<()> {
+    let scratch = Scratch::new("pair")?;
+    let ca = Authority::new("pair CA")?;
+    let ca_file = scratch.write("ca.pem", ca.pem().as_bytes())?;
+    let (_, cert, key) = server_files(&scratch, &ca)?;
+    let suboptions = format!(
+        "ssl_chain_cert={},ssl_key={},ssl_ca_cert={},ssl_verify_mode=1,ssl_session_cache,ssl_wbuf_size=32,ssl_min_version=3",
+        path_str(&cert)?,
+        path_str(&key)?,
+        path_str(&ca_file)?
+    );
+    let memcached = match ServerProcess::memcached(&["-Z", "-o", &suboptions]) {
+        Ok(server) => server,
+        Err(e) => {
+            testkit::skip!(
+                "tls_settings_and_replies_match_memcached",
+                "no memcached with TLS: {e:#}"
+            );
+            return Ok(());
+        }
+    };
+    let fogcached = tls_server(&suboptions, &[])?;
+    let mut replies = Vec::new();
+    for server in [&memcached, &fogcached] {
+        let mut client = TlsClient::connect(server.addr(), &ca, None)?;
+        let settings: Vec<(String, String)> = client
+            .stats("settings")?
+            .into_iter()
+            .filter(|(name, _)| name.starts_with("ssl_"))
+            .collect();
+        let stats: Vec<String> = client
+            .stats("")?
+            .into_iter()
+            .map(|(name, _)| name)
+            .filter(|name| name.starts_with("ssl_") || name.contains("cert_refresh"))
+            .collect();
+        let refresh = client.request(b"refresh_certs\r\n", b"\r\n")?;
+        let silent_refresh = client.request(b"refresh_certs noreply\r\nversion\r\n", b"\r\n")?;
+        replies.push((
+            settings,
+            stats,
+            escape(&refresh),
+            silent_refresh.starts_with(b"VERSION "),
+        ));
+    }
+    assert_eq!(replies[1], replies[0]);
+
+    // Without -Z, both say TLS is not enabled.
+    let plain_memcached = ServerProcess::memcached(&[])?;
+    let plain_fogcached = ServerProcess::fogcached(&["--slow-size", "0"])?;
+    for server in [&plain_memcached, &plain_fogcached] {
+        let mut client = RawClient::connect(server.addr())?;
+        assert_eq!(
+            client.request(b"refresh_certs\r\n", b"\r\n")?,
+            b"Error TLS not enabled\r\n"
+        );
+    }
     Ok(())
 }
