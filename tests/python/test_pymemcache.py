@@ -393,3 +393,50 @@ def test_authfile_token_through_set():
         finally:
             stop_server(process)
         assert process.returncode == 0
+
+
+def test_tls_with_a_certificate_made_here():
+    """-Z: pymemcache over TLS (Python's ssl, i.e. OpenSSL) with a certificate the test
+    makes with Debian's openssl CLI; the server's certificate is verified."""
+    import shutil
+    import ssl
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl CLI to make a certificate")
+    with tempfile.TemporaryDirectory(prefix="fogcached-pytest-tls-") as scratch:
+        cert = Path(scratch) / "cert.pem"
+        key = Path(scratch) / "key.pem"
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+             "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+             "-keyout", str(key), "-out", str(cert)],
+            check=True, capture_output=True,
+        )
+        process, port = start_server(
+            fogcached_binary(),
+            ["-Z", "-o", f"ssl_chain_cert={cert},ssl_key={key}"],
+        )
+        try:
+            context = ssl.create_default_context(cafile=str(cert))
+            client = make_client(port, tls_context=context)
+            assert client.set("k", b"v" * 100_000) is True
+            assert client.get("k") == b"v" * 100_000
+            assert client.get_many([f"missing{i}" for i in range(50)] + ["k"]) == {
+                "k": b"v" * 100_000
+            }
+            stats = client.stats("settings")
+            assert stats[b"ssl_enabled"] == b"yes"
+            client.close()
+            # A plaintext client on the TLS port gets nowhere, and the server carries on.
+            plain = make_client(port)
+            with pytest.raises(Exception):
+                plain.get("k")
+            plain.close()
+            again = make_client(port, tls_context=context)
+            assert again.get("k") == b"v" * 100_000
+            assert again.stats()[b"ssl_handshake_errors"] >= 1
+            again.close()
+        finally:
+            stop_server(process)
+        assert process.returncode == 0

@@ -482,6 +482,38 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Whatever an unauthenticated client sends, the parsers answer without
+        /// panicking, never claim bytes they were not given, and a cut-off request only
+        /// ever asks for more.
+        #[test]
+        fn parsers_stay_within_their_input(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600),
+            cut in 0usize..600,
+        ) {
+            let check = |consumed: usize, len: usize| {
+                proptest::prop_assert!(consumed <= len, "consumed {} of {}", consumed, len);
+                Ok(())
+            };
+            match parse_text_token(&bytes) {
+                Parsed::Complete { consumed, .. } | Parsed::Invalid { consumed, .. } => {
+                    check(consumed, bytes.len())?
+                }
+                Parsed::Incomplete => {}
+            }
+            let mut framed = sasl_bytes(bytes.first().copied().unwrap_or(0) % 3 + 0x20, &bytes[..bytes.len().min(40)], &bytes[bytes.len().min(40)..], b"");
+            framed.truncate(cut.max(1).min(framed.len()));
+            if let Some(Parsed::Complete { consumed, request }) = parse_sasl(&framed) {
+                check(consumed, framed.len())?;
+                if let SaslCommand::Auth { mechanism, data, .. } = request.command {
+                    proptest::prop_assert_eq!(HEADER_BYTES + mechanism.len() + data.len(), consumed);
+                }
+            }
+            let _ = parse_sasl(&bytes);
+            let _ = parse_plain(&bytes);
+        }
+    }
+
     #[test]
     fn plain_messages_have_three_fields() {
         assert_eq!(
