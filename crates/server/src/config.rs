@@ -700,7 +700,23 @@ pub fn load_security(config: &mut Config) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     if config.tls.enabled {
-        config.tls_context = Some(Arc::new(TlsContext::load(config.tls.clone())?));
+        // `refresh_certs` reads the files again later, perhaps after -d moved to `/`.
+        let mut options = config.tls.clone();
+        if let Ok(cwd) = std::env::current_dir() {
+            for path in [
+                &mut options.chain_cert,
+                &mut options.key,
+                &mut options.ca_cert,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if path.is_relative() {
+                    *path = cwd.join(&*path);
+                }
+            }
+        }
+        config.tls_context = Some(Arc::new(TlsContext::load(options)?));
     }
     Ok(())
 }
