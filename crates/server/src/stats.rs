@@ -61,6 +61,11 @@ pub fn reset(session: &Session<'_>) {
     stats.bytes_written.store(0, Ordering::Relaxed);
     stats.auth_cmds.store(0, Ordering::Relaxed);
     stats.auth_errors.store(0, Ordering::Relaxed);
+    // memcached resets its TLS counters too (not the time since the last refresh).
+    if let Some(tls) = &session.settings.tls {
+        tls.handshake_errors.store(0, Ordering::Relaxed);
+        tls.new_sessions.store(0, Ordering::Relaxed);
+    }
     stats.runtime.reset_counters();
     session.engine.reset_stats();
 }

@@ -736,6 +736,10 @@ fn tls_settings_and_replies_match_memcached() -> anyhow::Result<()> {
             .map(|(name, _)| name)
             .filter(|name| name.starts_with("ssl_") || name.contains("cert_refresh"))
             .collect();
+        // `stats reset` clears the TLS counters on both.
+        assert_eq!(client.request(b"stats reset\r\n", b"\r\n")?, b"RESET\r\n");
+        let after_reset = client.stats("")?;
+        assert_eq!(stat(&after_reset, "ssl_handshake_errors"), Some("0"));
         let refresh = client.request(b"refresh_certs\r\n", b"\r\n")?;
         let silent_refresh = client.request(b"refresh_certs noreply\r\nversion\r\n", b"\r\n")?;
         replies.push((
