@@ -275,8 +275,11 @@ struct Cli {
     /// authenticates with `set <any> 0 0 <len>` carrying `user pass`).
     #[arg(short = 'Y', long = "auth-file", value_name = "FILE")]
     auth_file: Option<PathBuf>,
-    /// Enable TLS/SSL (rustls): -o ssl_chain_cert=<PEM>,ssl_key=<PEM>; a -l entry
-    /// prefixed notls: (notls:<ip>:<port>) stays plain.
+    /// Enable TLS/SSL (rustls): -o ssl_chain_cert=<PEM>,ssl_key=<PEM>; also ssl_keyformat
+    /// (1 PEM, 2 DER), ssl_verify_mode (0 none, 1 request, 2 require, 3 once) with
+    /// ssl_ca_cert=<PEM>, ssl_ciphers, ssl_min_version (2 tlsv1.2, 3 tlsv1.3),
+    /// ssl_session_cache, ssl_wbuf_size (KB). A -l entry prefixed notls:
+    /// (notls:<ip>:<port>) stays plain.
     #[arg(short = 'Z', long = "enable-ssl")]
     enable_ssl: bool,
     /// Extended options, comma separated (may be repeated).
@@ -1061,6 +1064,38 @@ mod tests {
         ]);
         assert!(config.engine.lru_crawler && config.engine.lru_maintainer);
         assert_eq!(config.engine.slab_automove, 1);
+    }
+
+    #[test]
+    fn tls_flag_and_suboptions() {
+        let config = parse_ok(&[
+            "-Z",
+            "-o",
+            "ssl_chain_cert=c.pem,ssl_key=k.pem,ssl_verify_mode=2,ssl_ca_cert=ca.pem",
+        ]);
+        assert!(config.tls.enabled);
+        assert_eq!(config.tls.chain_cert.as_deref(), Some(Path::new("c.pem")));
+        assert_eq!(config.tls.ca_cert.as_deref(), Some(Path::new("ca.pem")));
+        assert!(config.tls_context.is_none(), "parsing reads no file");
+        assert!(parse_usage(&["-Z"]).contains("ssl_chain_cert"));
+        assert!(
+            parse_usage(&["-Z", "-o", "ssl_chain_cert=c.pem", "-s", "/tmp/s"])
+                .contains("unix socket")
+        );
+        assert!(parse_usage(&["-o", "ssl_min_version=1"]).contains("TLS 1.2"));
+        assert!(parse_usage(&["-o", "ssl_nonsense=1"]).contains("Illegal suboption"));
+        let without_z = parse_ok(&["-o", "ssl_chain_cert=c.pem"]);
+        assert!(
+            without_z.warnings.iter().any(|w| w.contains("without -Z")),
+            "{:?}",
+            without_z.warnings
+        );
+        let mut missing = parse_ok(&["-Z", "-o", "ssl_chain_cert=/nonexistent/fogcached.pem"]);
+        let error = load_security(&mut missing).unwrap_err();
+        assert!(
+            error.starts_with("Error loading the certificate chain: /nonexistent/fogcached.pem"),
+            "{error}"
+        );
     }
 
     #[test]
