@@ -432,6 +432,71 @@ fn session_cache_resumes_sessions_and_counts_them() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// With a TLS output buffer larger than the socket's (`ssl_wbuf_size`), one reply is
+/// taken whole as plaintext while part of its ciphertext waits for the socket. The client
+/// reads only after a pause, so the rest must go out at a later writable event: a
+/// connection that counted only its own output as pending would never send it.
+#[test]
+fn a_reply_larger_than_the_socket_reaches_a_late_reader() -> anyhow::Result<()> {
+    let scratch = Scratch::new("late")?;
+    let ca = Authority::new("late CA")?;
+    let (_, cert, key) = server_files(&scratch, &ca)?;
+    let server = tls_server(
+        &format!(
+            "ssl_chain_cert={},ssl_key={},ssl_wbuf_size=16384",
+            path_str(&cert)?,
+            path_str(&key)?
+        ),
+        &["-I", "4m"],
+    )?;
+    // Two values of 3 MB: more than a loopback socket pair holds (a 4 MiB send buffer at
+    // most, and a receive buffer that does not grow while its reader sleeps).
+    const VALUE_BYTES: usize = 3_000_000;
+    let value =
+        |key: usize| -> Vec<u8> { (0..VALUE_BYTES).map(|i| ((i + key) % 249) as u8).collect() };
+    let mut writer = TlsClient::connect(server.addr(), &ca, None)?;
+    for key in 0..2 {
+        let mut set = format!("set big{key} 0 0 {VALUE_BYTES}\r\n").into_bytes();
+        set.extend_from_slice(&value(key));
+        set.extend_from_slice(b"\r\n");
+        assert_eq!(writer.request(&set, b"\r\n")?, b"STORED\r\n");
+    }
+
+    let mut reader = TlsClient::connect(server.addr(), &ca, None)?;
+    for round in 0..2 {
+        reader.send(b"get big0 big1\r\n")?;
+        // The server writes what the socket takes and keeps the rest.
+        std::thread::sleep(Duration::from_millis(500));
+        for key in 0..2 {
+            let header = reader.read_until(b"\r\n")?;
+            assert_eq!(
+                escape(&header),
+                escape(format!("VALUE big{key} 0 {VALUE_BYTES}\r\n").as_bytes()),
+                "round {round}"
+            );
+            while reader.pending.len() < VALUE_BYTES + 2 {
+                let mut chunk = vec![0u8; 256 * 1024];
+                let read = reader.stream.read(&mut chunk).with_context(|| {
+                    format!("round {round}, big{key}: {} bytes in", reader.pending.len())
+                })?;
+                if read == 0 {
+                    bail!("round {round}: closed");
+                }
+                reader.pending.extend_from_slice(&chunk[..read]);
+            }
+            let rest = reader.pending.split_off(VALUE_BYTES + 2);
+            let body = std::mem::replace(&mut reader.pending, rest);
+            assert!(
+                body[..VALUE_BYTES] == value(key)[..],
+                "round {round}: big{key} differs"
+            );
+            assert_eq!(&body[VALUE_BYTES..], b"\r\n", "round {round}");
+        }
+        assert_eq!(reader.read_until(b"\r\n")?, b"END\r\n", "round {round}");
+    }
+    Ok(())
+}
+
 #[test]
 fn client_certificates_are_required_or_refused() -> anyhow::Result<()> {
     let scratch = Scratch::new("mtls")?;
