@@ -828,3 +828,38 @@ fn tls_settings_and_replies_match_memcached() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `-Y` and `-Z` together: the authfile exchange runs inside the TLS session.
+#[test]
+fn authentication_works_over_tls() -> anyhow::Result<()> {
+    let scratch = Scratch::new("tls-auth")?;
+    let ca = Authority::new("tls-auth CA")?;
+    let (_, cert, key) = server_files(&scratch, &ca)?;
+    let users = scratch.write("users", b"alice:tls-pw\n")?;
+    let server = tls_server(
+        &format!(
+            "ssl_chain_cert={},ssl_key={}",
+            path_str(&cert)?,
+            path_str(&key)?
+        ),
+        &["-Y", path_str(&users)?],
+    )?;
+    let mut client = TlsClient::connect(server.addr(), &ca, None)?;
+    assert_eq!(
+        client.request(b"get k\r\n", b"\r\n")?,
+        b"CLIENT_ERROR unauthenticated\r\n"
+    );
+    assert_eq!(
+        client.request(b"set auth 0 0 12\r\nalice tls-pw\r\n", b"\r\n")?,
+        b"STORED\r\n"
+    );
+    assert_eq!(
+        client.request(b"set k 0 0 1\r\nv\r\n", b"\r\n")?,
+        b"STORED\r\n"
+    );
+    assert_eq!(
+        client.request(b"get k\r\n", b"END\r\n")?,
+        b"VALUE k 0 1\r\nv\r\nEND\r\n"
+    );
+    Ok(())
+}
