@@ -1,8 +1,9 @@
 //! Slab page moves: `slabs reassign`, the automover's page moves and a full class
 //! taking a page from another (memcached's slab rebalancer). A page is emptied by
 //! evacuation; in a tiered engine whose policy migrates, its live items are demoted to
-//! the slow tier first (one move each), so a page move loses no item while the slow
-//! tier has room.
+//! the slow tier first (one move each), and a page whose items could not all be demoted
+//! does not move: a page move in DRAM never loses an item (a demotion makes room in a
+//! full slow tier by that tier's own eviction).
 
 use std::sync::atomic::Ordering;
 
@@ -17,9 +18,12 @@ const STEAL_VICTIMS_MAX: usize = 3;
 const STEAL_RETRIES: usize = 2;
 /// Waits (1 ms each) for busy items when the automover or `slabs reassign` moves a page.
 const REASSIGN_RETRIES: usize = 100;
-/// Passes over a moving DRAM page demoting its items before the rest are evicted (an
-/// item changed in place during a pass, e.g. by `incr`, is skipped by that pass).
+/// Passes over a moving DRAM page demoting its items before it is evacuated (an item
+/// changed in place during a pass, e.g. by `incr`, is skipped by that pass).
 const PAGE_DEMOTE_PASSES: usize = 3;
+/// Rounds of demotion passes and an evacuation attempt before a tiered DRAM page move
+/// gives up (nothing lost; the automover or `slabs reassign` tries again later).
+const PAGE_MOVE_ROUNDS: usize = 10;
 
 impl Engine {
     /// Empties `page` of class `src` (evicting its items) and returns it to the pool.
@@ -34,6 +38,12 @@ impl Engine {
         retries: usize,
         keep: bool,
     ) -> bool {
+        // A live item of a tiered DRAM page is never evicted here: `move_page` demotes
+        // it first, and one it could not demote (a write raced the copy) keeps the
+        // page from moving this time. Evicting it would lose an item while the slow
+        // tier has room (an `incr`ed counter changes in place on every increment, so
+        // it can lose every race with its demotion).
+        let evict_live = !self.page_moves_demote(tier);
         for attempt in 0..=retries {
             let mut cs = tier.classes[src].0.lock();
             if !cs.pages.contains(&(page as u32)) {
@@ -43,7 +53,7 @@ impl Engine {
                 let addr = tier.mem.addr_at(page * SLAB_PAGE_SIZE_BYTES);
                 tier.mem.charge_header_read(addr, header_bytes::ALL);
                 let h = tier.mem.header(addr);
-                if h.has(state::LINKED) {
+                if h.has(state::LINKED) && evict_live {
                     let key_hash = h.key_hash.load(Ordering::Relaxed);
                     if let Some(mut table) = self.index.shard(key_hash).table.try_lock() {
                         self.remove_locked(tier, &mut cs, &mut table, addr);
@@ -71,6 +81,8 @@ impl Engine {
                     let bits = h.state.load(Ordering::Relaxed);
                     if bits & state::FREE != 0 {
                         cs.unlink_free(&tier.mem, addr);
+                    } else if bits & state::LINKED != 0 && !evict_live {
+                        busy += 1;
                     } else if bits & state::LINKED != 0 {
                         let key_hash = h.key_hash.load(Ordering::Relaxed);
                         match self.index.shard(key_hash).table.try_lock() {
@@ -219,10 +231,24 @@ impl Engine {
             return false;
         };
         let keep = dst != 0 && dst != self.geometry.large && src != self.geometry.large;
-        if self.page_moves_demote(tier) {
-            // Tiered: the page's items go to the slow tier; only what cannot be
-            // demoted (the slow tier is full) is evicted below. A few passes: an item
-            // changed in place during a pass (its CAS moved on) is taken by the next.
+        let moved = if self.page_moves_demote(tier) {
+            self.demote_and_evacuate_page(tier, src, page, keep)
+        } else {
+            self.evacuate_page(tier, src, page, REASSIGN_RETRIES, keep)
+        };
+        if moved && keep {
+            self.adopt_page(tier, dst, page);
+        }
+        moved
+    }
+
+    /// A tiered DRAM page's move: its items go to the slow tier (a few passes: an item
+    /// changed in place during a pass, its CAS moved on, is taken by the next), then the
+    /// emptied page is evacuated, which evicts nothing. Rounds of both until the page is
+    /// empty, bounded: a page whose items keep losing the race (a counter incremented
+    /// all the time) stays where it is this time, and the caller tries again later.
+    fn demote_and_evacuate_page(&self, tier: &Tier, src: usize, page: usize, keep: bool) -> bool {
+        for _ in 0..PAGE_MOVE_ROUNDS {
             for _ in 0..PAGE_DEMOTE_PASSES {
                 if !self.demote_page_items(tier, src, page) {
                     break;
@@ -235,14 +261,11 @@ impl Engine {
                 self.rare.slabs_moved.fetch_add(1, Ordering::Relaxed);
                 return true;
             }
+            if self.evacuate_page(tier, src, page, STEAL_RETRIES, keep) {
+                return true;
+            }
         }
-        if !self.evacuate_page(tier, src, page, REASSIGN_RETRIES, keep) {
-            return false;
-        }
-        if keep {
-            self.adopt_page(tier, dst, page);
-        }
-        true
+        false
     }
 
     /// `slabs automove <0|1|2>`.
@@ -257,8 +280,9 @@ impl Engine {
     /// Before a DRAM page of class `src` is emptied by the slab mover: demotes every
     /// live item in it to the slow tier (one copy each), so a page move loses no item.
     /// The page is marked as moving first, so freed chunks (and the free ones already
-    /// in it) stay off the free list; `evacuate_page` then finishes the move and evicts
-    /// (and counts) only what could not be demoted. Bounded by the chunks of one page.
+    /// in it) stay off the free list; `evacuate_page` then finishes the move once no
+    /// live item is left (it evicts none in a tiered DRAM). Bounded by the chunks of one
+    /// page.
     /// The caller holds no lock (demotions wait for shard locks). Returns whether some
     /// item was looked at but did not move (another pass may take it).
     pub(crate) fn demote_page_items(&self, tier: &Tier, src: usize, page: usize) -> bool {

@@ -522,8 +522,12 @@ fn concurrent_operations_during_migrations_lose_nothing_and_read_only_whole_late
             "both tiers hold items"
         );
     } else {
+        // A promotion that found no DRAM chunk still went through the Move-to-DRAM
+        // queue and `move_item` up to the destination: under the hotspot policies the
+        // benefit-aware reassignment may give the one DRAM page to the append keys'
+        // classes for a whole run, and then every promotion of a string fails there.
         assert!(
-            m.promotions > 0 && m.demotions > 0 && m.migrations_raced > 0,
+            m.promotions + m.promotions_failed > 0 && m.demotions > 0 && m.migrations_raced > 0,
             "both Move queues were busy and requests raced migrations: {m:?}"
         );
     }
