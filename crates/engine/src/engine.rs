@@ -27,6 +27,7 @@ use crate::automove::AutomoveState;
 use crate::background::Background;
 use crate::clock::Clock;
 use crate::config::{ConfigError, EngineConfig, SLAB_PAGE_SIZE_BYTES};
+use crate::events::EventLog;
 use crate::index::Index;
 use crate::item::{ItemAddr, ItemHeader, ItemMemory, ITEM_HEADER_BYTES};
 use crate::moves::Migration;
@@ -183,6 +184,8 @@ pub struct Engine {
     pub(crate) pending_flush: PendingFlush,
     /// What the last start found in the pool (for the start-up log and `stats`).
     pub(crate) recovery: Mutex<RecoveryReport>,
+    /// Fetches, stores, evictions and moves, recorded only while somebody watches.
+    pub(crate) events: EventLog,
 }
 
 impl Engine {
@@ -258,6 +261,7 @@ impl Engine {
             cas_high_water: AtomicU64::new(u64::MAX),
             pending_flush: PendingFlush::default(),
             recovery: Mutex::new(RecoveryReport::default()),
+            events: EventLog::default(),
         });
         engine.open_pool()?;
         Ok(engine)
@@ -269,6 +273,12 @@ impl Engine {
 
     pub fn clock(&self) -> &dyn Clock {
         &*self.clock
+    }
+
+    /// The log of what the cache does, for `watch` (records nothing until a kind of
+    /// event is wanted).
+    pub fn events(&self) -> &EventLog {
+        &self.events
     }
 
     /// Whether an item with this key and value length could ever be stored. The server

@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 
 use crate::api::StoreOutcome;
 use crate::engine::{Dead, Engine, Tier};
+use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::{Index, ShardGuard};
 use crate::item::{header_bytes, state, ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
 use crate::policy::Policy;
@@ -232,6 +233,23 @@ impl Engine {
         }
         if h.has(state::ACTIVE) {
             cs.stats.evicted_active += 1;
+        }
+        if self.events.wants(kind::EVICTIONS) {
+            let key_len = usize::from(h.key_len.load(Ordering::Relaxed));
+            tier.mem.charge_read(addr, ITEM_HEADER_BYTES, key_len);
+            // SAFETY: we hold the item's shard lock (item.rs invariant 3).
+            let key = unsafe { tier.mem.key(addr) };
+            let what = EventWhat::Evicted {
+                item: ItemFacts {
+                    tier: tier.id,
+                    class_id: cs.id as u8,
+                    value_bytes: h.value_len.load(Ordering::Relaxed),
+                },
+                fetched: h.has(state::FETCHED),
+                ttl_s: Self::ttl_remaining(h, now_s),
+                idle_s: cs.stats.evicted_time_s,
+            };
+            self.events.record(kind::EVICTIONS, key, what);
         }
         self.remove_locked(tier, cs, &mut table, addr);
         true
