@@ -99,6 +99,8 @@ pub struct EventLog {
     next_seq: AtomicU64,
     /// Events dropped because the queue was full, since the last drain.
     dropped: AtomicU64,
+    /// Events dropped since start (memcached's `log_worker_dropped`).
+    dropped_total: AtomicU64,
 }
 
 impl EventLog {
@@ -131,6 +133,7 @@ impl EventLog {
         let seq = self.next_seq.fetch_add(1, Ordering::Relaxed) + 1;
         if queue.len() >= EVENT_LOG_CAPACITY {
             self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.dropped_total.fetch_add(1, Ordering::Relaxed);
             return;
         }
         queue.push_back(Event {
@@ -139,6 +142,14 @@ impl EventLog {
             key: key.into(),
             what,
         });
+    }
+
+    /// Events recorded and events dropped since start (memcached's `log_worker_written`
+    /// and `log_worker_dropped`).
+    pub fn totals(&self) -> (u64, u64) {
+        let dropped = self.dropped_total.load(Ordering::Relaxed);
+        let numbered = self.next_seq.load(Ordering::Relaxed);
+        (numbered - dropped, dropped)
     }
 
     /// Moves up to `max` events into `out`, oldest first, and returns how many were

@@ -78,8 +78,14 @@ const SUBOPTIONS_WITHOUT_EFFECT: &[(&str, &str)] = &[
     ("lru_segmented", "the LRU is always segmented"),
     ("no_hashexpand", "the index grows as needed"),
     ("track_sizes", "`stats sizes` is always available"),
-    ("watcher_logbuf_size", "no `watch` log buffers"),
-    ("worker_logbuf_size", "no `watch` log buffers"),
+    (
+        "watcher_logbuf_size",
+        "each watcher buffers a fixed 256 KiB",
+    ),
+    (
+        "worker_logbuf_size",
+        "the event log is one bounded queue, not a buffer per worker",
+    ),
     ("inline_ascii_response", "no inline ASCII responses"),
     ("no_inline_ascii_resp", "no inline ASCII responses"),
     (
@@ -265,6 +271,17 @@ struct Cli {
     /// Try to use large memory pages for the DRAM tier (transparent huge pages).
     #[arg(short = 'L', long = "enable-largepages")]
     enable_largepages: bool,
+    /// Use <CHAR> as the delimiter between key prefixes and IDs, for per-prefix stats
+    /// reporting (default ":"); giving it turns stats collection on, else `stats detail
+    /// on` does.
+    #[arg(short = 'D', value_name = "CHAR")]
+    prefix_delimiter: Option<String>,
+    /// Disable stats cachedump and lru_crawler metadump.
+    #[arg(short = 'X', long = "disable-dumping")]
+    disable_dumping: bool,
+    /// Disable watch commands (live logging).
+    #[arg(short = 'W', long = "disable-watch")]
+    disable_watch: bool,
     /// Extended options, comma separated (may be repeated).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
@@ -314,6 +331,14 @@ pub struct Config {
     /// `--data-dir`: where the default pool file lives; created by [`prepare_storage`]
     /// when the slow tier uses it.
     pub data_dir: PathBuf,
+    /// `-D`: the byte between a key's prefix and its ID for `stats detail`.
+    pub prefix_delimiter: u8,
+    /// `-D` given: per-prefix stats are collected from the start.
+    pub detail_enabled: bool,
+    /// Not `-X`.
+    pub dumps_enabled: bool,
+    /// Not `-W`.
+    pub watch_enabled: bool,
 }
 
 impl Default for Config {
@@ -339,6 +364,10 @@ impl Default for Config {
             large_pages: false,
             warnings: Vec::new(),
             data_dir: PathBuf::from(DATA_DIR_DEFAULT),
+            prefix_delimiter: b':',
+            detail_enabled: false,
+            dumps_enabled: true,
+            watch_enabled: true,
         }
     }
 }
@@ -438,6 +467,8 @@ where
         lock_memory: cli.lock_memory,
         large_pages: cli.enable_largepages,
         data_dir: cli.data_dir.clone(),
+        dumps_enabled: !cli.disable_dumping,
+        watch_enabled: !cli.disable_watch,
         unix_socket: cli.unix_socket.clone(),
         unix_mode: u32::from_str_radix(&cli.unix_mask, 8)
             .ok()
@@ -450,6 +481,18 @@ where
             })?,
         ..Config::default()
     };
+    if let Some(delimiter) = &cli.prefix_delimiter {
+        // memcached takes the first character of the argument.
+        match delimiter.as_bytes() {
+            [byte, ..] if byte.is_ascii_graphic() => config.prefix_delimiter = *byte,
+            _ => {
+                return Err(usage(format!(
+                    "-D needs a printable ASCII delimiter character, got {delimiter:?}"
+                )))
+            }
+        }
+        config.detail_enabled = true;
+    }
     if cli.listen.is_empty() {
         config.listen = vec![LISTEN_DEFAULT.to_owned()];
     } else {

@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod connection;
+pub mod detail;
 pub mod dispatch;
 pub mod listener;
 pub mod process;
@@ -11,4 +12,5 @@ pub mod runtime;
 pub mod session;
 pub mod stats;
 pub mod stream;
+pub mod watch;
 pub mod worker;

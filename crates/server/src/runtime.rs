@@ -28,6 +28,9 @@ pub struct Shared {
     pub stats: ServerStats,
     pub config: Config,
     pub dispatchers: Dispatchers,
+    /// The thread that streams the event log to `watch` connections (set once, right
+    /// after start-up).
+    pub logger: std::sync::OnceLock<crate::watch::Logger>,
     shutdown_sender: Sender<()>,
 }
 
@@ -129,6 +132,8 @@ impl Server {
                 .map(|path| path.display().to_string()),
             unix_mode: config.unix_mode,
             shutdown_requested: AtomicBool::new(false),
+            dumps_enabled: config.dumps_enabled,
+            watch_enabled: config.watch_enabled,
         };
         let stats = ServerStats::default();
         stats
@@ -146,8 +151,16 @@ impl Server {
             stats,
             config,
             dispatchers,
+            logger: std::sync::OnceLock::new(),
             shutdown_sender,
         });
+        shared
+            .stats
+            .prefixes
+            .configure(shared.config.prefix_delimiter, shared.config.detail_enabled);
+        let logger = crate::watch::Logger::spawn(Arc::downgrade(&shared))
+            .context("starting the logger thread")?;
+        let _ = shared.logger.set(logger);
 
         shared.engine.start_background();
         let mut workers = Vec::new();
@@ -238,6 +251,9 @@ fn stop_threads(
     }
     for (_, thread) in workers {
         let _ = thread.join();
+    }
+    if let Some(logger) = shared.logger.get() {
+        logger.join();
     }
     // Nothing is served any more: write DRAM's items down to a persistent pool and mark
     // it clean, so a restart serves them.

@@ -418,6 +418,7 @@ mod tests {
                 out: &mut out,
                 resume_keys: 0,
                 out_high_water_bytes: usize::MAX,
+                client_fd: -1,
             };
             let step = handle(&mut session, input);
             (step, out)
@@ -1170,6 +1171,7 @@ mod tests {
                 Step::Close => {}
                 Step::Shutdown => proptest::prop_assert!(false, "binary never shuts down"),
                 Step::Partial { .. } => proptest::prop_assert!(false, "binary never streams"),
+                Step::Watch { .. } => proptest::prop_assert!(false, "binary never watches"),
             }
             // Whatever was answered is well-formed responses echoing the opaque.
             for r in responses(&out) {

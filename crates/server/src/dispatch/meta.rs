@@ -15,6 +15,7 @@ use protocol::meta::{
 };
 use protocol::Parsed;
 
+use crate::detail::PrefixOp;
 use crate::session::{Session, Step};
 
 const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
@@ -102,10 +103,16 @@ fn meta_get(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>)
         // Only `mg` hands out the recache token of a stale item (`get` and `me` do not).
         claim_recache_token: true,
         no_stats: false,
+        requester: session.client_fd,
     };
     let outcome = engine.read(key.as_bytes(), &options, |item| {
         write_hit(out, key, flags, item, false)
     });
+    let hit = matches!(outcome, ReadOutcome::Hit(()));
+    session
+        .stats
+        .prefixes
+        .record(key.as_bytes(), PrefixOp::Get { hit });
     match outcome {
         ReadOutcome::Hit(()) => {}
         ReadOutcome::Miss { vivified: true } => {
@@ -258,6 +265,8 @@ fn meta_set(
     } else {
         None
     };
+    options.requester = session.client_fd;
+    session.stats.prefixes.record(key.as_bytes(), PrefixOp::Set);
 
     let engine = session.engine;
     let out = &mut *session.out;
@@ -309,6 +318,10 @@ fn meta_delete(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'
         remove_value_only: flags.remove_value,
         new_cas: flags.new_cas,
     };
+    session
+        .stats
+        .prefixes
+        .record(key.as_bytes(), PrefixOp::Delete);
     let status: &[u8] = match session.engine.delete(key.as_bytes(), &options) {
         DeleteOutcome::Deleted if flags.quiet => return,
         DeleteOutcome::Deleted => b"HD",
@@ -487,6 +500,7 @@ mod tests {
                 out: &mut out,
                 resume_keys: 0,
                 out_high_water_bytes: usize::MAX,
+                client_fd: -1,
             };
             let mut rest = input;
             // Each call consumes at least one byte, so this loop is bounded by the input.
@@ -498,6 +512,7 @@ mod tests {
                     }
                     Step::NeedMore | Step::Close | Step::Shutdown => break,
                     Step::Partial { .. } => panic!("meta requests have one key each"),
+                    Step::Watch { .. } => panic!("meta requests never watch"),
                 }
             }
             out
@@ -812,6 +827,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            client_fd: -1,
         };
         assert_eq!(
             handle(&mut session, b"ms foo 2\r\nbar\r\n"),
@@ -853,6 +869,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            client_fd: -1,
         };
         // Only the command line is needed: the payload is discarded as it arrives.
         assert_eq!(
@@ -877,6 +894,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            client_fd: -1,
         };
         let request = b"ms foo 3 T0\r\nbar\r\n";
         for split in 0..request.len() {
@@ -1026,6 +1044,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            client_fd: -1,
         };
         let input = vec![b'k'; 3000];
         let mut line = b"mg ".to_vec();
