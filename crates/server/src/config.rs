@@ -282,6 +282,10 @@ struct Cli {
     /// Disable watch commands (live logging).
     #[arg(short = 'W', long = "disable-watch")]
     disable_watch: bool,
+    /// Serve Prometheus metrics (memcached_exporter's names plus per-tier metrics and
+    /// latency histograms) over HTTP at http://<ADDR:PORT>/metrics; off by default.
+    #[arg(long = "metrics-listen", value_name = "ADDR:PORT")]
+    metrics_listen: Option<String>,
     /// Extended options, comma separated (may be repeated).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
@@ -339,6 +343,8 @@ pub struct Config {
     pub dumps_enabled: bool,
     /// Not `-W`.
     pub watch_enabled: bool,
+    /// `--metrics-listen`: where the Prometheus endpoint listens; None = off.
+    pub metrics_listen: Option<String>,
 }
 
 impl Default for Config {
@@ -368,6 +374,7 @@ impl Default for Config {
             detail_enabled: false,
             dumps_enabled: true,
             watch_enabled: true,
+            metrics_listen: None,
         }
     }
 }
@@ -469,6 +476,7 @@ where
         data_dir: cli.data_dir.clone(),
         dumps_enabled: !cli.disable_dumping,
         watch_enabled: !cli.disable_watch,
+        metrics_listen: cli.metrics_listen.clone(),
         unix_socket: cli.unix_socket.clone(),
         unix_mode: u32::from_str_radix(&cli.unix_mask, 8)
             .ok()

@@ -31,6 +31,8 @@ pub struct Shared {
     /// The thread that streams the event log to `watch` connections (set once, right
     /// after start-up).
     pub logger: std::sync::OnceLock<crate::watch::Logger>,
+    /// The Prometheus endpoint (`--metrics-listen`), set once at start-up.
+    pub metrics: std::sync::OnceLock<crate::metrics::MetricsServer>,
     shutdown_sender: Sender<()>,
 }
 
@@ -152,6 +154,7 @@ impl Server {
             config,
             dispatchers,
             logger: std::sync::OnceLock::new(),
+            metrics: std::sync::OnceLock::new(),
             shutdown_sender,
         });
         shared
@@ -161,6 +164,16 @@ impl Server {
         let logger = crate::watch::Logger::spawn(Arc::downgrade(&shared))
             .context("starting the logger thread")?;
         let _ = shared.logger.set(logger);
+        if let Some(addr) = &shared.config.metrics_listen {
+            let metrics = crate::metrics::MetricsServer::start(addr, Arc::downgrade(&shared))?;
+            if shared.verbosity() > 0 {
+                eprintln!(
+                    "fogcached metrics on http://{}/metrics",
+                    metrics.local_addr()
+                );
+            }
+            let _ = shared.metrics.set(metrics);
+        }
 
         shared.engine.start_background();
         let mut workers = Vec::new();
@@ -201,6 +214,11 @@ impl Server {
     /// The bound listening addresses (with the real port when `-p 0` was given).
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.local_addrs
+    }
+
+    /// Where the Prometheus endpoint listens, if it is on.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.shared.metrics.get().map(|m| m.local_addr())
     }
 
     /// The runtime's counters (for tests and embedding).
@@ -254,6 +272,9 @@ fn stop_threads(
     }
     if let Some(logger) = shared.logger.get() {
         logger.join();
+    }
+    if let Some(metrics) = shared.metrics.get() {
+        metrics.join();
     }
     // Nothing is served any more: write DRAM's items down to a persistent pool and mark
     // it clean, so a restart serves them.

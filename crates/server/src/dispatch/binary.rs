@@ -20,6 +20,7 @@ use protocol::binary::{
 };
 use protocol::Parsed;
 
+use crate::latency::{self, CommandKind};
 use crate::session::{Session, Step, SERVER_VERSION};
 use crate::stats::{self, StatsGroup};
 
@@ -36,7 +37,20 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             swallow_bytes,
             close,
         } => super::refuse(session, reply, consumed, swallow_bytes, close),
-        Parsed::Complete { request, consumed } => execute(session, &request, consumed),
+        Parsed::Complete { request, consumed } => {
+            let started = latency::start();
+            let kind = match request.command {
+                Command::Get { .. } | Command::GetAndTouch { .. } => CommandKind::Get,
+                Command::Store { .. } | Command::StoreTooLarge { .. } => CommandKind::Set,
+                Command::Delete { .. } => CommandKind::Delete,
+                Command::Arith { .. } => CommandKind::Arith,
+                Command::Touch { .. } => CommandKind::Touch,
+                _ => CommandKind::Other,
+            };
+            let step = execute(session, &request, consumed);
+            latency::finish(started, kind);
+            step
+        }
     }
 }
 

@@ -16,6 +16,7 @@ use protocol::meta::{
 use protocol::Parsed;
 
 use crate::detail::PrefixOp;
+use crate::latency::{self, CommandKind};
 use crate::session::{Session, Step};
 
 const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
@@ -38,53 +39,74 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             swallow_bytes,
             close,
         } => super::refuse(session, reply, consumed, swallow_bytes, close),
-        Parsed::Complete { request, consumed } => match request {
-            MetaRequest::Get { key, flags } => {
-                meta_get(session, &key, &flags);
-                Step::Consumed(consumed)
+        Parsed::Complete { request, consumed } => {
+            let started = latency::start();
+            let kind = command_kind(&request);
+            let step = execute(session, request, consumed);
+            latency::finish(started, kind);
+            step
+        }
+    }
+}
+
+/// What a request counts as in the latency histograms.
+fn command_kind(request: &MetaRequest<'_>) -> CommandKind {
+    match request {
+        MetaRequest::Get { .. } => CommandKind::Get,
+        MetaRequest::Set { .. } => CommandKind::Set,
+        MetaRequest::Delete { .. } => CommandKind::Delete,
+        MetaRequest::Arith { .. } => CommandKind::Arith,
+        _ => CommandKind::Other,
+    }
+}
+
+fn execute(session: &mut Session<'_>, request: MetaRequest<'_>, consumed: usize) -> Step {
+    match request {
+        MetaRequest::Get { key, flags } => {
+            meta_get(session, &key, &flags);
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Set {
+            key,
+            flags,
+            mode,
+            value: SetValue::Data(value),
+        } => {
+            meta_set(session, &key, &flags, mode, value);
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Set {
+            key,
+            value: SetValue::TooLarge { swallow_bytes },
+            ..
+        } => {
+            // As memcached does when it cannot allocate the item: answer, drop any
+            // old value so a stale one is not served, and discard the payload.
+            // memcached's `ms` unlinks in every mode, counts `store_too_large`, and
+            // does not count a delete.
+            session.out.extend_from_slice(TOO_LARGE);
+            session.engine.refuse_too_large(key.as_bytes(), true);
+            Step::Swallow {
+                consumed,
+                bytes: swallow_bytes,
             }
-            MetaRequest::Set {
-                key,
-                flags,
-                mode,
-                value: SetValue::Data(value),
-            } => {
-                meta_set(session, &key, &flags, mode, value);
-                Step::Consumed(consumed)
-            }
-            MetaRequest::Set {
-                key,
-                value: SetValue::TooLarge { swallow_bytes },
-                ..
-            } => {
-                // As memcached does when it cannot allocate the item: answer, drop any
-                // old value so a stale one is not served, and discard the payload.
-                // memcached's `ms` unlinks in every mode, counts `store_too_large`, and
-                // does not count a delete.
-                session.out.extend_from_slice(TOO_LARGE);
-                session.engine.refuse_too_large(key.as_bytes(), true);
-                Step::Swallow {
-                    consumed,
-                    bytes: swallow_bytes,
-                }
-            }
-            MetaRequest::Delete { key, flags } => {
-                meta_delete(session, &key, &flags);
-                Step::Consumed(consumed)
-            }
-            MetaRequest::Arith { key, flags, mode } => {
-                meta_arith(session, &key, &flags, mode);
-                Step::Consumed(consumed)
-            }
-            MetaRequest::Noop => {
-                session.out.extend_from_slice(b"MN\r\n");
-                Step::Consumed(consumed)
-            }
-            MetaRequest::Debug { key } => {
-                meta_debug(session, &key);
-                Step::Consumed(consumed)
-            }
-        },
+        }
+        MetaRequest::Delete { key, flags } => {
+            meta_delete(session, &key, &flags);
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Arith { key, flags, mode } => {
+            meta_arith(session, &key, &flags, mode);
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Noop => {
+            session.out.extend_from_slice(b"MN\r\n");
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Debug { key } => {
+            meta_debug(session, &key);
+            Step::Consumed(consumed)
+        }
     }
 }
 

@@ -23,6 +23,7 @@ use protocol::Parsed;
 
 use crate::detail::PrefixOp;
 use crate::dispatch::admin;
+use crate::latency::{self, CommandKind};
 use crate::session::{Session, Step, SERVER_VERSION};
 use crate::stats::{self, StatsGroup};
 
@@ -73,7 +74,25 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             swallow_bytes,
             close,
         } => super::refuse(session, reply, consumed, swallow_bytes, close),
-        Parsed::Complete { request, consumed } => execute(session, request, consumed),
+        Parsed::Complete { request, consumed } => {
+            let started = latency::start();
+            let kind = command_kind(&request);
+            let step = execute(session, request, consumed);
+            latency::finish(started, kind);
+            step
+        }
+    }
+}
+
+/// What a request counts as in the latency histograms.
+fn command_kind(request: &TextRequest<'_>) -> CommandKind {
+    match request {
+        TextRequest::Get { .. } => CommandKind::Get,
+        TextRequest::Store { .. } | TextRequest::StoreTooLarge { .. } => CommandKind::Set,
+        TextRequest::Delete { .. } => CommandKind::Delete,
+        TextRequest::Arith { .. } => CommandKind::Arith,
+        TextRequest::Touch { .. } => CommandKind::Touch,
+        _ => CommandKind::Other,
     }
 }
 
