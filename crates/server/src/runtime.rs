@@ -239,8 +239,15 @@ impl Server {
     /// Blocks until a shutdown is requested, then stops every thread and the engine's
     /// background work.
     pub fn wait(self) {
+        self.wait_then(|| {});
+    }
+
+    /// [`Server::wait`], calling `stopping` once the shutdown was requested, before the
+    /// threads stop.
+    pub fn wait_then(self, stopping: impl FnOnce()) {
         // recv fails only if every sender is gone, and `shared` holds one.
         let _ = self.shutdown_receiver.recv();
+        stopping();
         self.stop();
     }
 
