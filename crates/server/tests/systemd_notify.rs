@@ -110,5 +110,33 @@ fn the_shipped_unit_is_type_notify() -> anyhow::Result<()> {
     assert!(exec.starts_with("/usr/bin/fogcached "), "{exec}");
     assert!(!exec.split(' ').any(|a| a == "-d"), "{exec}");
     assert_eq!(setting("NotifyAccess"), "main");
+
+    // systemd's own checker, on a copy that points at the binary under test.
+    const ANALYZE: &str = "/usr/bin/systemd-analyze";
+    if !std::path::Path::new(ANALYZE).exists() {
+        testkit::skip!(
+            "the_shipped_unit_is_type_notify",
+            "systemd-analyze is not installed"
+        );
+        return Ok(());
+    }
+    let dir = std::env::temp_dir().join(format!("fc-unit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let copy = dir.join("fogcached.service");
+    let binary = fogcached_binary()?;
+    std::fs::write(
+        &copy,
+        unit.replace("/usr/bin/fogcached", &binary.display().to_string()),
+    )?;
+    let run = testkit::run_bounded(
+        Command::new(ANALYZE).arg("verify").arg(&copy),
+        Duration::from_secs(60),
+    )?;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        run.success && run.output.trim().is_empty(),
+        "{}",
+        run.output
+    );
     Ok(())
 }
