@@ -24,6 +24,10 @@ use crate::stats::G;
 /// `do_item_alloc_pull`.
 const ALLOC_TRIES: usize = 10;
 
+/// Items looked at from each LRU segment's tail for dead ones before a class takes a
+/// fresh page (memcached's `lru_pull_tail` looks at five).
+pub(crate) const TAIL_RECLAIM_TRIES: usize = 5;
+
 impl Engine {
     /// Takes a chunk (or a page run) for an item of `total_bytes` without evicting.
     pub(crate) fn take_chunk(
@@ -49,6 +53,12 @@ impl Engine {
                 .state
                 .store(state::ALLOCATED, Ordering::Relaxed);
             return Some(addr);
+        }
+        // Expired items' chunks before fresh memory, as memcached's LRU maintainer
+        // reclaims them: a cache of short-lived items reuses their chunks instead of
+        // growing to its limit (and then evicting live items for room it had).
+        if cs.free_head == NIL {
+            self.reclaim_dead_at_tails(tier, cs);
         }
         if cs.free_head == NIL {
             let page = tier.pool.lock().alloc_run(cs.id, 1)?;
@@ -206,6 +216,32 @@ impl Engine {
         }
         self.remove_locked(tier, cs, &mut table, addr);
         true
+    }
+
+    /// Reclaims the dead (expired or flushed) items among the last
+    /// [`TAIL_RECLAIM_TRIES`] of each LRU segment of the class (the caller holds its
+    /// lock), so their chunks go to the free list. Returns how many were reclaimed
+    /// (counted as memcached's `reclaimed`). Bounded: it looks at a few headers, once
+    /// per page's worth of allocations when nothing is dead.
+    pub(crate) fn reclaim_dead_at_tails(&self, tier: &Tier, cs: &mut ClassState) -> usize {
+        let now = self.clock.now_s();
+        let mut reclaimed = 0;
+        for segment in 0..crate::lru::SEGMENTS {
+            let mut addr = cs.lru.tail[segment];
+            for _ in 0..TAIL_RECLAIM_TRIES {
+                if addr == NIL {
+                    break;
+                }
+                tier.mem.charge_header_read(addr, header_bytes::ALL);
+                let h = tier.mem.header(addr);
+                let prev = h.prev.load(Ordering::Relaxed);
+                if self.dead_reason(h, now).is_some() && self.reclaim_dead(tier, cs, addr, false) {
+                    reclaimed += 1;
+                }
+                addr = prev;
+            }
+        }
+        reclaimed
     }
 
     /// Evicts the live item at `addr` (found at a COLD tail by the policy) if its shard

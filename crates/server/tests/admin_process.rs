@@ -402,3 +402,42 @@ fn a_large_metadump_streams_every_item() -> anyhow::Result<()> {
         .starts_with(b"VERSION "));
     Ok(())
 }
+
+/// A cache of short-lived items reuses their memory: 1 000-byte items with a 2 s TTL,
+/// 2 000 a second for 8 s (16 MB written, about 6 MB alive at once), and the DRAM tier
+/// never holds more than the live items need, where taking fresh pages first would
+/// have grown it to 17+ pages.
+#[test]
+fn short_lived_items_do_not_grow_the_cache() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&["-m", "64", "--slow-size", "0"])?;
+    let mut client = RawClient::connect(server.addr())?;
+    let value = vec![b'v'; 1000];
+    let started = Instant::now();
+    let mut pages_max = 0u64;
+    for second in 0..8u32 {
+        let mut batch = Vec::new();
+        for i in 0..2000 {
+            batch.extend_from_slice(format!("set s{second}:{i} 0 2 1000 noreply\r\n").as_bytes());
+            batch.extend_from_slice(&value);
+            batch.extend_from_slice(b"\r\n");
+        }
+        client.send(&batch)?;
+        client.request(b"mn\r\n", b"MN\r\n")?;
+        let stats = client.stats("")?;
+        let pages: u64 = stat(&stats, "tier_dram_pages_in_use")
+            .unwrap_or("0")
+            .parse()?;
+        pages_max = pages_max.max(pages);
+        let next = started + Duration::from_secs(u64::from(second) + 1);
+        if let Some(wait) = next.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+    }
+    let stats = client.stats("")?;
+    assert_eq!(stat(&stats, "evictions"), Some("0"));
+    let reclaimed: u64 = stat(&stats, "reclaimed").unwrap_or("0").parse()?;
+    assert!(reclaimed > 4000, "{stats:?}");
+    // Three seconds of items (6 MB in 1 184-byte chunks) fit in 8 pages; allow 12.
+    assert!(pages_max <= 12, "the DRAM tier grew to {pages_max} pages");
+    Ok(())
+}
