@@ -45,7 +45,7 @@ pub use config::{
 };
 pub use dump::{ItemDump, DUMP_CURSOR_START};
 pub use engine::Engine;
-pub use engine::ReassignError;
+pub use engine::{DramLimitError, ReassignError};
 pub use events::{Event, EventLog, EventWhat, ItemFacts};
 #[cfg(feature = "test-hooks")]
 pub use pause::MigrationPause;

@@ -146,6 +146,11 @@ struct Cli {
         default_value = "64"
     )]
     memory_limit: String,
+    /// The largest DRAM tier `cache_memlimit` may set at run time (megabytes; suffixes
+    /// k, m, g accepted); its address space is reserved at start-up, untouched memory
+    /// costs nothing. Default: the -m size.
+    #[arg(long = "dram-max", value_name = "SIZE")]
+    dram_max: Option<String>,
     /// Slow tier size in megabytes (suffixes k, m, g accepted); 0 = DRAM only.
     #[arg(long = "slow-size", value_name = "SIZE", default_value = SLOW_SIZE_DEFAULT)]
     slow_size: String,
@@ -526,6 +531,15 @@ where
                 cli.memory_limit
             ))
         })?;
+    if let Some(text) = &cli.dram_max {
+        engine.dram_max_bytes = parse_size(text, SizeUnit::Megabytes)
+            .map_err(|e| usage(format!("invalid --dram-max {text:?}: {e}")))?;
+        if engine.dram_max_bytes < engine.memory_limit_bytes {
+            return Err(usage(format!(
+                "--dram-max {text} is below the DRAM tier's size (-m/--dram)"
+            )));
+        }
+    }
     apply_tier_flags(engine, &cli)?;
     let item_size_max = parse_size(&cli.max_item_size, SizeUnit::Bytes).map_err(|e| {
         usage(format!(

@@ -441,3 +441,66 @@ fn short_lived_items_do_not_grow_the_cache() -> anyhow::Result<()> {
     assert!(pages_max <= 12, "the DRAM tier grew to {pages_max} pages");
     Ok(())
 }
+
+/// `cache_memlimit` resizes the DRAM tier at run time within `--dram-max`, and `stats`
+/// reports the new size under memcached's names (as memcached's own do after the same
+/// command).
+#[test]
+fn cache_memlimit_resizes_the_dram_tier() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&["-m", "8", "--dram-max", "32", "--slow-size", "0"])?;
+    let mut client = RawClient::connect(server.addr())?;
+    let fill = |client: &mut RawClient, from: usize| -> anyhow::Result<u64> {
+        let mut batch = Vec::new();
+        for i in from..from + 20_000 {
+            batch.extend_from_slice(format!("set k{i} 0 0 1000 noreply\r\n").as_bytes());
+            batch.extend_from_slice(&[b'v'; 1000]);
+            batch.extend_from_slice(b"\r\n");
+        }
+        client.send(&batch)?;
+        client.request(b"mn\r\n", b"MN\r\n")?;
+        let stats = client.stats("")?;
+        Ok(stat(&stats, "tier_dram_pages_in_use")
+            .unwrap_or("0")
+            .parse()?)
+    };
+    assert_eq!(fill(&mut client, 0)?, 8);
+    assert_eq!(
+        client.request(b"cache_memlimit 24\r\n", b"\r\n")?,
+        b"OK\r\n"
+    );
+    let grown = fill(&mut client, 20_000)?;
+    assert!(grown > 8 && grown <= 24, "{grown} pages");
+    let stats = client.stats("")?;
+    assert_eq!(stat(&stats, "limit_maxbytes"), Some("25165824"));
+    let settings = client.stats("settings")?;
+    assert_eq!(stat(&settings, "maxbytes"), Some("25165824"));
+    assert_eq!(stat(&settings, "dram_max"), Some("33554432"));
+    assert_eq!(
+        client.request(b"cache_memlimit 33\r\n", b"\r\n")?,
+        b"MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust\r\n"
+    );
+    assert_eq!(
+        client.request(b"cache_memlimit 7\r\n", b"\r\n")?,
+        b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n"
+    );
+
+    // memcached reports the same names after the same command.
+    let Ok(memcached) = ServerProcess::memcached(&["-m", "8"]) else {
+        skip!(
+            "cache_memlimit_resizes_the_dram_tier",
+            "Debian's memcached is not installed"
+        );
+        return Ok(());
+    };
+    let mut theirs = RawClient::connect(memcached.addr())?;
+    assert_eq!(
+        theirs.request(b"cache_memlimit 24\r\n", b"\r\n")?,
+        b"OK\r\n"
+    );
+    assert_eq!(stat(&theirs.stats("")?, "limit_maxbytes"), Some("25165824"));
+    assert_eq!(
+        stat(&theirs.stats("settings")?, "maxbytes"),
+        Some("25165824")
+    );
+    Ok(())
+}

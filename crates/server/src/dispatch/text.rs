@@ -227,13 +227,14 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
                 reply(session, noreply, MEMLIMIT_TOO_SMALL);
             } else if megabytes > MEMLIMIT_MAX_MEGABYTES {
                 reply(session, noreply, MEMLIMIT_NOT_BYTES);
-            } else if u64::from(megabytes) * 1024 * 1024 == engine.config().memory_limit_bytes {
-                // Asking for the limit already in force changes nothing.
-                reply(session, noreply, OK);
             } else {
-                // The engine sizes its page pool at start-up; memcached gives this reply
-                // when its memory cannot be adjusted at run time.
-                reply(session, noreply, MEMLIMIT_FAILED);
+                // The DRAM tier, up to the size reserved at start-up (`--dram-max`);
+                // beyond it memcached's reply for memory it cannot adjust. The slow
+                // tier's size is its pool's and does not change at run time.
+                match engine.set_dram_limit(u64::from(megabytes) * 1024 * 1024) {
+                    Ok(()) => reply(session, noreply, OK),
+                    Err(_) => reply(session, noreply, MEMLIMIT_FAILED),
+                }
             }
         }
     }
@@ -1335,6 +1336,17 @@ mod tests {
         assert_eq!(f.reply(b"cache_memlimit 64\r\n"), "OK\r\n");
         assert_eq!(f.reply(b"cache_memlimit 64 noreply\r\n"), "");
         assert_eq!(f.reply(b"cache_memlimit x\r\n"), "ERROR\r\n");
+        // The DRAM tier shrinks and grows back within what was reserved at start-up
+        // (-m here); beyond it, memcached's reply for memory it cannot adjust.
+        assert_eq!(f.reply(b"cache_memlimit 8\r\n"), "OK\r\n");
+        assert_eq!(f.stat("limit_maxbytes"), "8388608");
+        assert_eq!(
+            f.reply(b"cache_memlimit 65\r\n"),
+            "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust\r\n"
+        );
+        assert_eq!(f.stat("limit_maxbytes"), "8388608");
+        assert_eq!(f.reply(b"cache_memlimit 64\r\n"), "OK\r\n");
+        assert_eq!(f.stat("limit_maxbytes"), "67108864");
     }
 
     #[test]
