@@ -136,6 +136,7 @@ impl Server {
             shutdown_requested: AtomicBool::new(false),
             dumps_enabled: config.dumps_enabled,
             watch_enabled: config.watch_enabled,
+            metrics_listen: config.metrics_listen.clone(),
         };
         let stats = ServerStats::default();
         stats

@@ -39,6 +39,8 @@ pub struct ServerSettings {
     pub dumps_enabled: bool,
     /// Not `-W`: `watch` is allowed.
     pub watch_enabled: bool,
+    /// `--metrics-listen`, for `stats settings`.
+    pub metrics_listen: Option<String>,
 }
 
 impl Default for ServerSettings {
@@ -56,6 +58,7 @@ impl Default for ServerSettings {
             shutdown_requested: AtomicBool::new(false),
             dumps_enabled: true,
             watch_enabled: true,
+            metrics_listen: None,
         }
     }
 }

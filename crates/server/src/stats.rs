@@ -169,6 +169,16 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
     );
     emit("detail_enabled", yes_no(prefixes.enabled()));
     emit("dump_enabled", yes_no(settings.dumps_enabled));
+    emit("watch_enabled", yes_no(settings.watch_enabled));
+    emit(
+        "metrics_listen",
+        Text(
+            settings
+                .metrics_listen
+                .clone()
+                .unwrap_or_else(|| "none".to_owned()),
+        ),
+    );
     emit(
         "watcher_logbuf_size",
         U64(crate::watch::WATCHER_BUFFER_BYTES as u64),

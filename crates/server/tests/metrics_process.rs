@@ -147,6 +147,11 @@ fn metrics_carry_memcached_exporter_names_and_pass_promtool() -> anyhow::Result<
     assert_eq!(inf, Some(2.0));
 
     assert_eq!(http_get(metrics, "/nothing")?.0, 404);
+    let settings = client.stats("settings")?;
+    assert_eq!(
+        testkit::stat(&settings, "metrics_listen"),
+        Some(metrics.to_string().as_str())
+    );
 
     if !Path::new(PROMTOOL).exists() {
         skip!(

@@ -20,6 +20,7 @@ use protocol::binary::{
 };
 use protocol::Parsed;
 
+use crate::detail::PrefixOp;
 use crate::latency::{self, CommandKind};
 use crate::session::{Session, Step, SERVER_VERSION};
 use crate::stats::{self, StatsGroup};
@@ -193,6 +194,7 @@ fn read(
     let opts = ReadOptions {
         touch_exptime: touch_exptime.map(ClientExptime::from),
         is_touch_command: touch_exptime.is_some(),
+        requester: session.client_fd,
         ..ReadOptions::default()
     };
     let out = &mut *session.out;
@@ -207,6 +209,8 @@ fn read(
             item.value,
         );
     });
+    let hit = matches!(outcome, ReadOutcome::Hit(()));
+    session.stats.prefixes.record(key, PrefixOp::Get { hit });
     if let ReadOutcome::Miss { .. } = outcome {
         if quiet {
             return;
@@ -272,6 +276,8 @@ fn store(
     };
     let mut opts = StoreOptions::new(mode, flags, ClientExptime::from(exptime));
     opts.compare_cas = compare_cas;
+    opts.requester = session.client_fd;
+    session.stats.prefixes.record(key, PrefixOp::Set);
     let concat = matches!(kind, StoreKind::Append | StoreKind::Prepend);
     let status = match session.engine.store(key, value, &opts) {
         StoreOutcome::Stored { cas } => {
@@ -307,6 +313,7 @@ fn delete(session: &mut Session<'_>, header: &RequestHeader, key: &[u8], quiet: 
         compare_cas: nonzero(header.cas),
         ..DeleteOptions::default()
     };
+    session.stats.prefixes.record(key, PrefixOp::Delete);
     match session.engine.delete(key, &opts) {
         DeleteOutcome::Deleted => {
             if !quiet {
