@@ -119,6 +119,12 @@ impl EventLog {
         }
     }
 
+    /// Adds `kinds` to the kinds recorded (a new watcher, before its `OK` is sent, so no
+    /// event after it is missed).
+    pub fn add_wanted(&self, kinds: u32) {
+        self.wanted.fetch_or(kinds, Ordering::Relaxed);
+    }
+
     /// Records an event of `kind` (the caller checked [`EventLog::wants`]).
     #[cold]
     pub fn record(&self, kind: u32, key: &[u8], what: EventWhat) {

@@ -156,6 +156,9 @@ pub struct Connection {
     closing: bool,
     /// In the worker's yield queue.
     pub queued: bool,
+    /// It asked to `watch` (and was counted as a watcher) but was not handed to the
+    /// logger yet: a close gives the count back.
+    pub watching: bool,
     /// Engine-clock second of the last request or input, for `-o idle_timeout`.
     pub last_active_s: u32,
 }
@@ -180,6 +183,7 @@ impl Connection {
             peer_closed: false,
             closing: false,
             queued: false,
+            watching: false,
             last_active_s: now_s,
         }
     }
@@ -391,6 +395,7 @@ impl Connection {
                     // ignores it.
                     let _ = consumed;
                     *requests += 1;
+                    self.watching = true;
                     return Dispatched::Watch(kinds);
                 }
             }

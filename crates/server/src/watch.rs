@@ -221,7 +221,15 @@ fn run(shared: &std::sync::Weak<Shared>, receiver: &Receiver<NewWatcher>) {
         }
         let log = shared.engine.events();
         let wanted = watchers.iter().fold(0, |kinds, w| kinds | w.kinds);
-        log.set_wanted(wanted);
+        // A watcher counted but still on its way here (its dispatcher already turned its
+        // kinds on): keep every kind on until it arrives.
+        let in_flight =
+            shared.stats.runtime.watchers.load(Ordering::Relaxed) as usize > watchers.len();
+        if in_flight {
+            log.add_wanted(wanted);
+        } else {
+            log.set_wanted(wanted);
+        }
         if wanted != 0 {
             events.clear();
             let dropped = log.drain(&mut events, DRAIN_BATCH_MAX);
@@ -264,7 +272,7 @@ fn run(shared: &std::sync::Weak<Shared>, receiver: &Receiver<NewWatcher>) {
                 close(&shared, gone);
             }
         }
-        if watchers.is_empty() {
+        if watchers.is_empty() && shared.stats.runtime.watchers.load(Ordering::Relaxed) == 0 {
             log.set_wanted(0);
         }
     }

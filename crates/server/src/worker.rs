@@ -289,6 +289,14 @@ impl Worker {
         };
         let _ = self.poll.registry().deregister(connection.stream_mut());
         let fd = connection.fd();
+        if connection.watching {
+            // It asked to watch but closed before reaching the logger.
+            self.shared
+                .stats
+                .runtime
+                .watchers
+                .fetch_sub(1, Ordering::Relaxed);
+        }
         self.shared.stats.runtime.connections.remove(fd);
         self.shared
             .stats
@@ -312,7 +320,6 @@ impl Worker {
         self.free_slots.push(slot);
         let (stream, fd, entry, pending) = connection.into_watcher();
         let runtime = &self.shared.stats.runtime;
-        runtime.watchers.fetch_add(1, Ordering::Relaxed);
         let watcher = crate::watch::NewWatcher {
             stream,
             fd,
@@ -320,18 +327,21 @@ impl Worker {
             kinds,
             pending,
         };
-        let handed = match self.shared.logger.get() {
-            Some(logger) => logger.add(watcher).map_err(drop),
-            None => Err(()),
+        let refused = match self.shared.logger.get() {
+            Some(logger) => logger.add(watcher).err(),
+            None => Some(watcher),
         };
-        if handed.is_err() {
-            // The logger is gone or swamped: the connection is closed (dropped).
+        if let Some(watcher) = refused {
+            // The logger is gone or swamped: the connection is closed. It leaves the
+            // connection table before its socket closes, so the descriptor cannot be
+            // reused (and listed) meanwhile.
             runtime.watchers.fetch_sub(1, Ordering::Relaxed);
             runtime.connections.remove(fd);
             self.shared
                 .stats
                 .curr_connections
                 .fetch_sub(1, Ordering::Relaxed);
+            drop(watcher);
         }
     }
 

@@ -251,11 +251,16 @@ pub fn watch(session: &mut Session<'_>, kinds: Args<'_>, consumed: usize) -> Ste
         session.out.extend_from_slice(ERROR);
         return Step::Consumed(consumed);
     };
-    let watchers = session.stats.runtime.watchers.load(Ordering::Relaxed);
-    if watchers as usize >= watch::WATCHERS_MAX {
+    let watchers = &session.stats.runtime.watchers;
+    if watchers.fetch_add(1, Ordering::Relaxed) as usize >= watch::WATCHERS_MAX {
+        watchers.fetch_sub(1, Ordering::Relaxed);
         session.out.extend_from_slice(watch::WATCHERS_FULL);
         return Step::Consumed(consumed);
     }
+    // Recording starts now, before the `OK`: an event that follows it is not missed while
+    // the connection travels to the logger thread. The runtime gives the count back if
+    // the connection closes before it gets there.
+    session.engine.events().add_wanted(kinds);
     session.out.extend_from_slice(OK);
     Step::Watch { consumed, kinds }
 }
