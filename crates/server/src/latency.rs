@@ -139,10 +139,11 @@ pub fn start() -> Option<Instant> {
     }
 }
 
-/// Records the request that began at `started` (from [`start`]) as `kind`.
+/// Records the request that began at `started` (from [`start`], with the request's
+/// kind), if recording was on when it began.
 #[inline]
-pub fn finish(started: Option<Instant>, kind: CommandKind) {
-    if let Some(started) = started {
+pub fn finish(started: Option<(Instant, CommandKind)>) {
+    if let Some((started, kind)) = started {
         let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         MINE.with(|mine| mine.kinds[kind as usize].record(ns));
     }
@@ -194,7 +195,7 @@ mod tests {
             .map(|_| {
                 std::thread::spawn(|| {
                     for _ in 0..10 {
-                        finish(start(), CommandKind::Touch);
+                        finish(start().map(|at| (at, CommandKind::Touch)));
                     }
                 })
             })

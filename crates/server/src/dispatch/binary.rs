@@ -39,17 +39,20 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             close,
         } => super::refuse(session, reply, consumed, swallow_bytes, close),
         Parsed::Complete { request, consumed } => {
-            let started = latency::start();
-            let kind = match request.command {
-                Command::Get { .. } | Command::GetAndTouch { .. } => CommandKind::Get,
-                Command::Store { .. } | Command::StoreTooLarge { .. } => CommandKind::Set,
-                Command::Delete { .. } => CommandKind::Delete,
-                Command::Arith { .. } => CommandKind::Arith,
-                Command::Touch { .. } => CommandKind::Touch,
-                _ => CommandKind::Other,
-            };
+            // Classified only while the latency histograms are on.
+            let started = latency::start().map(|at| {
+                let kind = match request.command {
+                    Command::Get { .. } | Command::GetAndTouch { .. } => CommandKind::Get,
+                    Command::Store { .. } | Command::StoreTooLarge { .. } => CommandKind::Set,
+                    Command::Delete { .. } => CommandKind::Delete,
+                    Command::Arith { .. } => CommandKind::Arith,
+                    Command::Touch { .. } => CommandKind::Touch,
+                    _ => CommandKind::Other,
+                };
+                (at, kind)
+            });
             let step = execute(session, &request, consumed);
-            latency::finish(started, kind);
+            latency::finish(started);
             step
         }
     }

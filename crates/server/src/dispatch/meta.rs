@@ -40,10 +40,10 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             close,
         } => super::refuse(session, reply, consumed, swallow_bytes, close),
         Parsed::Complete { request, consumed } => {
-            let started = latency::start();
-            let kind = command_kind(&request);
+            // Classified only while the latency histograms are on.
+            let started = latency::start().map(|at| (at, command_kind(&request)));
             let step = execute(session, request, consumed);
-            latency::finish(started, kind);
+            latency::finish(started);
             step
         }
     }

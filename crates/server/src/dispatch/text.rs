@@ -75,10 +75,10 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             close,
         } => super::refuse(session, reply, consumed, swallow_bytes, close),
         Parsed::Complete { request, consumed } => {
-            let started = latency::start();
-            let kind = command_kind(&request);
+            // Classified only while the latency histograms are on.
+            let started = latency::start().map(|at| (at, command_kind(&request)));
             let step = execute(session, request, consumed);
-            latency::finish(started, kind);
+            latency::finish(started);
             step
         }
     }
@@ -284,7 +284,9 @@ fn get(
         requester: session.client_fd,
         ..ReadOptions::default()
     };
+    // `stats detail` counts each key; looked up once per request while it is off.
     let prefixes = &session.stats.prefixes;
+    let prefixes_on = prefixes.enabled();
     let resume_keys = session.resume_keys;
     let out_high_water_bytes = session.out_high_water_bytes;
     let out = &mut *session.out;
@@ -311,7 +313,7 @@ fn get(
             push_value(out, item, return_cas);
             mark_reached = out.len() >= out_high_water_bytes;
         });
-        if prefixes.enabled() {
+        if prefixes_on {
             let hit = matches!(outcome, engine::ReadOutcome::Hit(_));
             prefixes.record(key, PrefixOp::Get { hit });
         }
