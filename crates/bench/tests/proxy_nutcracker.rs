@@ -276,11 +276,11 @@ fn a_killed_node_is_ejected_and_taken_back() -> anyhow::Result<()> {
     let slice = Duration::from_millis(500);
     let proxy = cluster.proxy_addr;
     let started = Instant::now();
-    let run_for = Duration::from_secs(9);
+    let run_for = Duration::from_secs(10);
     let loader = std::thread::spawn(move || load(proxy, started, started + run_for, slice));
 
-    // 1.5 s of load on three nodes, then node 1 dies.
-    std::thread::sleep(Duration::from_millis(1500));
+    // 2.5 s of load on three nodes, then node 1 dies.
+    std::thread::sleep(Duration::from_millis(2500));
     cluster.nodes[1].kill();
     let killed_at = started.elapsed();
     // It stays dead for 4 s: about two ejection periods.
@@ -301,8 +301,9 @@ fn a_killed_node_is_ejected_and_taken_back() -> anyhow::Result<()> {
             failed: t.failed + s.failed,
         })
     };
-    // Before the kill: everything served.
-    let before = total(&slices[..index(killed_at)]);
+    // Before the kill: everything served. (A request in flight at the kill, started up
+    // to its 1 s read timeout earlier, may fail: the two slices before it are left out.)
+    let before = total(&slices[..index(killed_at).saturating_sub(2)]);
     assert!(before.ok > 0 && before.failed == 0, "{slices:?}");
     // While it is dead: after the first second (ejection), the two others serve every
     // key, their own and the dead node's; nutcracker retries the dead node once per
