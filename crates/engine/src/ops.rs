@@ -109,7 +109,7 @@ impl Engine {
             total_size_bytes: h.total_bytes(),
             tier: tier.id,
         };
-        let result = on_hit(&view);
+        // Logged before the caller's callback, so that nothing of it lives past the call.
         if count && self.events.wants(kind::FETCHES) {
             let item = ItemFacts {
                 tier: tier.id,
@@ -122,6 +122,7 @@ impl Engine {
             };
             self.events.record(kind::FETCHES, key, what);
         }
+        let result = on_hit(&view);
         if retimed {
             self.reseal(addr);
         }
@@ -189,15 +190,24 @@ impl Engine {
     }
 
     pub fn store(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> StoreOutcome {
-        let outcome = self.store_counted(key, value, opts);
         if self.events.wants(kind::MUTATIONS) {
-            self.record_store(key, value.len(), opts, outcome);
+            return self.store_logged(key, value, opts);
         }
+        self.store_counted(key, value, opts)
+    }
+
+    /// [`Engine::store`] while `watch mutations` listens: the store, then its outcome in
+    /// the event log. Apart from `store` so that the unwatched path keeps nothing alive
+    /// across the store.
+    #[cold]
+    #[inline(never)]
+    fn store_logged(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> StoreOutcome {
+        let outcome = self.store_counted(key, value, opts);
+        self.record_store(key, value.len(), opts, outcome);
         outcome
     }
 
     /// Logs a store's outcome for `watch mutations`.
-    #[cold]
     fn record_store(
         &self,
         key: &[u8],

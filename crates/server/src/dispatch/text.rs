@@ -75,13 +75,22 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             close,
         } => super::refuse(session, reply, consumed, swallow_bytes, close),
         Parsed::Complete { request, consumed } => {
-            // Classified only while the latency histograms are on.
-            let started = latency::start().map(|at| (at, command_kind(&request)));
-            let step = execute(session, request, consumed);
-            latency::finish(started);
-            step
+            if latency::enabled() {
+                return execute_timed(session, request, consumed);
+            }
+            execute(session, request, consumed)
         }
     }
+}
+
+/// [`execute`], timed into the latency histograms (`--metrics-listen`). Kept apart so
+/// that the untimed path carries nothing of it.
+#[inline(never)]
+fn execute_timed(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize) -> Step {
+    let started = latency::start().map(|at| (at, command_kind(&request)));
+    let step = execute(session, request, consumed);
+    latency::finish(started);
+    step
 }
 
 /// What a request counts as in the latency histograms.
