@@ -113,7 +113,9 @@ impl Server {
         }
         let sockets = match &config.unix_socket {
             Some(path) => listener::bind_unix(path, config.unix_mode)?,
-            None => listener::bind_all(&config.listen, config.tcp_port)?,
+            None => {
+                listener::bind_all(&config.listen, config.tcp_port, config.tls_context.as_ref())?
+            }
         };
         let mut local_addrs = Vec::new();
         for socket in &sockets {
@@ -137,6 +139,9 @@ impl Server {
             dumps_enabled: config.dumps_enabled,
             watch_enabled: config.watch_enabled,
             metrics_listen: config.metrics_listen.clone(),
+            auth: config.auth.clone(),
+            tls_options: config.tls.clone(),
+            tls: config.tls_context.clone(),
         };
         let stats = ServerStats::default();
         stats

@@ -41,6 +41,12 @@ pub struct ServerSettings {
     pub watch_enabled: bool,
     /// `--metrics-listen`, for `stats settings`.
     pub metrics_listen: Option<String>,
+    /// `-Y`, `-S`: who may use the server.
+    pub auth: crate::auth::AuthSettings,
+    /// `-Z` and `-o ssl_*` as given (for `stats settings`).
+    pub tls_options: crate::tls::TlsOptions,
+    /// The certificates in use when `-Z` is on (`refresh_certs`, TLS statistics).
+    pub tls: Option<std::sync::Arc<crate::tls::TlsContext>>,
 }
 
 impl Default for ServerSettings {
@@ -59,6 +65,9 @@ impl Default for ServerSettings {
             dumps_enabled: true,
             watch_enabled: true,
             metrics_listen: None,
+            auth: crate::auth::AuthSettings::default(),
+            tls_options: crate::tls::TlsOptions::default(),
+            tls: None,
         }
     }
 }
@@ -75,6 +84,10 @@ pub struct ServerStats {
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     pub accepting_conns: AtomicBool,
+    /// Authentication attempts that completed (memcached's `auth_cmds`) and those that
+    /// failed (`auth_errors`).
+    pub auth_cmds: AtomicU64,
+    pub auth_errors: AtomicU64,
     /// Per-worker counters and the connection table (added by the runtime; `Default`
     /// gives an empty one for dispatcher tests).
     pub runtime: crate::registry::RuntimeState,

@@ -151,8 +151,12 @@ impl Watcher {
 
     /// Writes what it can; false when the watcher is gone.
     fn flush(&mut self) -> bool {
+        // A TLS watcher: ciphertext of earlier lines first (it is sent as room appears).
+        if self.stream.wants_write() && self.stream.flush().is_err() {
+            return false;
+        }
         while !self.out.is_empty() {
-            match (&self.stream).write(&self.out) {
+            match self.stream.write(&self.out) {
                 Ok(0) => return false,
                 Ok(written) => {
                     self.out.drain(..written);
@@ -171,7 +175,7 @@ impl Watcher {
         let mut scratch = [0u8; 512];
         // Bounded: at most a few reads of whatever it sent since the last look.
         for _ in 0..16 {
-            match (&self.stream).read(&mut scratch) {
+            match self.stream.read(&mut scratch) {
                 Ok(0) => return false,
                 Ok(_) => continue,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return true,

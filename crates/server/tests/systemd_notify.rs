@@ -110,6 +110,8 @@ fn the_shipped_unit_is_type_notify() -> anyhow::Result<()> {
     assert!(exec.starts_with("/usr/bin/fogcached "), "{exec}");
     assert!(!exec.split(' ').any(|a| a == "-d"), "{exec}");
     assert_eq!(setting("NotifyAccess"), "main");
+    // A reload re-reads the TLS certificates (SIGHUP, as `refresh_certs`).
+    assert_eq!(setting("ExecReload"), "/bin/kill -HUP $MAINPID");
 
     // systemd's own checker, on a copy that points at the binary under test.
     const ANALYZE: &str = "/usr/bin/systemd-analyze";
