@@ -5,8 +5,10 @@
 #
 # On a fresh Debian machine it first installs what is missing (as root, or through sudo):
 # the Rust toolchain (rustup, with rustfmt and clippy), Debian's memcached,
-# libmemcached-tools (memccapable, memcaslap) and sasl2-bin (memcached's SASL users), and a Python virtualenv under target/ with
-# pymemcache and pytest. Then it runs, in order:
+# libmemcached-tools (memccapable, memcaslap), sasl2-bin (memcached's SASL users),
+# prometheus (promtool and the server, for the metrics endpoint's tests), nutcracker
+# (twemproxy, for the proxy tests), and a Python virtualenv under target/ with pymemcache
+# and pytest. Then it runs, in order:
 #
 #   1. cargo fmt --all -- --check
 #   2. cargo clippy --workspace --all-targets -- -D warnings
@@ -70,6 +72,12 @@ ensure_debian_packages() {
     if ! command -v memccapable >/dev/null 2>&1 || ! command -v memcaslap >/dev/null 2>&1; then
         missing+=(libmemcached-tools)
     fi
+    # The Prometheus endpoint's tests run promtool and a Prometheus server; the proxy
+    # tests run twemproxy in front of three servers.
+    if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+        missing+=(prometheus)
+    fi
+    command -v nutcracker >/dev/null 2>&1 || [ -x /usr/sbin/nutcracker ] || missing+=(nutcracker)
     command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-venv)
     # saslpasswd2 sets up memcached's SASL for the side-by-side SASL test (wire_auth.rs).
     command -v saslpasswd2 >/dev/null 2>&1 || missing+=(sasl2-bin)

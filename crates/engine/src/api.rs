@@ -75,6 +75,9 @@ pub struct ReadOptions {
     pub claim_recache_token: bool,
     /// Do not count statistics (used by `me`, the debug command).
     pub no_stats: bool,
+    /// Who asks, as the event log reports it (the server passes the connection's file
+    /// descriptor); the engine only copies it into [`crate::EventWhat::Fetched`].
+    pub requester: i32,
 }
 
 /// Result of [`crate::Engine::read`].
@@ -112,6 +115,8 @@ pub struct StoreOptions {
     pub invalidate: bool,
     /// `ms N`: an append/prepend on a missing item creates it with this exptime.
     pub vivify_exptime: Option<ClientExptime>,
+    /// Who asks, as the event log reports it (see [`ReadOptions::requester`]).
+    pub requester: i32,
 }
 
 impl StoreOptions {
@@ -124,6 +129,7 @@ impl StoreOptions {
             new_cas: None,
             invalidate: false,
             vivify_exptime: None,
+            requester: 0,
         }
     }
 }

@@ -16,6 +16,10 @@ pub const KEY_LENGTH_MAX_BYTES: usize = 250;
 pub struct EngineConfig {
     /// `-m`: bytes of slab memory the cache may use.
     pub memory_limit_bytes: u64,
+    /// `--dram-max`: the largest DRAM tier `cache_memlimit` may set at run time; the
+    /// tier's address space is reserved for it at start-up (untouched memory costs
+    /// nothing). 0 = `memory_limit_bytes`.
+    pub dram_max_bytes: u64,
     /// `-I`: the largest item (header + key + value) that can be stored.
     pub item_size_max_bytes: usize,
     /// `-o slab_chunk_max`: the largest slab chunk; larger items are still stored.
@@ -199,6 +203,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             memory_limit_bytes: 64 * 1024 * 1024,
+            dram_max_bytes: 0,
             item_size_max_bytes: 1024 * 1024,
             slab_chunk_max_bytes: SLAB_PAGE_SIZE_BYTES / 2,
             growth_factor: 1.25,
@@ -311,7 +316,7 @@ impl EngineConfig {
         }
         let limit = crate::index::OFFSET_LIMIT_BYTES;
         let slow_bytes = self.slow_tier.as_ref().map_or(0, |s| s.size_bytes as u64);
-        for got in [self.memory_limit_bytes, slow_bytes] {
+        for got in [self.memory_limit_bytes, self.dram_max_bytes, slow_bytes] {
             if got > limit {
                 return Err(ConfigError::TierTooLarge { got, limit });
             }

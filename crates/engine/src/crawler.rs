@@ -42,6 +42,13 @@ impl Engine {
         true
     }
 
+    /// Makes the crawler's next tick run a pass (`lru_crawler crawl`): within its
+    /// interval, not at once, so a client cannot make the server walk every item in a
+    /// loop.
+    pub fn request_crawl(&self) {
+        self.crawl_due_s.store(0, Ordering::Relaxed);
+    }
+
     /// Lowers the crawler's due time to `exptime_rel_s` (an item's expiry, or a delayed
     /// flush, in the engine clock's seconds; 0 = never). Called after the item is in its
     /// LRU (see the module comment).

@@ -27,6 +27,7 @@ use crate::automove::AutomoveState;
 use crate::background::Background;
 use crate::clock::Clock;
 use crate::config::{ConfigError, EngineConfig, SLAB_PAGE_SIZE_BYTES};
+use crate::events::EventLog;
 use crate::index::Index;
 use crate::item::{ItemAddr, ItemHeader, ItemMemory, ITEM_HEADER_BYTES};
 use crate::moves::Migration;
@@ -107,6 +108,11 @@ impl Tier {
         }
     }
 
+    /// Pages the tier may use now (its size; for DRAM, `cache_memlimit` changes it).
+    pub fn limit_pages(&self) -> usize {
+        self.pool.lock().limit_pages()
+    }
+
     /// The slab class of the item (or chunk) at `addr`.
     pub fn class_of(&self, addr: ItemAddr) -> usize {
         let page = ItemMemory::page_of(addr);
@@ -134,6 +140,15 @@ pub(crate) struct RareStats {
 pub(crate) enum Dead {
     Expired,
     Flushed,
+}
+
+/// Why [`Engine::set_dram_limit`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DramLimitError {
+    #[error("the DRAM tier needs at least one 1 MiB page")]
+    TooSmall,
+    #[error("above the {max_bytes} bytes reserved for the DRAM tier at start-up (--dram-max)")]
+    AboveReserve { max_bytes: u64 },
 }
 
 /// Error of [`Engine::slabs_reassign`], one per memcached reply.
@@ -183,6 +198,8 @@ pub struct Engine {
     pub(crate) pending_flush: PendingFlush,
     /// What the last start found in the pool (for the start-up log and `stats`).
     pub(crate) recovery: Mutex<RecoveryReport>,
+    /// Fetches, stores, evictions and moves, recorded only while somebody watches.
+    pub(crate) events: EventLog,
 }
 
 impl Engine {
@@ -190,10 +207,19 @@ impl Engine {
         config.validate()?;
         let geometry = Geometry::new(&config);
         let limit_bytes = usize::try_from(config.memory_limit_bytes).unwrap_or(usize::MAX);
-        let pages = limit_bytes / SLAB_PAGE_SIZE_BYTES;
+        let limit_pages = limit_bytes / SLAB_PAGE_SIZE_BYTES;
+        // The DRAM tier's address space is reserved up to `--dram-max`, so that
+        // `cache_memlimit` can raise the limit at run time; pages beyond the limit are
+        // never touched.
+        let reserve_bytes = usize::try_from(config.dram_max_bytes)
+            .unwrap_or(usize::MAX)
+            .max(limit_bytes);
+        let pages = reserve_bytes / SLAB_PAGE_SIZE_BYTES;
         let region = tier::Region::anonymous(pages * SLAB_PAGE_SIZE_BYTES)
             .map_err(|e| ConfigError::Memory(e.to_string()))?;
-        let mut tiers = vec![Tier::new(TierId::Dram, region, &geometry, None)];
+        let dram = Tier::new(TierId::Dram, region, &geometry, None);
+        dram.pool.lock().set_limit_pages(limit_pages);
+        let mut tiers = vec![dram];
         if let Some(spec) = &config.slow_tier {
             let pages = spec.size_bytes / SLAB_PAGE_SIZE_BYTES;
             if pages > 0 {
@@ -258,6 +284,7 @@ impl Engine {
             cas_high_water: AtomicU64::new(u64::MAX),
             pending_flush: PendingFlush::default(),
             recovery: Mutex::new(RecoveryReport::default()),
+            events: EventLog::default(),
         });
         engine.open_pool()?;
         Ok(engine)
@@ -269,6 +296,12 @@ impl Engine {
 
     pub fn clock(&self) -> &dyn Clock {
         &*self.clock
+    }
+
+    /// The log of what the cache does, for `watch` (records nothing until a kind of
+    /// event is wanted).
+    pub fn events(&self) -> &EventLog {
+        &self.events
     }
 
     /// Whether an item with this key and value length could ever be stored. The server
@@ -411,6 +444,35 @@ impl Engine {
         }
     }
 
+    /// The DRAM tier's current size (`-m`, then `cache_memlimit`).
+    pub fn dram_limit_bytes(&self) -> u64 {
+        (self.dram().limit_pages() * SLAB_PAGE_SIZE_BYTES) as u64
+    }
+
+    /// The most `cache_memlimit` can give the DRAM tier (`--dram-max`, default `-m`).
+    pub fn dram_max_bytes(&self) -> u64 {
+        (self.dram().page_count * SLAB_PAGE_SIZE_BYTES) as u64
+    }
+
+    /// `cache_memlimit`: resizes the DRAM tier to `bytes` (whole 1 MiB pages), up to
+    /// [`Engine::dram_max_bytes`]. Raising it lets classes take more pages at once;
+    /// lowering it stops them from taking new ones until use falls below it, and pages
+    /// in use keep their items (memcached's behaviour). The slow tier is not resized.
+    pub fn set_dram_limit(&self, bytes: u64) -> Result<(), DramLimitError> {
+        let pages = usize::try_from(bytes / SLAB_PAGE_SIZE_BYTES as u64).unwrap_or(usize::MAX);
+        let dram = self.dram();
+        if pages == 0 {
+            return Err(DramLimitError::TooSmall);
+        }
+        if pages > dram.page_count {
+            return Err(DramLimitError::AboveReserve {
+                max_bytes: self.dram_max_bytes(),
+            });
+        }
+        dram.pool.lock().set_limit_pages(pages);
+        Ok(())
+    }
+
     /// Pages of DRAM slab memory in use (for tests and `total_malloced`).
     pub fn pages_in_use(&self) -> usize {
         self.dram().pool.lock().pages_in_use()
@@ -422,7 +484,7 @@ impl Engine {
             return TierUsage::default();
         };
         let mut usage = TierUsage {
-            limit_bytes: (tier.page_count * SLAB_PAGE_SIZE_BYTES) as u64,
+            limit_bytes: (tier.limit_pages() * SLAB_PAGE_SIZE_BYTES) as u64,
             pages_in_use: tier.pool.lock().pages_in_use() as u64,
             get_hits: self.counters.get(if which == TierId::Dram {
                 crate::stats::G::DramGetHits

@@ -357,6 +357,25 @@ impl Index {
         Some(result)
     }
 
+    /// Calls `visit` with the address of every item of the shard in slots `from..` (slot
+    /// order: bucket by bucket), until it returns false. Returns the slot to continue
+    /// from, or `None` once the end of the table was reached. Slot numbers are valid
+    /// until the table is rebuilt (a listing across calls may then repeat or miss items).
+    pub fn visit_from(
+        table: &ShardGuard<'_>,
+        from: usize,
+        mut visit: impl FnMut(ItemAddr) -> bool,
+    ) -> Option<usize> {
+        let slots = table.capacity();
+        for position in from..slots {
+            let d = table.buckets[position / SLOTS].0[position % SLOTS];
+            if is_descriptor(d) && !visit(decode_addr(d)) {
+                return Some(position + 1);
+            }
+        }
+        None
+    }
+
     /// Removes the descriptor of the item at `addr`.
     pub fn remove(table: &mut ShardGuard<'_>, key_hash: u32, addr: ItemAddr) -> bool {
         let Some(slot) = Index::slot_of(table, key_hash, addr) else {

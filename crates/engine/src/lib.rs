@@ -8,7 +8,8 @@
 //! `memory.rs` (allocation, link, unlink), `moves.rs` (Move queues, `move_item`),
 //! `pages.rs` (slab page moves), `crawler.rs`, `automove.rs`, `background.rs`
 //! (background work), `policy/` (every placement decision), `stats.rs` + `report.rs`
-//! (statistics).
+//! (statistics), `events.rs` (the event log `watch` streams), `dump.rs` (item listings for
+//! `stats cachedump` and `lru_crawler metadump`).
 
 pub mod api;
 mod automove;
@@ -16,7 +17,9 @@ mod background;
 pub mod clock;
 pub mod config;
 mod crawler;
+mod dump;
 mod engine;
+pub mod events;
 mod index;
 mod item;
 mod lru;
@@ -40,8 +43,10 @@ pub use config::{
     ConfigError, Durability, EngineConfig, PlacementPolicy, KEY_LENGTH_MAX_BYTES,
     MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT, MQ_QUEUES_MAX, SLAB_PAGE_SIZE_BYTES,
 };
+pub use dump::{ItemDump, DUMP_CURSOR_START};
 pub use engine::Engine;
-pub use engine::ReassignError;
+pub use engine::{DramLimitError, ReassignError};
+pub use events::{Event, EventLog, EventWhat, ItemFacts};
 #[cfg(feature = "test-hooks")]
 pub use pause::MigrationPause;
 pub use pool::PoolError;

@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 
 use crate::api::StoreOutcome;
 use crate::engine::{Dead, Engine, Tier};
+use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::{Index, ShardGuard};
 use crate::item::{header_bytes, state, ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
 use crate::policy::Policy;
@@ -22,6 +23,10 @@ use crate::stats::G;
 /// Allocation attempts (each may evict or demote) before giving up, as memcached's
 /// `do_item_alloc_pull`.
 const ALLOC_TRIES: usize = 10;
+
+/// Items looked at from each LRU segment's tail for dead ones before a class takes a
+/// fresh page (memcached's `lru_pull_tail` looks at five).
+pub(crate) const TAIL_RECLAIM_TRIES: usize = 5;
 
 impl Engine {
     /// Takes a chunk (or a page run) for an item of `total_bytes` without evicting.
@@ -48,6 +53,12 @@ impl Engine {
                 .state
                 .store(state::ALLOCATED, Ordering::Relaxed);
             return Some(addr);
+        }
+        // Expired items' chunks before fresh memory, as memcached's LRU maintainer
+        // reclaims them: a cache of short-lived items reuses their chunks instead of
+        // growing to its limit (and then evicting live items for room it had).
+        if cs.free_head == NIL {
+            self.reclaim_dead_at_tails(tier, cs);
         }
         if cs.free_head == NIL {
             let page = tier.pool.lock().alloc_run(cs.id, 1)?;
@@ -207,6 +218,32 @@ impl Engine {
         true
     }
 
+    /// Reclaims the dead (expired or flushed) items among the last
+    /// [`TAIL_RECLAIM_TRIES`] of each LRU segment of the class (the caller holds its
+    /// lock), so their chunks go to the free list. Returns how many were reclaimed
+    /// (counted as memcached's `reclaimed`). Bounded: it looks at a few headers, once
+    /// per page's worth of allocations when nothing is dead.
+    pub(crate) fn reclaim_dead_at_tails(&self, tier: &Tier, cs: &mut ClassState) -> usize {
+        let now = self.clock.now_s();
+        let mut reclaimed = 0;
+        for segment in 0..crate::lru::SEGMENTS {
+            let mut addr = cs.lru.tail[segment];
+            for _ in 0..TAIL_RECLAIM_TRIES {
+                if addr == NIL {
+                    break;
+                }
+                tier.mem.charge_header_read(addr, header_bytes::ALL);
+                let h = tier.mem.header(addr);
+                let prev = h.prev.load(Ordering::Relaxed);
+                if self.dead_reason(h, now).is_some() && self.reclaim_dead(tier, cs, addr, false) {
+                    reclaimed += 1;
+                }
+                addr = prev;
+            }
+        }
+        reclaimed
+    }
+
     /// Evicts the live item at `addr` (found at a COLD tail by the policy) if its shard
     /// is free, with memcached's eviction statistics. Returns whether it was evicted.
     pub(crate) fn evict_item(
@@ -232,6 +269,23 @@ impl Engine {
         }
         if h.has(state::ACTIVE) {
             cs.stats.evicted_active += 1;
+        }
+        if self.events.wants(kind::EVICTIONS) {
+            let key_len = usize::from(h.key_len.load(Ordering::Relaxed));
+            tier.mem.charge_read(addr, ITEM_HEADER_BYTES, key_len);
+            // SAFETY: we hold the item's shard lock (item.rs invariant 3).
+            let key = unsafe { tier.mem.key(addr) };
+            let what = EventWhat::Evicted {
+                item: ItemFacts {
+                    tier: tier.id,
+                    class_id: cs.id as u8,
+                    value_bytes: h.value_len.load(Ordering::Relaxed),
+                },
+                fetched: h.has(state::FETCHED),
+                ttl_s: Self::ttl_remaining(h, now_s),
+                idle_s: cs.stats.evicted_time_s,
+            };
+            self.events.record(kind::EVICTIONS, key, what);
         }
         self.remove_locked(tier, cs, &mut table, addr);
         true

@@ -33,6 +33,7 @@ use parking_lot::Mutex;
 
 use crate::api::MigrationCounts;
 use crate::engine::Engine;
+use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::{Index, ShardGuard};
 use crate::item::{header_bytes, state, ItemAddr, ItemMemory, NIL};
 use crate::policy::{Candidate, Policy, Refusal};
@@ -441,6 +442,21 @@ impl Engine {
             cs.lru.link_head(dst, segment, dst_addr);
         }
         self.note_expiry(dst_h.exptime_rel_s.load(Ordering::Relaxed));
+        if self.events.wants(kind::MIGRATIONS) {
+            // SAFETY: we hold the item's shard lock (item.rs invariant 3); the copy's key
+            // was written above (and charged with it).
+            let key = unsafe { dst.key(dst_addr) };
+            let what = EventWhat::Moved {
+                item: ItemFacts {
+                    tier: dst_tier.id,
+                    class_id: class_id as u8,
+                    value_bytes: dst_h.value_len.load(Ordering::Relaxed),
+                },
+                from: src_tier.id,
+                idle_s: now.saturating_sub(dst_h.last_access_s.load(Ordering::Relaxed)),
+            };
+            self.events.record(kind::MIGRATIONS, key, what);
+        }
         self.unlink_from_class(req.addr);
         drop(table);
         Outcome::Moved

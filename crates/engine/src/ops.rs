@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 
 use crate::api::*;
 use crate::engine::Engine;
+use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, ItemHeader, ITEM_HEADER_BYTES};
 use crate::lru::{HOT, WARM};
@@ -42,6 +43,13 @@ impl Engine {
                     self.counters.add(G::CmdGet, 1);
                     self.counters.add(G::GetMisses, 1);
                 }
+            }
+            if count && self.events.wants(kind::FETCHES) {
+                let what = EventWhat::Fetched {
+                    hit: None,
+                    requester: opts.requester,
+                };
+                self.events.record(kind::FETCHES, key, what);
             }
             let vivified = match opts.vivify_exptime.map(|e| self.exptime_to_rel(e)) {
                 Some(Some(rel)) => self.vivify(&mut table, key_hash, key, rel, now),
@@ -101,6 +109,19 @@ impl Engine {
             total_size_bytes: h.total_bytes(),
             tier: tier.id,
         };
+        // Logged before the caller's callback, so that nothing of it lives past the call.
+        if count && self.events.wants(kind::FETCHES) {
+            let item = ItemFacts {
+                tier: tier.id,
+                class_id: class_id as u8,
+                value_bytes: value.len() as u32,
+            };
+            let what = EventWhat::Fetched {
+                hit: Some(item),
+                requester: opts.requester,
+            };
+            self.events.record(kind::FETCHES, key, what);
+        }
         let result = on_hit(&view);
         if retimed {
             self.reseal(addr);
@@ -169,6 +190,48 @@ impl Engine {
     }
 
     pub fn store(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> StoreOutcome {
+        if self.events.wants(kind::MUTATIONS) {
+            return self.store_logged(key, value, opts);
+        }
+        self.store_counted(key, value, opts)
+    }
+
+    /// [`Engine::store`] while `watch mutations` listens: the store, then its outcome in
+    /// the event log. Apart from `store` so that the unwatched path keeps nothing alive
+    /// across the store.
+    #[cold]
+    #[inline(never)]
+    fn store_logged(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> StoreOutcome {
+        let outcome = self.store_counted(key, value, opts);
+        self.record_store(key, value.len(), opts, outcome);
+        outcome
+    }
+
+    /// Logs a store's outcome for `watch mutations`.
+    fn record_store(
+        &self,
+        key: &[u8],
+        value_len: usize,
+        opts: &StoreOptions,
+        outcome: StoreOutcome,
+    ) {
+        let ttl_s = match self.exptime_to_rel(opts.exptime) {
+            Some(0) | None => 0,
+            Some(rel) => rel.saturating_sub(self.clock.now_s()),
+        };
+        let what = EventWhat::Stored {
+            mode: opts.mode,
+            compare: opts.compare_cas.is_some(),
+            outcome,
+            ttl_s,
+            class_id: self.slab_class_for(key.len(), value_len),
+            value_bytes: u32::try_from(value_len).unwrap_or(u32::MAX),
+            requester: opts.requester,
+        };
+        self.events.record(kind::MUTATIONS, key, what);
+    }
+
+    fn store_counted(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> StoreOutcome {
         // memcached unlinks the old value when a plain `set` (not `cas`) cannot allocate
         // its item, so a reader never keeps seeing the value the client replaced.
         let unlink_on_failure = opts.mode == StoreMode::Set && opts.compare_cas.is_none();

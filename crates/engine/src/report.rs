@@ -46,7 +46,7 @@ impl Engine {
         emit("touch_misses", u(c.get(G::TouchMisses)));
         emit("store_too_large", u(c.get(G::StoreTooLarge)));
         emit("store_no_memory", u(c.get(G::StoreNoMemory)));
-        emit("limit_maxbytes", u(self.config.memory_limit_bytes));
+        emit("limit_maxbytes", u(self.dram_limit_bytes()));
         let buckets = self.index.bucket_count().max(1);
         emit(
             "hash_power_level",
@@ -338,7 +338,7 @@ impl Engine {
         let cfg = &self.config;
         let u = StatValue::U64;
         let f2 = |v: f64| StatValue::Text(format!("{v:.2}"));
-        emit("maxbytes", u(cfg.memory_limit_bytes));
+        emit("maxbytes", u(self.dram_limit_bytes()));
         emit("oldest", u(0));
         emit(
             "evictions",
@@ -374,7 +374,8 @@ impl Engine {
         emit("slab_page_size", u(SLAB_PAGE_SIZE_BYTES as u64));
         let text = |v: String| StatValue::Text(v);
         emit("policy", text(cfg.policy.name().to_string()));
-        emit("dram_size", u(cfg.memory_limit_bytes));
+        emit("dram_size", u(self.dram_limit_bytes()));
+        emit("dram_max", u(self.dram_max_bytes()));
         let (slow_size, slow_backing) = match self.slow() {
             Some(t) => (
                 (t.page_count * SLAB_PAGE_SIZE_BYTES) as u64,

@@ -87,6 +87,8 @@ pub(crate) struct PagePool {
     owner: Vec<u8>,
     free_pages: usize,
     cursor: usize,
+    /// Pages that may be in use at once (`cache_memlimit`); at most `owner.len()`.
+    limit_pages: usize,
 }
 
 impl PagePool {
@@ -95,6 +97,7 @@ impl PagePool {
             owner: vec![0; page_count],
             free_pages: page_count,
             cursor: 0,
+            limit_pages: page_count,
         }
     }
 
@@ -102,14 +105,26 @@ impl PagePool {
         self.owner.len() - self.free_pages
     }
 
+    /// Pages that can still be taken: free ones under the limit.
     pub fn free_pages(&self) -> usize {
-        self.free_pages
+        self.limit_pages.saturating_sub(self.pages_in_use())
+    }
+
+    pub fn limit_pages(&self) -> usize {
+        self.limit_pages
+    }
+
+    /// Sets how many pages may be in use (capped at the pool's size). Pages in use
+    /// beyond a lowered limit stay with their items, as memcached's memory does; no
+    /// new page is taken until use falls below the limit.
+    pub fn set_limit_pages(&mut self, pages: usize) {
+        self.limit_pages = pages.min(self.owner.len());
     }
 
     /// Takes a run of `run` contiguous free pages for `class_id`.
     pub fn alloc_run(&mut self, class_id: usize, run: usize) -> Option<usize> {
         let n = self.owner.len();
-        if run == 0 || self.free_pages < run || run > n {
+        if run == 0 || self.free_pages() < run || run > n {
             return None;
         }
         // First fit, starting after the last allocation; bounded by two sweeps.

@@ -101,6 +101,47 @@ impl<'a> Keys<'a> {
     }
 }
 
+/// The space-separated arguments of an admin command after its name (and sub-command),
+/// e.g. the kinds of `watch` or the class list of `lru_crawler metadump`. Unchecked:
+/// the dispatcher knows which words it accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Args<'a> {
+    span: &'a [u8],
+}
+
+impl<'a> Args<'a> {
+    /// Arguments over `span` (tests and dispatchers that build requests by hand).
+    pub fn new(span: &'a [u8]) -> Self {
+        Args { span }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
+        self.span.split(|&b| b == b' ').filter(|k| !k.is_empty())
+    }
+
+    /// The argument at `index`.
+    pub fn get(&self, index: usize) -> Option<&'a [u8]> {
+        self.iter().nth(index)
+    }
+
+    pub fn len(&self) -> usize {
+        self.iter().count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+}
+
+/// `lru_crawler <sub-command> ...`: the sub-commands fogcached answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LruCrawlerCommand<'a> {
+    /// `lru_crawler metadump <all|hash|class[,class...]>`.
+    Metadump { classes: &'a [u8] },
+    /// `lru_crawler crawl <all|class[,class...]>`.
+    Crawl { classes: &'a [u8] },
+}
+
 /// `shutdown [graceful]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShutdownMode {
@@ -167,9 +208,18 @@ pub enum TextRequest<'a> {
         noreply: bool,
     },
     /// `stats [group ...]`: `group` is the first argument, empty for plain `stats`;
-    /// further arguments are ignored, as memcached ignores them.
+    /// `args` the rest (`stats detail on`, `stats cachedump 1 10`), which most groups
+    /// ignore, as memcached does.
     Stats {
         group: &'a [u8],
+        args: Args<'a>,
+    },
+    /// `watch [kind ...]`: turn the connection into a log stream.
+    Watch {
+        kinds: Args<'a>,
+    },
+    LruCrawler {
+        command: LruCrawlerCommand<'a>,
     },
     Version,
     /// `refresh_certs [noreply]`: reload the TLS certificates (`-Z`).
@@ -308,9 +358,25 @@ pub fn parse<'a>(buf: &'a [u8], limits: &TextLimits<'_>) -> Parsed<TextRequest<'
         b"stats" => complete(
             TextRequest::Stats {
                 group: tokens.get(1).unwrap_or(b""),
+                args: Args::new(tokens.get(1).map_or(b"", |group| rest_after(line, group))),
             },
             line_consumed,
         ),
+        b"watch" => complete(
+            TextRequest::Watch {
+                kinds: Args::new(rest_after(line, command)),
+            },
+            line_consumed,
+        ),
+        b"lru_crawler" => {
+            // memcached: exactly one argument after the sub-command.
+            let command = match (tokens.get(1), tokens.get(2), ntokens) {
+                (Some(b"metadump"), Some(classes), 4) => LruCrawlerCommand::Metadump { classes },
+                (Some(b"crawl"), Some(classes), 4) => LruCrawlerCommand::Crawl { classes },
+                _ => return invalid(ERROR, line_consumed),
+            };
+            complete(TextRequest::LruCrawler { command }, line_consumed)
+        }
         b"version" => complete(TextRequest::Version, line_consumed),
         b"refresh_certs" => complete(
             TextRequest::RefreshCerts {
@@ -371,6 +437,12 @@ pub fn parse<'a>(buf: &'a [u8], limits: &TextLimits<'_>) -> Parsed<TextRequest<'
             invalid(ERROR, line_consumed)
         }
     }
+}
+
+/// The part of `line` after `token`, which is a sub-slice of it.
+fn rest_after<'a>(line: &'a [u8], token: &'a [u8]) -> &'a [u8] {
+    let end = (token.as_ptr() as usize - line.as_ptr() as usize) + token.len();
+    line.get(end..).unwrap_or(b"")
 }
 
 enum LineEnd {
@@ -1132,11 +1204,61 @@ mod tests {
 
     #[test]
     fn admin_commands() {
-        assert_eq!(ok(b"stats\r\n"), (TextRequest::Stats { group: b"" }, 7));
+        let stats = |group, args| TextRequest::Stats {
+            group,
+            args: Args::new(args),
+        };
+        assert_eq!(ok(b"stats\r\n"), (stats(b"", b""), 7));
+        let TextRequest::Stats { group, args } = ok(b"stats items extra\r\n").0 else {
+            panic!("stats");
+        };
+        assert_eq!(group, b"items");
+        assert_eq!(args.iter().collect::<Vec<_>>(), [&b"extra"[..]]);
+        let TextRequest::Stats { group, args } = ok(b"stats  cachedump  1 10\r\n").0 else {
+            panic!("stats");
+        };
+        assert_eq!(group, b"cachedump");
         assert_eq!(
-            ok(b"stats items extra\r\n").0,
-            TextRequest::Stats { group: b"items" }
+            (args.get(0), args.get(1), args.len()),
+            (Some(&b"1"[..]), Some(&b"10"[..]), 2)
         );
+        let TextRequest::Watch { kinds } = ok(b"watch fetchers evictions\r\n").0 else {
+            panic!("watch");
+        };
+        assert_eq!(
+            kinds.iter().collect::<Vec<_>>(),
+            [&b"fetchers"[..], b"evictions"]
+        );
+        let TextRequest::Watch { kinds } = ok(b"watch\r\n").0 else {
+            panic!("watch");
+        };
+        assert!(kinds.is_empty());
+        assert_eq!(
+            ok(b"lru_crawler metadump all\r\n").0,
+            TextRequest::LruCrawler {
+                command: LruCrawlerCommand::Metadump { classes: b"all" }
+            }
+        );
+        assert_eq!(
+            ok(b"lru_crawler crawl 1,2\r\n").0,
+            TextRequest::LruCrawler {
+                command: LruCrawlerCommand::Crawl { classes: b"1,2" }
+            }
+        );
+        for refused in [
+            &b"lru_crawler\r\n"[..],
+            b"lru_crawler metadump\r\n",
+            b"lru_crawler metadump all 5\r\n",
+            b"lru_crawler crawl\r\n",
+            b"lru_crawler mgdump 1\r\n",
+        ] {
+            assert_eq!(
+                err(refused).0,
+                ERROR,
+                "{}",
+                String::from_utf8_lossy(refused)
+            );
+        }
         assert_eq!(ok(b"version\r\n").0, TextRequest::Version);
         assert_eq!(
             ok(b"refresh_certs\r\n").0,

@@ -81,8 +81,14 @@ const SUBOPTIONS_WITHOUT_EFFECT: &[(&str, &str)] = &[
     ("lru_segmented", "the LRU is always segmented"),
     ("no_hashexpand", "the index grows as needed"),
     ("track_sizes", "`stats sizes` is always available"),
-    ("watcher_logbuf_size", "no `watch` log buffers"),
-    ("worker_logbuf_size", "no `watch` log buffers"),
+    (
+        "watcher_logbuf_size",
+        "each watcher buffers a fixed 256 KiB",
+    ),
+    (
+        "worker_logbuf_size",
+        "the event log is one bounded queue, not a buffer per worker",
+    ),
     ("inline_ascii_response", "no inline ASCII responses"),
     ("no_inline_ascii_resp", "no inline ASCII responses"),
     (
@@ -106,42 +112,93 @@ const SUBOPTIONS_REFUSED: &[(&str, &str)] = &[
     ("proxy_", "memcached's built-in proxy: run it (or nutcracker) in front of fogcached instead"),
 ];
 
+/// The `-o` suboptions fogcached implements, in memcached's words, and what it does
+/// with the others (printed after the flags by `--help`).
+const EXTENDED_OPTIONS_HELP: &str = "\
+-o suboptions (memcached's; most have a 'no_' prefix to disable):
+   - hashpower:           an integer multiplier for how large the hash
+                          table should be. normally grows at runtime. (default starts at: 0)
+   - no_lru_crawler:      disable LRU Crawler background thread.
+   - no_lru_maintainer:   disable new LRU system + background thread.
+   - hot_lru_pct:         pct of slab memory to reserve for hot lru. (default pct: 20)
+   - warm_lru_pct:        pct of slab memory to reserve for warm lru. (default pct: 40)
+   - hot_max_factor:      items idle > cold lru age * drop from hot lru. (default: 0.20)
+   - warm_max_factor:     items idle > cold lru age * this drop from warm. (default: 2.00)
+   - slab_reassign, slab_automove=<0|1|2>: move slab pages between classes
+   - slab_chunk_max:      (EXPERIMENTAL) maximum slab size in kilobytes. (default: 512)
+   - idle_timeout:        timeout for idle connections. (default: 0, no timeout)
+  Accepted with a warning (no effect in fogcached): modern, no_modern, maxconns_fast,
+  tail_repair_time, lru_crawler_sleep, lru_crawler_tocrawl, hash_algorithm,
+  slab_automove_ratio, slab_automove_window, slab_automove_freeratio, temporary_ttl,
+  lru_segmented, no_hashexpand, track_sizes, watcher_logbuf_size, worker_logbuf_size,
+  inline_ascii_response, resp_obj_mem_limit, read_buf_mem_limit, drop_privileges,
+  num_napi_ids.
+   - ssl_*:               TLS settings, with -Z (see -Z above).
+  Refused, with the alternative: ext_* (the slow tier replaces extstore), memory_file
+  (the slow-tier pool persists), proxy_* (run a proxy in front), no_maxconns_fast.
+
+Environment: MEMCACHED_PORT_FILENAME=<file> writes the bound ports there, as memcached;
+NOTIFY_SOCKET (set by systemd for Type=notify) receives READY=1 once the ports accept.
+Operators' guide: docs/operations.md.";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "fogcached",
     version,
-    about = "fogcached: a memcached-compatible cache server"
+    about = "fogcached: a memcached-compatible cache server with a DRAM tier and a slow tier",
+    after_help = EXTENDED_OPTIONS_HELP
 )]
 struct Cli {
-    /// TCP port to listen on.
-    #[arg(short = 'p', long = "port", default_value_t = 11211)]
+    /// TCP port to listen on (default: 11211)
+    #[arg(
+        short = 'p',
+        long = "port",
+        value_name = "num",
+        default_value_t = 11211,
+        hide_default_value = true
+    )]
     port: u16,
-    /// UDP port: only 0 (off) is accepted; fogcached does not speak UDP.
-    #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
+    /// UDP port to listen on (default: 0, off); fogcached speaks no UDP and accepts only 0
+    #[arg(
+        short = 'U',
+        long = "udp-port",
+        value_name = "num",
+        default_value_t = 0,
+        hide_default_value = true
+    )]
     udp_port: u32,
-    /// Interfaces to listen on, comma separated; each may carry its own `:port`.
-    #[arg(short = 'l', long = "listen", action = ArgAction::Append)]
+    /// interface to listen on (default: 127.0.0.1, where memcached's is INADDR_ANY);
+    /// several may be given, comma separated or with -l again, each with its own :port
+    #[arg(short = 'l', long = "listen", value_name = "addr", action = ArgAction::Append)]
     listen: Vec<String>,
-    /// UNIX socket to listen on (disables network support).
-    #[arg(short = 's', long = "unix-socket", value_name = "FILE")]
+    /// UNIX socket to listen on (disables network support)
+    #[arg(short = 's', long = "unix-socket", value_name = "file")]
     unix_socket: Option<PathBuf>,
-    /// Access mask for UNIX socket, in octal.
+    /// access mask for UNIX socket, in octal (default: 700)
     #[arg(
         short = 'a',
         long = "unix-mask",
-        value_name = "MASK",
-        default_value = "700"
+        value_name = "mask",
+        default_value = "700",
+        hide_default_value = true
     )]
     unix_mask: String,
-    /// DRAM tier size in megabytes (suffixes k, m, g accepted); 0 = slow tier only.
+    /// item memory in megabytes (default: 64): the DRAM tier (suffixes k, m, g
+    /// accepted; 0 = slow tier only)
     #[arg(
         short = 'm',
         long = "memory-limit",
         visible_alias = "dram",
-        value_name = "SIZE",
-        default_value = "64"
+        value_name = "num",
+        default_value = "64",
+        hide_default_value = true
     )]
     memory_limit: String,
+    /// The largest DRAM tier `cache_memlimit` may set at run time (megabytes; suffixes
+    /// k, m, g accepted); its address space is reserved at start-up, untouched memory
+    /// costs nothing. Default: the -m size.
+    #[arg(long = "dram-max", value_name = "SIZE")]
+    dram_max: Option<String>,
     /// Slow tier size in megabytes (suffixes k, m, g accepted); 0 = DRAM only.
     #[arg(long = "slow-size", value_name = "SIZE", default_value = SLOW_SIZE_DEFAULT)]
     slow_size: String,
@@ -214,76 +271,127 @@ struct Cli {
     /// Capacity of each Move queue; requests beyond it are dropped and counted.
     #[arg(long = "move-queue-max", value_name = "N", default_value_t = 1024)]
     move_queue_max: usize,
-    /// Maximum simultaneous connections.
-    #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
+    /// max simultaneous connections (default: 1024)
+    #[arg(
+        short = 'c',
+        long = "conn-limit",
+        value_name = "num",
+        default_value_t = 1024,
+        hide_default_value = true
+    )]
     conn_limit: u32,
-    /// Worker threads.
-    #[arg(short = 't', long = "threads", default_value_t = 4)]
+    /// number of threads to use (default: 4)
+    #[arg(
+        short = 't',
+        long = "threads",
+        value_name = "num",
+        default_value_t = 4,
+        hide_default_value = true
+    )]
     threads: u32,
-    /// Maximum item size (bytes; suffixes k, m, g accepted).
-    #[arg(short = 'I', long = "max-item-size", default_value = "1m")]
+    /// adjusts max item size (default: 1m, min: 1k, max: 1024m)
+    #[arg(
+        short = 'I',
+        long = "max-item-size",
+        value_name = "num",
+        default_value = "1m",
+        hide_default_value = true
+    )]
     max_item_size: String,
-    /// Chunk size growth factor.
-    #[arg(short = 'f', long = "slab-growth-factor", default_value_t = 1.25)]
+    /// chunk size growth factor (default: 1.25)
+    #[arg(
+        short = 'f',
+        long = "slab-growth-factor",
+        value_name = "num",
+        default_value_t = 1.25,
+        hide_default_value = true
+    )]
     growth_factor: f64,
-    /// Minimum space for key + value + flags in the smallest chunk.
-    #[arg(short = 'n', long = "slab-min-size", default_value_t = 48)]
+    /// min space used for key+value+flags (default: 48)
+    #[arg(
+        short = 'n',
+        long = "slab-min-size",
+        value_name = "bytes",
+        default_value_t = 48,
+        hide_default_value = true
+    )]
     slab_min_size: usize,
-    /// Verbose: -v errors, -vv also connections, -vvv also internals.
+    /// verbose (print errors/warnings while in event loop); -vv very verbose (also
+    /// print client commands/responses), -vvv extremely verbose (internal state
+    /// transitions)
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     verbose: u8,
-    /// Enable the ASCII `shutdown` command.
+    /// enable ascii "shutdown" command
     #[arg(short = 'A', long = "enable-shutdown")]
     enable_shutdown: bool,
-    /// Disable CAS.
+    /// disable use of CAS
     #[arg(short = 'C', long = "disable-cas")]
     disable_cas: bool,
-    /// Return an error when memory is exhausted instead of evicting.
+    /// return error on memory exhausted instead of evicting
     #[arg(short = 'M', long = "disable-evictions")]
     disable_evictions: bool,
-    /// Requests handled per connection before it yields to others.
-    #[arg(short = 'R', long = "max-reqs-per-event", default_value_t = REQS_PER_EVENT_DEFAULT)]
+    /// maximum number of requests per event, limits the requests processed per
+    /// connection to prevent starvation (default: 20)
+    #[arg(short = 'R', long = "max-reqs-per-event", value_name = "num", default_value_t = REQS_PER_EVENT_DEFAULT, hide_default_value = true)]
     max_reqs_per_event: u32,
-    /// Run as a daemon: the command returns once the server listens (its exit status says
-    /// whether it started); stdin, stdout and stderr go to /dev/null unless -v.
+    /// run as a daemon (the command returns once the server listens, and its exit status
+    /// says whether it started; stdin, stdout and stderr go to /dev/null unless -v)
     #[arg(short = 'd', long = "daemon")]
     daemon: bool,
-    /// Save the PID in <FILE> (removed at a clean stop); memcached uses it only with -d,
-    /// fogcached always.
-    #[arg(short = 'P', long = "pidfile", value_name = "FILE")]
+    /// save PID in <file> (removed at a clean stop; memcached writes it only with -d,
+    /// fogcached always)
+    #[arg(short = 'P', long = "pidfile", value_name = "file")]
     pidfile: Option<PathBuf>,
-    /// Assume the identity of <USER> once the ports and the pool are open (only when run
-    /// as root; unlike memcached, root without -u keeps running as root).
-    #[arg(short = 'u', long = "user")]
+    /// assume identity of <username> (only when run as root), once the ports and the
+    /// pool are open; unlike memcached, root without -u keeps running as root
+    #[arg(short = 'u', long = "user", value_name = "username")]
     user: Option<String>,
-    /// Maximize the core file limit (and, with -d, stay in the start directory so cores
-    /// land there).
+    /// maximize core file limit (and, with -d, stay in the start directory so cores
+    /// land there)
     #[arg(short = 'r', long = "enable-coredumps")]
     enable_coredumps: bool,
-    /// Lock down all paged memory (both tiers' mappings included: a slow tier on a file
-    /// is read in whole).
+    /// lock down all paged memory (both tiers' mappings included: a slow tier on a file
+    /// is read in whole)
     #[arg(short = 'k', long = "lock-memory")]
     lock_memory: bool,
-    /// Try to use large memory pages for the DRAM tier (transparent huge pages).
+    /// try to use large memory pages (if available): transparent huge pages for the
+    /// DRAM tier
     #[arg(short = 'L', long = "enable-largepages")]
     enable_largepages: bool,
-    /// Turn on Sasl authentication (binary protocol, mechanism PLAIN; users from the file
-    /// named by $MEMCACHED_SASL_PWDB, lines user:password, else from the -Y file).
+    /// Use <char> as the delimiter between key prefixes and IDs. This is used for
+    /// per-prefix stats reporting. The default is ":" (colon). If this option is
+    /// specified, stats collection is turned on automatically; if not, then it may be
+    /// turned on by sending the "stats detail on" command to the server.
+    #[arg(short = 'D', value_name = "char")]
+    prefix_delimiter: Option<String>,
+    /// disable stats cachedump and lru_crawler metadump
+    #[arg(short = 'X', long = "disable-dumping")]
+    disable_dumping: bool,
+    /// disable watch commands (live logging)
+    #[arg(short = 'W', long = "disable-watch")]
+    disable_watch: bool,
+    /// Serve Prometheus metrics (memcached_exporter's names plus per-tier metrics and
+    /// latency histograms) over HTTP at http://<ADDR:PORT>/metrics; off by default.
+    #[arg(long = "metrics-listen", value_name = "ADDR:PORT")]
+    metrics_listen: Option<String>,
+    /// turn on Sasl authentication (binary protocol, mechanism PLAIN; users from the file
+    /// named by $MEMCACHED_SASL_PWDB, lines user:password, else from the -Y file)
     #[arg(short = 'S', long = "enable-sasl")]
     enable_sasl: bool,
-    /// Enable ASCII protocol authentication. format: user:pass\nuser2:pass2\n (a client
-    /// authenticates with `set <any> 0 0 <len>` carrying `user pass`).
-    #[arg(short = 'Y', long = "auth-file", value_name = "FILE")]
+    /// enable ASCII protocol authentication. format: user:pass\nuser2:pass2\n (a client
+    /// authenticates with `set <any> 0 0 <len>` carrying `user pass`)
+    #[arg(short = 'Y', long = "auth-file", value_name = "file")]
     auth_file: Option<PathBuf>,
-    /// Enable TLS/SSL (rustls): -o ssl_chain_cert=<PEM>,ssl_key=<PEM>; also ssl_keyformat
+    /// enable TLS/SSL (rustls): -o ssl_chain_cert=<PEM>,ssl_key=<PEM>; also ssl_keyformat
     /// (1 PEM, 2 DER), ssl_verify_mode (0 none, 1 request, 2 require, 3 once) with
     /// ssl_ca_cert=<PEM>, ssl_ciphers, ssl_min_version (2 tlsv1.2, 3 tlsv1.3),
     /// ssl_session_cache, ssl_wbuf_size (KB). A -l entry prefixed notls:
-    /// (notls:<ip>:<port>) stays plain.
+    /// (notls:<ip>:<port>) stays plain
     #[arg(short = 'Z', long = "enable-ssl")]
     enable_ssl: bool,
-    /// Extended options, comma separated (may be repeated).
-    #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
+    /// comma separated list of extended options; most options have a 'no_' prefix to
+    /// disable (the list is below)
+    #[arg(short = 'o', long = "extended", value_name = "options", action = ArgAction::Append)]
     extended: Vec<String>,
 }
 
@@ -331,6 +439,16 @@ pub struct Config {
     /// `--data-dir`: where the default pool file lives; created by [`prepare_storage`]
     /// when the slow tier uses it.
     pub data_dir: PathBuf,
+    /// `-D`: the byte between a key's prefix and its ID for `stats detail`.
+    pub prefix_delimiter: u8,
+    /// `-D` given: per-prefix stats are collected from the start.
+    pub detail_enabled: bool,
+    /// Not `-X`.
+    pub dumps_enabled: bool,
+    /// Not `-W`.
+    pub watch_enabled: bool,
+    /// `--metrics-listen`: where the Prometheus endpoint listens; None = off.
+    pub metrics_listen: Option<String>,
     /// `-Y`: the text protocol's authfile.
     pub auth_file: Option<PathBuf>,
     /// `-S`: SASL authentication of the binary protocol.
@@ -366,6 +484,11 @@ impl Default for Config {
             large_pages: false,
             warnings: Vec::new(),
             data_dir: PathBuf::from(DATA_DIR_DEFAULT),
+            prefix_delimiter: b':',
+            detail_enabled: false,
+            dumps_enabled: true,
+            watch_enabled: true,
+            metrics_listen: None,
             auth_file: None,
             sasl: false,
             auth: AuthSettings::default(),
@@ -475,6 +598,9 @@ where
         lock_memory: cli.lock_memory,
         large_pages: cli.enable_largepages,
         data_dir: cli.data_dir.clone(),
+        dumps_enabled: !cli.disable_dumping,
+        watch_enabled: !cli.disable_watch,
+        metrics_listen: cli.metrics_listen.clone(),
         unix_socket: cli.unix_socket.clone(),
         auth_file: cli.auth_file.clone(),
         sasl: cli.enable_sasl,
@@ -493,6 +619,18 @@ where
             })?,
         ..Config::default()
     };
+    if let Some(delimiter) = &cli.prefix_delimiter {
+        // memcached takes the first character of the argument.
+        match delimiter.as_bytes() {
+            [byte, ..] if byte.is_ascii_graphic() => config.prefix_delimiter = *byte,
+            _ => {
+                return Err(usage(format!(
+                    "-D needs a printable ASCII delimiter character, got {delimiter:?}"
+                )))
+            }
+        }
+        config.detail_enabled = true;
+    }
     if cli.listen.is_empty() {
         config.listen = vec![LISTEN_DEFAULT.to_owned()];
     } else {
@@ -518,6 +656,15 @@ where
                 cli.memory_limit
             ))
         })?;
+    if let Some(text) = &cli.dram_max {
+        engine.dram_max_bytes = parse_size(text, SizeUnit::Megabytes)
+            .map_err(|e| usage(format!("invalid --dram-max {text:?}: {e}")))?;
+        if engine.dram_max_bytes < engine.memory_limit_bytes {
+            return Err(usage(format!(
+                "--dram-max {text} is below the DRAM tier's size (-m/--dram)"
+            )));
+        }
+    }
     apply_tier_flags(engine, &cli)?;
     let item_size_max = parse_size(&cli.max_item_size, SizeUnit::Bytes).map_err(|e| {
         usage(format!(
@@ -1528,6 +1675,58 @@ mod tests {
             assert!(text.contains(flag), "{flag} missing from --help");
         }
         assert!(text.contains("none (the default"), "{text}");
+    }
+
+    /// Every memcached flag fogcached takes is described in memcached 1.6.18's words
+    /// (`memcached -h`), whatever fogcached adds after them.
+    #[test]
+    fn help_describes_memcached_s_flags_in_memcached_s_words() {
+        let Err(CliExit::Info(text)) = parse(["fogcached", "--help"]) else {
+            panic!("--help is information");
+        };
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for (flag, words) in [
+            ("-p, --port", "TCP port to listen on (default: 11211)"),
+            ("-U, --udp-port", "UDP port to listen on (default: 0, off)"),
+            ("-s, --unix-socket", "UNIX socket to listen on (disables network support)"),
+            ("-a, --unix-mask", "access mask for UNIX socket, in octal (default: 700)"),
+            ("-A, --enable-shutdown", "enable ascii \"shutdown\" command"),
+            ("-l, --listen", "interface to listen on"),
+            ("-d, --daemon", "run as a daemon"),
+            ("-r, --enable-coredumps", "maximize core file limit"),
+            ("-u, --user", "assume identity of <username> (only when run as root)"),
+            ("-m, --memory-limit", "item memory in megabytes (default: 64)"),
+            ("-M, --disable-evictions", "return error on memory exhausted instead of evicting"),
+            ("-c, --conn-limit", "max simultaneous connections (default: 1024)"),
+            ("-k, --lock-memory", "lock down all paged memory"),
+            ("-v, --verbose", "verbose (print errors/warnings while in event loop)"),
+            ("-P, --pidfile", "save PID in <file>"),
+            ("-f, --slab-growth-factor", "chunk size growth factor (default: 1.25)"),
+            ("-n, --slab-min-size", "min space used for key+value+flags (default: 48)"),
+            ("-L, --enable-largepages", "try to use large memory pages (if available)"),
+            ("-D <char>", "Use <char> as the delimiter between key prefixes and IDs."),
+            ("-t, --threads", "number of threads to use (default: 4)"),
+            ("-R, --max-reqs-per-event", "maximum number of requests per event, limits the requests processed per connection to prevent starvation (default: 20)"),
+            ("-C, --disable-cas", "disable use of CAS"),
+            ("-I, --max-item-size", "adjusts max item size (default: 1m, min: 1k, max: 1024m)"),
+            ("-X, --disable-dumping", "disable stats cachedump and lru_crawler metadump"),
+            ("-W, --disable-watch", "disable watch commands (live logging)"),
+            ("-o, --extended", "comma separated list of extended options"),
+            ("-S, --enable-sasl", "turn on Sasl authentication"),
+            ("-Y, --auth-file", "enable ASCII protocol authentication. format: user:pass"),
+            ("-Z, --enable-ssl", "enable TLS/SSL"),
+        ] {
+            assert!(text.contains(flag), "{flag} missing from --help");
+            assert!(text.contains(words), "{flag}: {words:?} missing from --help:\n{text}");
+        }
+        for suboption in ["hashpower", "hot_lru_pct", "slab_chunk_max", "idle_timeout"] {
+            assert!(
+                text.contains(&format!("- {suboption}")),
+                "-o {suboption} not listed"
+            );
+        }
+        assert!(text.contains("--metrics-listen"));
+        assert!(text.contains("--dram-max"));
     }
 
     #[test]

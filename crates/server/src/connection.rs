@@ -61,6 +61,8 @@ pub enum Outcome {
     Close,
     /// Stop the server (its output was written as far as the socket allowed).
     Shutdown,
+    /// It asked to `watch` these event kinds: hand it to the logger thread.
+    Watch(u32),
     /// Its replies wait until the slow-tier pool's invalidations are on the file
     /// (`--slow-durability power`): the worker flushes the pool once for all such
     /// connections of its turn, then services them again.
@@ -111,6 +113,8 @@ enum Dispatched {
     OutputFull,
     Close,
     Shutdown,
+    /// `watch`: no more requests; the connection becomes a watcher of these kinds.
+    Watch(u32),
 }
 
 enum Fill {
@@ -155,6 +159,9 @@ pub struct Connection {
     closing: bool,
     /// In the worker's yield queue.
     pub queued: bool,
+    /// It asked to `watch` (and was counted as a watcher) but was not handed to the
+    /// logger yet: a close gives the count back.
+    pub watching: bool,
     /// Engine-clock second of the last request or input, for `-o idle_timeout`.
     pub last_active_s: u32,
 }
@@ -180,6 +187,7 @@ impl Connection {
             peer_closed: false,
             closing: false,
             queued: false,
+            watching: false,
             last_active_s: now_s,
         }
     }
@@ -254,6 +262,7 @@ impl Connection {
                     return self.finish_closing(ctx);
                 }
                 Dispatched::Shutdown => return Outcome::Shutdown,
+                Dispatched::Watch(kinds) => return Outcome::Watch(kinds),
             }
             if self.peer_closed {
                 // No further request can complete; send what is left, then close.
@@ -341,6 +350,7 @@ impl Connection {
                 out: &mut self.output,
                 resume_keys: self.resume_keys,
                 out_high_water_bytes: OUTPUT_HIGH_WATER_BYTES,
+                client_fd: self.fd,
             };
             let binary = self.protocol == Protocol::Binary;
             // `-Y`/`-S`: authentication answers first (one branch when it is off).
@@ -392,6 +402,14 @@ impl Connection {
                 }
                 Step::Close => return Dispatched::Close,
                 Step::Shutdown => return Dispatched::Shutdown,
+                Step::Watch { consumed, kinds } => {
+                    // Whatever the client sent after `watch` is ignored, as memcached
+                    // ignores it.
+                    let _ = consumed;
+                    *requests += 1;
+                    self.watching = true;
+                    return Dispatched::Watch(kinds);
+                }
             }
         }
     }
@@ -473,6 +491,13 @@ impl Connection {
                 Err(_) => return Fill::Failed,
             }
         }
+    }
+
+    /// Takes the connection apart to become a watcher (`watch`): its socket, file
+    /// descriptor, `stats conns` entry and the replies not yet written (its `OK`).
+    pub fn into_watcher(self) -> (Stream, i32, Arc<ConnEntry>, Vec<u8>) {
+        let pending = self.output[self.output_written..].to_vec();
+        (self.stream, self.fd, self.entry, pending)
     }
 
     /// Best-effort final write when the server stops.

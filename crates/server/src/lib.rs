@@ -4,8 +4,11 @@
 pub mod auth;
 pub mod config;
 pub mod connection;
+pub mod detail;
 pub mod dispatch;
+pub mod latency;
 pub mod listener;
+pub mod metrics;
 pub mod process;
 pub mod registry;
 pub mod runtime;
@@ -13,4 +16,5 @@ pub mod session;
 pub mod stats;
 pub mod stream;
 pub mod tls;
+pub mod watch;
 pub mod worker;

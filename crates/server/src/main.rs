@@ -171,6 +171,14 @@ fn run(config: config::Config, readiness: Option<Readiness>) -> ExitCode {
     if let Some(readiness) = readiness {
         readiness.report(Ok(()));
     }
-    server.wait();
+    // Every listener accepts now: tell systemd (`Type=notify`).
+    let ready = format!("READY=1\nMAINPID={}\n", std::process::id());
+    if let Err(e) = process::notify_systemd(&ready) {
+        eprintln!("fogcached: warning: cannot notify systemd of readiness: {e}");
+    }
+    server.wait_then(|| {
+        // The stop (and a clean stop's write-down) may take a while.
+        let _ = process::notify_systemd("STOPPING=1\n");
+    });
     ExitCode::SUCCESS
 }

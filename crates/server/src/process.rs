@@ -17,6 +17,9 @@ use std::path::Path;
 
 /// The environment variable naming memcached's port file.
 pub const PORT_FILE_ENV: &str = "MEMCACHED_PORT_FILENAME";
+/// The environment variable systemd sets for a `Type=notify` service: the datagram
+/// socket that readiness and stopping messages go to (sd_notify(3)).
+pub const NOTIFY_SOCKET_ENV: &str = "NOTIFY_SOCKET";
 
 /// sysexits.h `EX_NOUSER`: memcached's exit code when `-u` names no user.
 pub const EXIT_NO_USER: u8 = 67;
@@ -243,6 +246,29 @@ fn os_error(what: &str) -> StartupError {
         crate::config::EXIT_OS_ERROR,
         format!("{what}: {}", std::io::Error::last_os_error()),
     )
+}
+
+/// Sends `state` (e.g. `READY=1`) to systemd's notification socket, as sd_notify(3)
+/// does, without libsystemd: one datagram to the unix socket named by `$NOTIFY_SOCKET`
+/// (a path, or an abstract name when it starts with `@`). Returns false when the
+/// variable is not set (not started by systemd as `Type=notify`).
+pub fn notify_systemd(state: &str) -> std::io::Result<bool> {
+    let Some(target) = std::env::var_os(NOTIFY_SOCKET_ENV) else {
+        return Ok(false);
+    };
+    let socket = std::os::unix::net::UnixDatagram::unbound()?;
+    let bytes = std::os::unix::ffi::OsStrExt::as_bytes(target.as_os_str());
+    match bytes.strip_prefix(b"@") {
+        Some(abstract_name) => {
+            use std::os::linux::net::SocketAddrExt;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name)?;
+            socket.send_to_addr(state.as_bytes(), &addr)?;
+        }
+        None => {
+            socket.send_to(state.as_bytes(), Path::new(&target))?;
+        }
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

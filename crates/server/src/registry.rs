@@ -55,6 +55,8 @@ pub enum ConnState {
     /// Output is waiting for the socket to drain.
     Mwrite = 5,
     Closing = 6,
+    /// Streaming the event log (`watch`).
+    Watch = 7,
 }
 
 impl ConnState {
@@ -67,6 +69,7 @@ impl ConnState {
             ConnState::Swallow => "conn_swallow",
             ConnState::Mwrite => "conn_mwrite",
             ConnState::Closing => "conn_closing",
+            ConnState::Watch => "conn_watch",
         }
     }
 
@@ -78,6 +81,7 @@ impl ConnState {
             3 => ConnState::Nread,
             4 => ConnState::Swallow,
             5 => ConnState::Mwrite,
+            7 => ConnState::Watch,
             _ => ConnState::Closing,
         }
     }
@@ -167,6 +171,13 @@ pub struct RuntimeState {
     pub idle_timeout_s: AtomicU32,
     /// `-R` (for `stats settings`).
     pub reqs_per_event: AtomicU32,
+    /// Connections that are `watch`ing (taken when a worker hands one to the logger,
+    /// given back when the logger closes it).
+    pub watchers: AtomicU32,
+    /// Lines the logger queued for watchers (memcached's `log_watcher_sent`).
+    pub watcher_lines_sent: AtomicU64,
+    /// Lines a watcher missed because its buffer was full (`log_watcher_skipped`).
+    pub watcher_lines_skipped: AtomicU64,
 }
 
 impl RuntimeState {

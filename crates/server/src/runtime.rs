@@ -28,6 +28,11 @@ pub struct Shared {
     pub stats: ServerStats,
     pub config: Config,
     pub dispatchers: Dispatchers,
+    /// The thread that streams the event log to `watch` connections (set once, right
+    /// after start-up).
+    pub logger: std::sync::OnceLock<crate::watch::Logger>,
+    /// The Prometheus endpoint (`--metrics-listen`), set once at start-up.
+    pub metrics: std::sync::OnceLock<crate::metrics::MetricsServer>,
     shutdown_sender: Sender<()>,
 }
 
@@ -131,6 +136,9 @@ impl Server {
                 .map(|path| path.display().to_string()),
             unix_mode: config.unix_mode,
             shutdown_requested: AtomicBool::new(false),
+            dumps_enabled: config.dumps_enabled,
+            watch_enabled: config.watch_enabled,
+            metrics_listen: config.metrics_listen.clone(),
             auth: config.auth.clone(),
             tls_options: config.tls.clone(),
             tls: config.tls_context.clone(),
@@ -151,8 +159,27 @@ impl Server {
             stats,
             config,
             dispatchers,
+            logger: std::sync::OnceLock::new(),
+            metrics: std::sync::OnceLock::new(),
             shutdown_sender,
         });
+        shared
+            .stats
+            .prefixes
+            .configure(shared.config.prefix_delimiter, shared.config.detail_enabled);
+        let logger = crate::watch::Logger::spawn(Arc::downgrade(&shared))
+            .context("starting the logger thread")?;
+        let _ = shared.logger.set(logger);
+        if let Some(addr) = &shared.config.metrics_listen {
+            let metrics = crate::metrics::MetricsServer::start(addr, Arc::downgrade(&shared))?;
+            if shared.verbosity() > 0 {
+                eprintln!(
+                    "fogcached metrics on http://{}/metrics",
+                    metrics.local_addr()
+                );
+            }
+            let _ = shared.metrics.set(metrics);
+        }
 
         shared.engine.start_background();
         let mut workers = Vec::new();
@@ -195,6 +222,11 @@ impl Server {
         &self.local_addrs
     }
 
+    /// Where the Prometheus endpoint listens, if it is on.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.shared.metrics.get().map(|m| m.local_addr())
+    }
+
     /// The runtime's counters (for tests and embedding).
     pub fn stats(&self) -> &ServerStats {
         &self.shared.stats
@@ -213,8 +245,15 @@ impl Server {
     /// Blocks until a shutdown is requested, then stops every thread and the engine's
     /// background work.
     pub fn wait(self) {
+        self.wait_then(|| {});
+    }
+
+    /// [`Server::wait`], calling `stopping` once the shutdown was requested, before the
+    /// threads stop.
+    pub fn wait_then(self, stopping: impl FnOnce()) {
         // recv fails only if every sender is gone, and `shared` holds one.
         let _ = self.shutdown_receiver.recv();
+        stopping();
         self.stop();
     }
 
@@ -243,6 +282,12 @@ fn stop_threads(
     }
     for (_, thread) in workers {
         let _ = thread.join();
+    }
+    if let Some(logger) = shared.logger.get() {
+        logger.join();
+    }
+    if let Some(metrics) = shared.metrics.get() {
+        metrics.join();
     }
     // Nothing is served any more: write DRAM's items down to a persistent pool and mark
     // it clean, so a restart serves them.

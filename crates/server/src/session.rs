@@ -35,6 +35,12 @@ pub struct ServerSettings {
     pub unix_mode: u32,
     /// Set when a shutdown was requested (command or signal).
     pub shutdown_requested: AtomicBool,
+    /// Not `-X`: `stats cachedump` and `lru_crawler metadump` are allowed.
+    pub dumps_enabled: bool,
+    /// Not `-W`: `watch` is allowed.
+    pub watch_enabled: bool,
+    /// `--metrics-listen`, for `stats settings`.
+    pub metrics_listen: Option<String>,
     /// `-Y`, `-S`: who may use the server.
     pub auth: crate::auth::AuthSettings,
     /// `-Z` and `-o ssl_*` as given (for `stats settings`).
@@ -56,6 +62,9 @@ impl Default for ServerSettings {
             domain_socket: None,
             unix_mode: 0o700,
             shutdown_requested: AtomicBool::new(false),
+            dumps_enabled: true,
+            watch_enabled: true,
+            metrics_listen: None,
             auth: crate::auth::AuthSettings::default(),
             tls_options: crate::tls::TlsOptions::default(),
             tls: None,
@@ -82,6 +91,8 @@ pub struct ServerStats {
     /// Per-worker counters and the connection table (added by the runtime; `Default`
     /// gives an empty one for dispatcher tests).
     pub runtime: crate::registry::RuntimeState,
+    /// `stats detail`: per-prefix counts, off until `stats detail on` or `-D`.
+    pub prefixes: crate::detail::PrefixStats,
 }
 
 /// Everything a dispatcher may touch while handling one request.
@@ -98,6 +109,9 @@ pub struct Session<'a> {
     /// and returns [`Step::Partial`], so that one request cannot make the server buffer
     /// the replies of all its keys at once. `usize::MAX` never stops one.
     pub out_high_water_bytes: usize,
+    /// The connection's file descriptor, as `watch` lines show it (`cfd=`); -1 when
+    /// there is no socket (dispatcher tests).
+    pub client_fd: i32,
 }
 
 /// What the runtime does after a dispatcher call.
@@ -115,6 +129,10 @@ pub enum Step {
     /// what is in `out`, and once it has drained call again with `resume_keys` set to
     /// `keys_done`. Always more than the `resume_keys` of the call.
     Partial { keys_done: usize },
+    /// Drop `consumed` bytes, write out what is in `out` (the `OK`), and turn the
+    /// connection into a watcher of the event kinds `kinds` (`watch`): it takes no more
+    /// requests and is handed to the logger thread.
+    Watch { consumed: usize, kinds: u32 },
     /// Write out what is in `out`, then close the connection (`quit`, hostile input).
     Close,
     /// Write out what is in `out`, then stop the whole server (`shutdown`).

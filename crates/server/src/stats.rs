@@ -148,6 +148,19 @@ fn general(session: &Session<'_>, emit: &mut Emit<'_>) {
         "idle_kicks",
         U64(runtime.sum(|w: &WorkerCounters| &w.idle_kicks)),
     );
+    // `watch`: the event log and its watchers, under memcached's names.
+    let (written, dropped) = session.engine.events().totals();
+    emit("log_worker_dropped", U64(dropped));
+    emit("log_worker_written", U64(written));
+    emit(
+        "log_watcher_skipped",
+        U64(load(&runtime.watcher_lines_skipped)),
+    );
+    emit("log_watcher_sent", U64(load(&runtime.watcher_lines_sent)));
+    emit(
+        "log_watchers",
+        U64(u64::from(runtime.watchers.load(Ordering::Relaxed))),
+    );
 }
 
 fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
@@ -175,6 +188,31 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
     );
     emit("shutdown_command", yes_no(settings.shutdown_enabled));
     emit("num_threads", U64(u64::from(settings.worker_threads)));
+    let prefixes = &session.stats.prefixes;
+    emit(
+        "stat_key_prefix",
+        Text(char::from(prefixes.delimiter()).to_string()),
+    );
+    emit("detail_enabled", yes_no(prefixes.enabled()));
+    emit("dump_enabled", yes_no(settings.dumps_enabled));
+    emit("watch_enabled", yes_no(settings.watch_enabled));
+    emit(
+        "metrics_listen",
+        Text(
+            settings
+                .metrics_listen
+                .clone()
+                .unwrap_or_else(|| "none".to_owned()),
+        ),
+    );
+    emit(
+        "watcher_logbuf_size",
+        U64(crate::watch::WATCHER_BUFFER_BYTES as u64),
+    );
+    emit(
+        "worker_logbuf_size",
+        U64((engine::events::EVENT_LOG_CAPACITY * std::mem::size_of::<engine::Event>()) as u64),
+    );
     emit(
         "reqs_per_event",
         U64(u64::from(runtime.reqs_per_event.load(Ordering::Relaxed))),
@@ -278,6 +316,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            client_fd: -1,
         };
         let mut pairs = Vec::new();
         collect(&session, group, &mut |name, value| {
@@ -349,6 +388,7 @@ mod tests {
                 out: &mut out,
                 resume_keys: 0,
                 out_high_water_bytes: usize::MAX,
+                client_fd: -1,
             };
             reset(&session);
         }

@@ -206,6 +206,7 @@ impl Worker {
                 }
             }
             Outcome::Close => self.close(slot),
+            Outcome::Watch(kinds) => self.start_watching(slot, kinds),
             Outcome::Held => self.held.push(slot),
             Outcome::Shutdown => {
                 if let Some(Some(connection)) = self.connections.get_mut(slot) {
@@ -288,6 +289,14 @@ impl Worker {
         };
         let _ = self.poll.registry().deregister(connection.stream_mut());
         let fd = connection.fd();
+        if connection.watching {
+            // It asked to watch but closed before reaching the logger.
+            self.shared
+                .stats
+                .runtime
+                .watchers
+                .fetch_sub(1, Ordering::Relaxed);
+        }
         self.shared.stats.runtime.connections.remove(fd);
         self.shared
             .stats
@@ -299,6 +308,41 @@ impl Worker {
         // Dropping the stream closes the socket.
         drop(connection);
         self.free_slots.push(slot);
+    }
+
+    /// Hands the connection in `slot` to the logger thread as a watcher of `kinds`. The
+    /// connection stays counted and listed (`conn_watch`) until the logger closes it.
+    fn start_watching(&mut self, slot: usize, kinds: u32) {
+        let Some(mut connection) = self.connections.get_mut(slot).and_then(Option::take) else {
+            return;
+        };
+        let _ = self.poll.registry().deregister(connection.stream_mut());
+        self.free_slots.push(slot);
+        let (stream, fd, entry, pending) = connection.into_watcher();
+        let runtime = &self.shared.stats.runtime;
+        let watcher = crate::watch::NewWatcher {
+            stream,
+            fd,
+            entry,
+            kinds,
+            pending,
+        };
+        let refused = match self.shared.logger.get() {
+            Some(logger) => logger.add(watcher).err(),
+            None => Some(watcher),
+        };
+        if let Some(watcher) = refused {
+            // The logger is gone or swamped: the connection is closed. It leaves the
+            // connection table before its socket closes, so the descriptor cannot be
+            // reused (and listed) meanwhile.
+            runtime.watchers.fetch_sub(1, Ordering::Relaxed);
+            runtime.connections.remove(fd);
+            self.shared
+                .stats
+                .curr_connections
+                .fetch_sub(1, Ordering::Relaxed);
+            drop(watcher);
+        }
     }
 
     fn close_idle(&mut self, ctx: &ServiceContext<'_>, idle_timeout_s: u32) {

@@ -255,12 +255,11 @@ fn user_switch_drops_root() {
     let dir = Scratch::new("user");
     let port = free_port().unwrap();
     let (child, pid) = start(&dir.0, port, &["-u", "nobody", "--slow-size", "8m"], &[]);
-    // The switch follows the bind (memcached's order), so the port may accept a moment
-    // before the process is nobody's.
+    // The switch comes after the ports accept (they are opened as root): wait for it.
     let deadline = Instant::now() + WAIT;
     let mut uids = pid.status_field("Uid");
-    while !uids.split_whitespace().all(|uid| uid == "65534") && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
+    while uids.split_whitespace().any(|uid| uid == "0") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
         uids = pid.status_field("Uid");
     }
     assert!(

@@ -36,27 +36,6 @@ const ALLOWED_MISSING: &[(&str, &str, &str)] = &[
     ),
     (
         "",
-        "log_watcher_sent",
-        "no `watch` log streams in fogcached",
-    ),
-    (
-        "",
-        "log_watcher_skipped",
-        "no `watch` log streams in fogcached",
-    ),
-    ("", "log_watchers", "no `watch` log streams in fogcached"),
-    (
-        "",
-        "log_worker_dropped",
-        "no `watch` log streams in fogcached",
-    ),
-    (
-        "",
-        "log_worker_written",
-        "no `watch` log streams in fogcached",
-    ),
-    (
-        "",
         "read_buf_bytes",
         "memcached's pool of read buffers; fogcached's connections own theirs",
     ),
@@ -103,21 +82,6 @@ const ALLOWED_MISSING: &[(&str, &str, &str)] = &[
         "time_in_listen_disabled_us",
         "MISSING: not implemented yet (fogcached counts listen_disabled_num, not the time \
          spent with the listener disabled)",
-    ),
-    (
-        "settings",
-        "detail_enabled",
-        "no `stats detail` (per-prefix statistics) in fogcached",
-    ),
-    (
-        "settings",
-        "stat_key_prefix",
-        "no `stats detail` (per-prefix statistics) in fogcached",
-    ),
-    (
-        "settings",
-        "dump_enabled",
-        "no `lru_crawler metadump` in fogcached",
     ),
     (
         "settings",
@@ -206,16 +170,6 @@ const ALLOWED_MISSING: &[(&str, &str, &str)] = &[
         "tcp_backlog",
         "MISSING: not implemented yet (-b; fogcached listens with memcached's default \
          backlog of 1024 but does not print it)",
-    ),
-    (
-        "settings",
-        "watcher_logbuf_size",
-        "no `watch` log streams in fogcached",
-    ),
-    (
-        "settings",
-        "worker_logbuf_size",
-        "no `watch` log streams in fogcached",
     ),
 ];
 

@@ -65,8 +65,9 @@ pub(crate) fn dram_has_spare(tier: &Tier, cs: &ClassState) -> bool {
 /// link writes per move.
 pub(crate) fn slow_has_room(tier: &Tier) -> bool {
     debug_assert!(tier.id == crate::api::TierId::Slow);
-    let free_pages = tier.pool.lock().free_pages() as u64;
-    free_pages > 0 && free_pages * RESERVE_DIVISOR >= tier.page_count as u64
+    let pool = tier.pool.lock();
+    let free_pages = pool.free_pages() as u64;
+    free_pages > 0 && free_pages * RESERVE_DIVISOR >= pool.limit_pages() as u64
 }
 
 /// Whether DRAM holds more than the low-water share of its size (as seen at the
@@ -74,7 +75,7 @@ pub(crate) fn slow_has_room(tier: &Tier) -> bool {
 /// DRAM (seed 001).
 pub(crate) fn dram_above_low_water(e: &Engine) -> bool {
     let dram = e.dram();
-    let limit = (dram.page_count * SLAB_PAGE_SIZE_BYTES) as u64;
+    let limit = (dram.limit_pages() * SLAB_PAGE_SIZE_BYTES) as u64;
     let seen = dram.item_bytes_seen.load(Ordering::Relaxed);
     seen.saturating_mul(100) > limit.saturating_mul(u64::from(e.config.dram_low_water_pct))
 }

@@ -20,6 +20,8 @@ use protocol::binary::{
 };
 use protocol::Parsed;
 
+use crate::detail::PrefixOp;
+use crate::latency::{self, CommandKind};
 use crate::session::{Session, Step, SERVER_VERSION};
 use crate::stats::{self, StatsGroup};
 
@@ -36,8 +38,33 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             swallow_bytes,
             close,
         } => super::refuse(session, reply, consumed, swallow_bytes, close),
-        Parsed::Complete { request, consumed } => execute(session, &request, consumed),
+        Parsed::Complete { request, consumed } => {
+            if latency::enabled() {
+                return execute_timed(session, &request, consumed);
+            }
+            execute(session, &request, consumed)
+        }
     }
+}
+
+/// [`execute`], timed into the latency histograms (`--metrics-listen`). Kept apart so
+/// that the untimed path carries nothing of it.
+#[inline(never)]
+fn execute_timed(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usize) -> Step {
+    let started = latency::start().map(|at| {
+        let kind = match request.command {
+            Command::Get { .. } | Command::GetAndTouch { .. } => CommandKind::Get,
+            Command::Store { .. } | Command::StoreTooLarge { .. } => CommandKind::Set,
+            Command::Delete { .. } => CommandKind::Delete,
+            Command::Arith { .. } => CommandKind::Arith,
+            Command::Touch { .. } => CommandKind::Touch,
+            _ => CommandKind::Other,
+        };
+        (at, kind)
+    });
+    let step = execute(session, request, consumed);
+    latency::finish(started);
+    step
 }
 
 fn execute(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usize) -> Step {
@@ -179,6 +206,7 @@ fn read(
     let opts = ReadOptions {
         touch_exptime: touch_exptime.map(ClientExptime::from),
         is_touch_command: touch_exptime.is_some(),
+        requester: session.client_fd,
         ..ReadOptions::default()
     };
     let out = &mut *session.out;
@@ -193,6 +221,8 @@ fn read(
             item.value,
         );
     });
+    let hit = matches!(outcome, ReadOutcome::Hit(()));
+    session.stats.prefixes.record(key, PrefixOp::Get { hit });
     if let ReadOutcome::Miss { .. } = outcome {
         if quiet {
             return;
@@ -258,6 +288,8 @@ fn store(
     };
     let mut opts = StoreOptions::new(mode, flags, ClientExptime::from(exptime));
     opts.compare_cas = compare_cas;
+    opts.requester = session.client_fd;
+    session.stats.prefixes.record(key, PrefixOp::Set);
     let concat = matches!(kind, StoreKind::Append | StoreKind::Prepend);
     let status = match session.engine.store(key, value, &opts) {
         StoreOutcome::Stored { cas } => {
@@ -293,6 +325,7 @@ fn delete(session: &mut Session<'_>, header: &RequestHeader, key: &[u8], quiet: 
         compare_cas: nonzero(header.cas),
         ..DeleteOptions::default()
     };
+    session.stats.prefixes.record(key, PrefixOp::Delete);
     match session.engine.delete(key, &opts) {
         DeleteOutcome::Deleted => {
             if !quiet {
@@ -418,6 +451,7 @@ mod tests {
                 out: &mut out,
                 resume_keys: 0,
                 out_high_water_bytes: usize::MAX,
+                client_fd: -1,
             };
             let step = handle(&mut session, input);
             (step, out)
@@ -1170,6 +1204,7 @@ mod tests {
                 Step::Close => {}
                 Step::Shutdown => proptest::prop_assert!(false, "binary never shuts down"),
                 Step::Partial { .. } => proptest::prop_assert!(false, "binary never streams"),
+                Step::Watch { .. } => proptest::prop_assert!(false, "binary never watches"),
             }
             // Whatever was answered is well-formed responses echoing the opaque.
             for r in responses(&out) {

@@ -15,6 +15,8 @@ use protocol::meta::{
 };
 use protocol::Parsed;
 
+use crate::detail::PrefixOp;
+use crate::latency::{self, CommandKind};
 use crate::session::{Session, Step};
 
 const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
@@ -37,53 +39,83 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             swallow_bytes,
             close,
         } => super::refuse(session, reply, consumed, swallow_bytes, close),
-        Parsed::Complete { request, consumed } => match request {
-            MetaRequest::Get { key, flags } => {
-                meta_get(session, &key, &flags);
-                Step::Consumed(consumed)
+        Parsed::Complete { request, consumed } => {
+            if latency::enabled() {
+                return execute_timed(session, request, consumed);
             }
-            MetaRequest::Set {
-                key,
-                flags,
-                mode,
-                value: SetValue::Data(value),
-            } => {
-                meta_set(session, &key, &flags, mode, value);
-                Step::Consumed(consumed)
+            execute(session, request, consumed)
+        }
+    }
+}
+
+/// [`execute`], timed into the latency histograms (`--metrics-listen`). Kept apart so
+/// that the untimed path carries nothing of it.
+#[inline(never)]
+fn execute_timed(session: &mut Session<'_>, request: MetaRequest<'_>, consumed: usize) -> Step {
+    let started = latency::start().map(|at| (at, command_kind(&request)));
+    let step = execute(session, request, consumed);
+    latency::finish(started);
+    step
+}
+
+/// What a request counts as in the latency histograms.
+fn command_kind(request: &MetaRequest<'_>) -> CommandKind {
+    match request {
+        MetaRequest::Get { .. } => CommandKind::Get,
+        MetaRequest::Set { .. } => CommandKind::Set,
+        MetaRequest::Delete { .. } => CommandKind::Delete,
+        MetaRequest::Arith { .. } => CommandKind::Arith,
+        _ => CommandKind::Other,
+    }
+}
+
+fn execute(session: &mut Session<'_>, request: MetaRequest<'_>, consumed: usize) -> Step {
+    match request {
+        MetaRequest::Get { key, flags } => {
+            meta_get(session, &key, &flags);
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Set {
+            key,
+            flags,
+            mode,
+            value: SetValue::Data(value),
+        } => {
+            meta_set(session, &key, &flags, mode, value);
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Set {
+            key,
+            value: SetValue::TooLarge { swallow_bytes },
+            ..
+        } => {
+            // As memcached does when it cannot allocate the item: answer, drop any
+            // old value so a stale one is not served, and discard the payload.
+            // memcached's `ms` unlinks in every mode, counts `store_too_large`, and
+            // does not count a delete.
+            session.out.extend_from_slice(TOO_LARGE);
+            session.engine.refuse_too_large(key.as_bytes(), true);
+            Step::Swallow {
+                consumed,
+                bytes: swallow_bytes,
             }
-            MetaRequest::Set {
-                key,
-                value: SetValue::TooLarge { swallow_bytes },
-                ..
-            } => {
-                // As memcached does when it cannot allocate the item: answer, drop any
-                // old value so a stale one is not served, and discard the payload.
-                // memcached's `ms` unlinks in every mode, counts `store_too_large`, and
-                // does not count a delete.
-                session.out.extend_from_slice(TOO_LARGE);
-                session.engine.refuse_too_large(key.as_bytes(), true);
-                Step::Swallow {
-                    consumed,
-                    bytes: swallow_bytes,
-                }
-            }
-            MetaRequest::Delete { key, flags } => {
-                meta_delete(session, &key, &flags);
-                Step::Consumed(consumed)
-            }
-            MetaRequest::Arith { key, flags, mode } => {
-                meta_arith(session, &key, &flags, mode);
-                Step::Consumed(consumed)
-            }
-            MetaRequest::Noop => {
-                session.out.extend_from_slice(b"MN\r\n");
-                Step::Consumed(consumed)
-            }
-            MetaRequest::Debug { key } => {
-                meta_debug(session, &key);
-                Step::Consumed(consumed)
-            }
-        },
+        }
+        MetaRequest::Delete { key, flags } => {
+            meta_delete(session, &key, &flags);
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Arith { key, flags, mode } => {
+            meta_arith(session, &key, &flags, mode);
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Noop => {
+            session.out.extend_from_slice(b"MN\r\n");
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Debug { key } => {
+            meta_debug(session, &key);
+            Step::Consumed(consumed)
+        }
     }
 }
 
@@ -102,10 +134,16 @@ fn meta_get(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>)
         // Only `mg` hands out the recache token of a stale item (`get` and `me` do not).
         claim_recache_token: true,
         no_stats: false,
+        requester: session.client_fd,
     };
     let outcome = engine.read(key.as_bytes(), &options, |item| {
         write_hit(out, key, flags, item, false)
     });
+    let hit = matches!(outcome, ReadOutcome::Hit(()));
+    session
+        .stats
+        .prefixes
+        .record(key.as_bytes(), PrefixOp::Get { hit });
     match outcome {
         ReadOutcome::Hit(()) => {}
         ReadOutcome::Miss { vivified: true } => {
@@ -258,6 +296,8 @@ fn meta_set(
     } else {
         None
     };
+    options.requester = session.client_fd;
+    session.stats.prefixes.record(key.as_bytes(), PrefixOp::Set);
 
     let engine = session.engine;
     let out = &mut *session.out;
@@ -309,6 +349,10 @@ fn meta_delete(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'
         remove_value_only: flags.remove_value,
         new_cas: flags.new_cas,
     };
+    session
+        .stats
+        .prefixes
+        .record(key.as_bytes(), PrefixOp::Delete);
     let status: &[u8] = match session.engine.delete(key.as_bytes(), &options) {
         DeleteOutcome::Deleted if flags.quiet => return,
         DeleteOutcome::Deleted => b"HD",
@@ -487,6 +531,7 @@ mod tests {
                 out: &mut out,
                 resume_keys: 0,
                 out_high_water_bytes: usize::MAX,
+                client_fd: -1,
             };
             let mut rest = input;
             // Each call consumes at least one byte, so this loop is bounded by the input.
@@ -498,6 +543,7 @@ mod tests {
                     }
                     Step::NeedMore | Step::Close | Step::Shutdown => break,
                     Step::Partial { .. } => panic!("meta requests have one key each"),
+                    Step::Watch { .. } => panic!("meta requests never watch"),
                 }
             }
             out
@@ -812,6 +858,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            client_fd: -1,
         };
         assert_eq!(
             handle(&mut session, b"ms foo 2\r\nbar\r\n"),
@@ -853,6 +900,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            client_fd: -1,
         };
         // Only the command line is needed: the payload is discarded as it arrives.
         assert_eq!(
@@ -877,6 +925,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            client_fd: -1,
         };
         let request = b"ms foo 3 T0\r\nbar\r\n";
         for split in 0..request.len() {
@@ -1026,6 +1075,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            client_fd: -1,
         };
         let input = vec![b'k'; 3000];
         let mut line = b"mg ".to_vec();

@@ -1,6 +1,7 @@
 //! Protocol dispatchers: parse one request with the `protocol` crate, apply it to the
 //! engine, encode the reply. One module per protocol family.
 
+pub mod admin;
 pub mod binary;
 pub mod meta;
 pub mod text;

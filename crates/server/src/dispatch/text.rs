@@ -21,6 +21,9 @@ use engine::{
 use protocol::text::{self, Keys, ShutdownMode, StoreCommand, TextLimits, TextRequest};
 use protocol::Parsed;
 
+use crate::detail::PrefixOp;
+use crate::dispatch::admin;
+use crate::latency::{self, CommandKind};
 use crate::session::{Session, Step, SERVER_VERSION};
 use crate::stats::{self, StatsGroup};
 
@@ -39,7 +42,6 @@ const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
 const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
 const SHUTDOWN_DISABLED: &[u8] = b"ERROR: shutdown not enabled\r\n";
 const SHUTDOWN_BAD_MODE: &[u8] = b"CLIENT_ERROR invalid shutdown mode\r\n";
-const CACHEDUMP_REFUSED: &[u8] = b"CLIENT_ERROR stats cachedump not allowed\r\n";
 const REASSIGN_DISABLED: &[u8] = b"CLIENT_ERROR slab reassignment disabled\r\n";
 const REASSIGN_SAME: &[u8] = b"SAME src and dst class are identical\r\n";
 const REASSIGN_BUSY: &[u8] = b"BUSY currently processing reassign request\r\n";
@@ -72,7 +74,34 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             swallow_bytes,
             close,
         } => super::refuse(session, reply, consumed, swallow_bytes, close),
-        Parsed::Complete { request, consumed } => execute(session, request, consumed),
+        Parsed::Complete { request, consumed } => {
+            if latency::enabled() {
+                return execute_timed(session, request, consumed);
+            }
+            execute(session, request, consumed)
+        }
+    }
+}
+
+/// [`execute`], timed into the latency histograms (`--metrics-listen`). Kept apart so
+/// that the untimed path carries nothing of it.
+#[inline(never)]
+fn execute_timed(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize) -> Step {
+    let started = latency::start().map(|at| (at, command_kind(&request)));
+    let step = execute(session, request, consumed);
+    latency::finish(started);
+    step
+}
+
+/// What a request counts as in the latency histograms.
+fn command_kind(request: &TextRequest<'_>) -> CommandKind {
+    match request {
+        TextRequest::Get { .. } => CommandKind::Get,
+        TextRequest::Store { .. } | TextRequest::StoreTooLarge { .. } => CommandKind::Set,
+        TextRequest::Delete { .. } => CommandKind::Delete,
+        TextRequest::Arith { .. } => CommandKind::Arith,
+        TextRequest::Touch { .. } => CommandKind::Touch,
+        _ => CommandKind::Other,
     }
 }
 
@@ -90,9 +119,11 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
             noreply,
         } => {
             let mut options = StoreOptions::new(store_mode(command), client_flags, exptime);
+            options.requester = session.client_fd;
             if command == StoreCommand::Cas {
                 options.compare_cas = Some(cas_unique);
             }
+            admin::record_prefix(session, key, PrefixOp::Set);
             match engine.store(key, value, &options) {
                 StoreOutcome::Stored { .. } => reply(session, noreply, STORED),
                 StoreOutcome::NotStored => reply(session, noreply, NOT_STORED),
@@ -125,6 +156,7 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
             touch_exptime,
         } => return get(session, keys, return_cas, touch_exptime, consumed),
         TextRequest::Delete { key, noreply } => {
+            admin::record_prefix(session, key, PrefixOp::Delete);
             let outcome = engine.delete(key, &DeleteOptions::default());
             let bytes = match outcome {
                 DeleteOutcome::Deleted => DELETED,
@@ -165,7 +197,11 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
             engine.flush_all(delay_s);
             reply(session, noreply, OK);
         }
-        TextRequest::Stats { group } => stats_command(session, group),
+        TextRequest::Stats { group, args } => stats_command(session, group, args),
+        TextRequest::Watch { kinds } => return admin::watch(session, kinds, consumed),
+        TextRequest::LruCrawler { command } => {
+            return admin::lru_crawler(session, command, consumed)
+        }
         TextRequest::Version => {
             session.out.extend_from_slice(b"VERSION ");
             session.out.extend_from_slice(SERVER_VERSION.as_bytes());
@@ -201,13 +237,14 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
                 reply(session, noreply, MEMLIMIT_TOO_SMALL);
             } else if megabytes > MEMLIMIT_MAX_MEGABYTES {
                 reply(session, noreply, MEMLIMIT_NOT_BYTES);
-            } else if u64::from(megabytes) * 1024 * 1024 == engine.config().memory_limit_bytes {
-                // Asking for the limit already in force changes nothing.
-                reply(session, noreply, OK);
             } else {
-                // The engine sizes its page pool at start-up; memcached gives this reply
-                // when its memory cannot be adjusted at run time.
-                reply(session, noreply, MEMLIMIT_FAILED);
+                // The DRAM tier, up to the size reserved at start-up (`--dram-max`);
+                // beyond it memcached's reply for memory it cannot adjust. The slow
+                // tier's size is its pool's and does not change at run time.
+                match engine.set_dram_limit(u64::from(megabytes) * 1024 * 1024) {
+                    Ok(()) => reply(session, noreply, OK),
+                    Err(_) => reply(session, noreply, MEMLIMIT_FAILED),
+                }
             }
         }
     }
@@ -254,8 +291,12 @@ fn get(
     let options = ReadOptions {
         touch_exptime,
         is_touch_command: touch_exptime.is_some(),
+        requester: session.client_fd,
         ..ReadOptions::default()
     };
+    // `stats detail` counts each key; looked up once per request while it is off.
+    let prefixes = &session.stats.prefixes;
+    let prefixes_on = prefixes.enabled();
     let resume_keys = session.resume_keys;
     let out_high_water_bytes = session.out_high_water_bytes;
     let out = &mut *session.out;
@@ -278,10 +319,14 @@ fn get(
             return Step::Partial { keys_done };
         }
         // A miss prints nothing.
-        let _ = engine.read(key, &options, |item| {
+        let outcome = engine.read(key, &options, |item| {
             push_value(out, item, return_cas);
             mark_reached = out.len() >= out_high_water_bytes;
         });
+        if prefixes_on {
+            let hit = matches!(outcome, engine::ReadOutcome::Hit(_));
+            prefixes.record(key, PrefixOp::Get { hit });
+        }
     }
     out.extend_from_slice(END);
     Step::Consumed(consumed)
@@ -320,7 +365,6 @@ fn push_u64(out: &mut Vec<u8>, mut value: u64) {
     out.extend_from_slice(&digits[start..]);
 }
 
-/// `stats [group]`.
 /// memcached's `refresh_certs`: `OK`, or the reason the certificates were not reloaded
 /// (connections keep the old ones).
 fn refresh_certs(session: &mut Session<'_>, noreply: bool) {
@@ -340,14 +384,15 @@ fn refresh_certs(session: &mut Session<'_>, noreply: bool) {
     }
 }
 
-fn stats_command(session: &mut Session<'_>, group: &[u8]) {
+/// `stats [group]`.
+fn stats_command(session: &mut Session<'_>, group: &[u8], args: protocol::text::Args<'_>) {
     match group {
         b"reset" => {
             stats::reset(session);
             session.out.extend_from_slice(b"RESET\r\n");
         }
-        // Item dumps are disabled, as with memcached's `-X`.
-        b"cachedump" => error(session, CACHEDUMP_REFUSED),
+        b"detail" => admin::stats_detail(session, args),
+        b"cachedump" => admin::stats_cachedump(session, args),
         _ => match StatsGroup::from_name(group) {
             Some(group) => {
                 // `collect` reads the session while the lines are written, so they go
@@ -363,7 +408,6 @@ fn stats_command(session: &mut Session<'_>, group: &[u8]) {
                 out.extend_from_slice(END);
                 *session.out = out;
             }
-            // Includes `stats detail`: fogcached keeps no per-prefix statistics.
             None => error(session, ERROR),
         },
     }
@@ -450,6 +494,7 @@ mod tests {
                     out: &mut out,
                     resume_keys,
                     out_high_water_bytes,
+                    client_fd: -1,
                 };
                 let step = handle(&mut session, rest);
                 if let Step::Partial { keys_done } = step {
@@ -468,7 +513,7 @@ mod tests {
                         rest = &rest[consumed..];
                         rest = &rest[bytes.min(rest.len())..];
                     }
-                    Step::NeedMore | Step::Close | Step::Shutdown => {
+                    Step::NeedMore | Step::Close | Step::Shutdown | Step::Watch { .. } => {
                         steps.push(step);
                         break;
                     }
@@ -808,6 +853,7 @@ mod tests {
             out: &mut session_out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            client_fd: -1,
         };
         // Only the line is needed: the payload is never buffered.
         assert_eq!(
@@ -1025,12 +1071,164 @@ mod tests {
         );
         assert!(f.reply(b"stats conns\r\n").ends_with("END\r\n"));
         assert_eq!(f.reply(b"stats reset\r\n"), "RESET\r\n");
-        assert_eq!(
-            f.reply(b"stats cachedump 1 1\r\n"),
-            "CLIENT_ERROR stats cachedump not allowed\r\n"
-        );
-        assert_eq!(f.reply(b"stats detail on\r\n"), "ERROR\r\n");
+        assert_eq!(f.reply(b"stats cachedump 1 1\r\n"), "END\r\n");
+        assert_eq!(f.reply(b"stats detail on\r\n"), "OK\r\n");
         assert_eq!(f.reply(b"stats bogus\r\n"), "ERROR\r\n");
+        let refusing = Fixture::with_settings(ServerSettings {
+            dumps_enabled: false,
+            watch_enabled: false,
+            ..ServerSettings::default()
+        });
+        assert_eq!(
+            refusing.reply(b"stats cachedump 1 1\r\nlru_crawler metadump all\r\nwatch\r\n"),
+            "CLIENT_ERROR stats cachedump not allowed\r\nERROR metadump not allowed\r\n\
+             CLIENT_ERROR watch commands not allowed\r\n"
+        );
+    }
+
+    /// Replies checked against memcached 1.6.18 (`stats detail`, `stats cachedump`,
+    /// `lru_crawler metadump`; the item lines differ only in times and sizes).
+    #[test]
+    fn admin_commands_look_inside_the_cache() {
+        let f = Fixture::new();
+        assert_eq!(f.reply(b"stats detail dump\r\n"), "END\r\n");
+        assert_eq!(
+            f.reply(b"stats detail\r\nstats detail foo\r\n"),
+            "CLIENT_ERROR usage: stats detail on|off|dump\r\n".repeat(2)
+        );
+        assert_eq!(
+            f.reply(
+                b"stats detail on\r\nset a:b 0 0 1\r\nx\r\nget a:b a:c nope\r\n\
+                      mg a:b v\r\ndelete a:c\r\nstats detail off\r\nset a:d 0 0 1\r\ny\r\n\
+                      stats detail dump\r\n"
+            ),
+            "OK\r\nSTORED\r\nVALUE a:b 0 1\r\nx\r\nEND\r\nVA 1\r\nx\r\nNOT_FOUND\r\nOK\r\n\
+             STORED\r\nPREFIX a get 3 hit 2 set 1 del 1\r\nEND\r\n"
+        );
+
+        let class = f.engine.slab_class_for(3, 1);
+        let now_unix_s = START_UNIX_S + u64::from(engine::Clock::now_s(&*f.clock));
+        assert_eq!(
+            f.reply(format!("stats cachedump {class} 0\r\n").as_bytes()),
+            "ITEM a:d [1 b; 0 s]\r\nITEM a:b [1 b; 0 s]\r\nEND\r\n"
+        );
+        assert_eq!(
+            f.reply(b"set t 0 100 2\r\nab\r\nstats cachedump 1 1\r\n"),
+            format!("STORED\r\nITEM t [2 b; {} s]\r\nEND\r\n", now_unix_s + 100)
+        );
+        for (input, reply) in [
+            ("stats cachedump\r\n", "CLIENT_ERROR bad command line\r\n"),
+            ("stats cachedump 1\r\n", "CLIENT_ERROR bad command line\r\n"),
+            (
+                "stats cachedump x y\r\n",
+                "CLIENT_ERROR bad command line format\r\n",
+            ),
+            (
+                "stats cachedump -1 1\r\n",
+                "CLIENT_ERROR bad command line format\r\n",
+            ),
+            (
+                "stats cachedump 1 -1\r\n",
+                "CLIENT_ERROR bad command line format\r\n",
+            ),
+            (
+                "stats cachedump 64 1\r\n",
+                "CLIENT_ERROR Illegal slab id\r\n",
+            ),
+            ("stats cachedump 63 1\r\n", "END\r\n"),
+            ("stats cachedump 0 1\r\n", "END\r\n"),
+            ("stats cachedump slow:1 1\r\n", "END\r\n"),
+            (
+                "lru_crawler metadump 0\r\n",
+                "BADCLASS invalid class id\r\n",
+            ),
+            (
+                "lru_crawler metadump 99\r\n",
+                "BADCLASS invalid class id\r\n",
+            ),
+            (
+                "lru_crawler metadump x\r\n",
+                "BADCLASS invalid class id\r\n",
+            ),
+            ("lru_crawler crawl 99\r\n", "BADCLASS invalid class id\r\n"),
+            ("lru_crawler crawl all\r\n", "OK\r\n"),
+            ("lru_crawler crawl 1,2\r\n", "OK\r\n"),
+            ("watch bogus\r\n", "ERROR\r\n"),
+        ] {
+            assert_eq!(f.reply(input.as_bytes()), reply, "{input}");
+        }
+
+        let dump = f.reply(b"lru_crawler metadump all\r\n");
+        let mut lines: Vec<&str> = dump.split('\n').collect();
+        assert_eq!(lines.pop(), Some(""));
+        assert_eq!(lines.pop(), Some("END\r"));
+        lines.sort_unstable();
+        let cas_b = f.cas_of("a:b");
+        assert_eq!(lines.len(), 3, "{dump}");
+        assert_eq!(
+            lines[0],
+            format!(
+                "key=a%3Ab exp=-1 la={} cas={cas_b} fetch=yes cls={class} size={}",
+                now_unix_s,
+                56 + 3 + 1
+            )
+        );
+        assert!(lines[2].starts_with(&format!("key=t exp={} ", now_unix_s + 100)));
+        // A class list selects; the hash order lists the same items.
+        let only_t = f.reply(
+            format!("lru_crawler metadump {}\r\n", f.engine.slab_class_for(1, 2)).as_bytes(),
+        );
+        assert!(only_t.contains("key=t "), "{only_t}");
+        assert_eq!(f.reply(b"lru_crawler metadump hash\r\n").len(), dump.len());
+    }
+
+    /// A metadump of a cache larger than the output mark streams: each call stops at the
+    /// mark, and the whole listing holds every item once.
+    #[test]
+    fn a_metadump_streams_under_the_output_mark() {
+        let f = Fixture::new();
+        let mut input = Vec::new();
+        for i in 0..2000 {
+            input.extend_from_slice(format!("set key:{i} 0 0 1 noreply\r\nx\r\n").as_bytes());
+        }
+        assert_eq!(f.reply(&input), "");
+        let (out, steps) = f.run_streaming(b"lru_crawler metadump all\r\n", 4096);
+        let partials = steps
+            .iter()
+            .filter(|s| matches!(s, Step::Partial { .. }))
+            .count();
+        assert!(partials > 10, "{partials} partial steps");
+        let text = String::from_utf8_lossy(&out);
+        let mut keys: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("key=")?.split(' ').next())
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), 2000);
+        assert!(text.ends_with("END\r\n"));
+    }
+
+    #[test]
+    fn watch_turns_the_connection_into_a_watcher() {
+        let f = Fixture::new();
+        let (out, steps) = f.run(b"watch fetchers mutations\r\nget ignored\r\n");
+        assert_eq!(out, b"OK\r\n");
+        assert_eq!(
+            steps,
+            vec![Step::Watch {
+                consumed: 26,
+                kinds: engine::events::kind::FETCHES | engine::events::kind::MUTATIONS
+            }]
+        );
+        f.stats
+            .runtime
+            .watchers
+            .store(crate::watch::WATCHERS_MAX as u32, Ordering::Relaxed);
+        assert_eq!(
+            f.reply(b"watch\r\n"),
+            "WATCHER_TOO_MANY log watcher limit reached\r\n"
+        );
     }
 
     #[test]
@@ -1169,6 +1367,17 @@ mod tests {
         assert_eq!(f.reply(b"cache_memlimit 64\r\n"), "OK\r\n");
         assert_eq!(f.reply(b"cache_memlimit 64 noreply\r\n"), "");
         assert_eq!(f.reply(b"cache_memlimit x\r\n"), "ERROR\r\n");
+        // The DRAM tier shrinks and grows back within what was reserved at start-up
+        // (-m here); beyond it, memcached's reply for memory it cannot adjust.
+        assert_eq!(f.reply(b"cache_memlimit 8\r\n"), "OK\r\n");
+        assert_eq!(f.stat("limit_maxbytes"), "8388608");
+        assert_eq!(
+            f.reply(b"cache_memlimit 65\r\n"),
+            "MEMLIMIT_ADJUST_FAILED out of bounds or unable to adjust\r\n"
+        );
+        assert_eq!(f.stat("limit_maxbytes"), "8388608");
+        assert_eq!(f.reply(b"cache_memlimit 64\r\n"), "OK\r\n");
+        assert_eq!(f.stat("limit_maxbytes"), "67108864");
     }
 
     #[test]

@@ -54,6 +54,7 @@ pub fn drive(input: &[u8]) {
             out: &mut out,
             resume_keys,
             out_high_water_bytes: OUT_HIGH_WATER_BYTES,
+            client_fd: -1,
         };
         let step = if binary {
             dispatch::binary::handle(&mut session, rest)
@@ -100,7 +101,8 @@ pub fn drive(input: &[u8]) {
                 at += consumed;
                 swallow = bytes;
             }
-            Step::NeedMore | Step::Close | Step::Shutdown => {
+            // A watcher takes no more requests.
+            Step::NeedMore | Step::Close | Step::Shutdown | Step::Watch { .. } => {
                 finished = true;
                 break;
             }
@@ -121,6 +123,7 @@ pub fn drive(input: &[u8]) {
         out: &mut probe,
         resume_keys: 0,
         out_high_water_bytes: usize::MAX,
+        client_fd: -1,
     };
     let request = b"set fuzz-probe 0 0 2\r\nok\r\n";
     assert_eq!(

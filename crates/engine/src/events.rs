@@ -1,0 +1,371 @@
+//! The event log behind memcached's `watch` command: what the cache did, item by item
+//! (a fetch, a store, an eviction, a move between tiers), for the server to format and
+//! stream to whoever watches.
+//!
+//! Cost rule: when nobody watches, emitting an event is one relaxed atomic load
+//! ([`EventLog::wants`]) and a not-taken branch. When somebody watches, the event (its key
+//! copied) goes into one bounded queue under a mutex; a full queue drops the event and
+//! counts it, so a watcher that cannot keep up costs events, never memory or a waiting
+//! request. The engine formats nothing: [`Event`] is plain data.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use parking_lot::Mutex;
+
+use crate::api::{StoreMode, StoreOutcome, TierId};
+
+/// Events held for the server at most; beyond this they are dropped and counted.
+pub const EVENT_LOG_CAPACITY: usize = 8192;
+
+/// Kinds of events, as bits of a watch mask ([`EventLog::set_wanted`]).
+pub mod kind {
+    /// A lookup by key: a hit or a miss (memcached's `fetchers`).
+    pub const FETCHES: u32 = 1 << 0;
+    /// A store command's outcome (memcached's `mutations`).
+    pub const MUTATIONS: u32 = 1 << 1;
+    /// A live item removed to make room (memcached's `evictions`).
+    pub const EVICTIONS: u32 = 1 << 2;
+    /// An item copied to the other tier: a promotion or a demotion (fogcached's own).
+    pub const MIGRATIONS: u32 = 1 << 3;
+}
+
+/// One thing the cache did to one key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Wall-clock time of the event, microseconds since the Unix epoch.
+    pub unix_us: u64,
+    /// Position in the log: consecutive events have consecutive numbers (a gap is a
+    /// dropped event). memcached's `gid`.
+    pub seq: u64,
+    pub key: Box<[u8]>,
+    pub what: EventWhat,
+}
+
+/// What happened, with what the item looked like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventWhat {
+    Fetched {
+        /// `None`: a miss.
+        hit: Option<ItemFacts>,
+        /// Who asked: the number the caller put in [`crate::ReadOptions::requester`].
+        requester: i32,
+    },
+    Stored {
+        mode: StoreMode,
+        /// A `cas` (compare-and-swap) store.
+        compare: bool,
+        outcome: StoreOutcome,
+        /// Seconds the item was given to live; 0 = no expiry.
+        ttl_s: u32,
+        /// The slab class an item of this size goes to.
+        class_id: u8,
+        value_bytes: u32,
+        requester: i32,
+    },
+    Evicted {
+        item: ItemFacts,
+        /// Read at least once since it was stored.
+        fetched: bool,
+        /// Seconds left to live; `None`: no expiry.
+        ttl_s: Option<u32>,
+        /// Seconds since its last access.
+        idle_s: u32,
+    },
+    Moved {
+        /// The item in its new tier.
+        item: ItemFacts,
+        from: TierId,
+        /// Seconds since its last access.
+        idle_s: u32,
+    },
+}
+
+/// Where an item lives and how big it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ItemFacts {
+    pub tier: TierId,
+    pub class_id: u8,
+    pub value_bytes: u32,
+}
+
+/// The bounded log; the engine writes, the server drains.
+#[derive(Default)]
+pub struct EventLog {
+    /// Union of the kinds somebody watches.
+    wanted: AtomicU32,
+    queue: Mutex<VecDeque<Event>>,
+    next_seq: AtomicU64,
+    /// Events dropped because the queue was full, since the last drain.
+    dropped: AtomicU64,
+    /// Events dropped since start (memcached's `log_worker_dropped`).
+    dropped_total: AtomicU64,
+}
+
+impl EventLog {
+    /// Whether events of `kind` are watched: the only cost of an event nobody watches.
+    #[inline]
+    pub fn wants(&self, kind: u32) -> bool {
+        self.wanted.load(Ordering::Relaxed) & kind != 0
+    }
+
+    /// Sets the kinds to record (the union over every watcher); 0 stops recording and
+    /// empties the queue.
+    pub fn set_wanted(&self, kinds: u32) {
+        self.wanted.store(kinds, Ordering::Relaxed);
+        if kinds == 0 {
+            self.queue.lock().clear();
+        }
+    }
+
+    /// Adds `kinds` to the kinds recorded (a new watcher, before its `OK` is sent, so no
+    /// event after it is missed).
+    pub fn add_wanted(&self, kinds: u32) {
+        self.wanted.fetch_or(kinds, Ordering::Relaxed);
+    }
+
+    /// Records an event of `kind` (the caller checked [`EventLog::wants`]).
+    #[cold]
+    pub fn record(&self, kind: u32, key: &[u8], what: EventWhat) {
+        if !self.wants(kind) {
+            return;
+        }
+        let unix_us = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let mut queue = self.queue.lock();
+        // The number is taken under the lock, so the queue is in sequence order.
+        let seq = self.next_seq.fetch_add(1, Ordering::Relaxed) + 1;
+        if queue.len() >= EVENT_LOG_CAPACITY {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            self.dropped_total.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        queue.push_back(Event {
+            unix_us,
+            seq,
+            key: key.into(),
+            what,
+        });
+    }
+
+    /// Events recorded and events dropped since start (memcached's `log_worker_written`
+    /// and `log_worker_dropped`).
+    pub fn totals(&self) -> (u64, u64) {
+        let dropped = self.dropped_total.load(Ordering::Relaxed);
+        let numbered = self.next_seq.load(Ordering::Relaxed);
+        (numbered - dropped, dropped)
+    }
+
+    /// Moves up to `max` events into `out`, oldest first, and returns how many were
+    /// dropped (queue full) since the last call.
+    pub fn drain(&self, out: &mut Vec<Event>, max: usize) -> u64 {
+        let mut queue = self.queue.lock();
+        let take = queue.len().min(max);
+        out.extend(queue.drain(..take));
+        self.dropped.swap(0, Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn miss() -> EventWhat {
+        EventWhat::Fetched {
+            hit: None,
+            requester: 7,
+        }
+    }
+
+    fn drained(log: &EventLog) -> Vec<Event> {
+        let mut out = Vec::new();
+        log.drain(&mut out, usize::MAX);
+        out
+    }
+
+    #[test]
+    fn the_engine_logs_fetches_stores_evictions_and_moves() {
+        use crate::api::{ReadOptions, StoreOptions};
+        use crate::clock::ManualClock;
+        use crate::config::EngineConfig;
+        use crate::index::Index;
+        use crate::moves::{Direction, MoveReq, ShardLocking};
+        use crate::Engine;
+
+        let config = EngineConfig {
+            memory_limit_bytes: 2 << 20,
+            slow_tier: Some(tier::RegionSpec {
+                size_bytes: 4 << 20,
+                backing: tier::RegionBacking::Anonymous,
+                cost: tier::CostModel::NONE,
+            }),
+            ..EngineConfig::default()
+        };
+        let e = Engine::new(config, ManualClock::new(1_700_000_000)).unwrap();
+        e.events()
+            .set_wanted(kind::FETCHES | kind::MUTATIONS | kind::MIGRATIONS);
+        let mut set = StoreOptions::new(StoreMode::Set, 0, 100);
+        set.requester = 9;
+        assert!(matches!(
+            e.store(b"k", b"abc", &set),
+            StoreOutcome::Stored { .. }
+        ));
+        let read = ReadOptions {
+            requester: 9,
+            ..ReadOptions::default()
+        };
+        let _ = e.read(b"k", &read, |_| ());
+        let _ = e.read(b"missing", &read, |_| ());
+        let add = StoreOptions::new(StoreMode::Add, 0, 0);
+        assert_eq!(e.store(b"k", b"x", &add), StoreOutcome::NotStored);
+        let class_id = e.slab_class_for(1, 3);
+        let events = drained(e.events());
+        let whats: Vec<EventWhat> = events.iter().map(|ev| ev.what).collect();
+        let dram_item = ItemFacts {
+            tier: TierId::Dram,
+            class_id,
+            value_bytes: 3,
+        };
+        assert_eq!(
+            whats,
+            vec![
+                EventWhat::Stored {
+                    mode: StoreMode::Set,
+                    compare: false,
+                    outcome: events_outcome(&events[0]),
+                    ttl_s: 100,
+                    class_id,
+                    value_bytes: 3,
+                    requester: 9,
+                },
+                EventWhat::Fetched {
+                    hit: Some(dram_item),
+                    requester: 9,
+                },
+                EventWhat::Fetched {
+                    hit: None,
+                    requester: 9,
+                },
+                EventWhat::Stored {
+                    mode: StoreMode::Add,
+                    compare: false,
+                    outcome: StoreOutcome::NotStored,
+                    ttl_s: 0,
+                    class_id: e.slab_class_for(1, 1),
+                    value_bytes: 1,
+                    requester: 0,
+                },
+            ]
+        );
+        assert_eq!(&*events[2].key, b"missing");
+        assert!(events.windows(2).all(|w| w[0].seq + 1 == w[1].seq));
+
+        // A demotion is logged with both tiers.
+        let key_hash = e.index.hash(b"k");
+        let addr = {
+            let table = e.index.shard(key_hash).table.lock();
+            Index::find(&table, |a| &e.tier_of(a).mem, key_hash, b"k").unwrap()
+        };
+        let req = MoveReq::of(&e.dram().mem, addr);
+        assert!(e.move_item(req, Direction::ToSlow, ShardLocking::Wait));
+        let events = drained(e.events());
+        assert_eq!(events.len(), 1);
+        assert_eq!(&*events[0].key, b"k");
+        assert!(matches!(
+            events[0].what,
+            EventWhat::Moved {
+                item: ItemFacts {
+                    tier: TierId::Slow,
+                    value_bytes: 3,
+                    ..
+                },
+                from: TierId::Dram,
+                ..
+            }
+        ));
+
+        // Evictions: a DRAM-only engine filled far past its size.
+        let small = Engine::new(
+            EngineConfig {
+                memory_limit_bytes: 2 << 20,
+                ..EngineConfig::default()
+            },
+            ManualClock::new(1_700_000_000),
+        )
+        .unwrap();
+        small.events().set_wanted(kind::EVICTIONS);
+        let value = vec![b'v'; 1000];
+        for i in 0..5000 {
+            let key = format!("key{i}");
+            small.store(
+                key.as_bytes(),
+                &value,
+                &StoreOptions::new(StoreMode::Set, 0, 0),
+            );
+        }
+        let evictions = drained(small.events());
+        assert!(!evictions.is_empty());
+        assert_eq!(&*evictions[0].key, b"key0", "the oldest item goes first");
+        assert!(matches!(
+            evictions[0].what,
+            EventWhat::Evicted {
+                fetched: false,
+                ttl_s: None,
+                item: ItemFacts {
+                    tier: TierId::Dram,
+                    value_bytes: 1000,
+                    ..
+                },
+                ..
+            }
+        ));
+    }
+
+    fn events_outcome(event: &Event) -> StoreOutcome {
+        match event.what {
+            EventWhat::Stored {
+                outcome: outcome @ StoreOutcome::Stored { .. },
+                ..
+            } => outcome,
+            other => panic!("not a successful store: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn nothing_is_recorded_unless_watched() {
+        let log = EventLog::default();
+        assert!(!log.wants(kind::FETCHES));
+        log.record(kind::FETCHES, b"k", miss());
+        let mut out = Vec::new();
+        assert_eq!(log.drain(&mut out, 10), 0);
+        assert!(out.is_empty());
+        log.set_wanted(kind::EVICTIONS);
+        log.record(kind::FETCHES, b"k", miss());
+        log.drain(&mut out, 10);
+        assert!(out.is_empty(), "only the watched kinds");
+    }
+
+    #[test]
+    fn a_full_log_drops_and_counts_and_keeps_its_order() {
+        let log = EventLog::default();
+        log.set_wanted(kind::FETCHES);
+        for _ in 0..EVENT_LOG_CAPACITY + 5 {
+            log.record(kind::FETCHES, b"k", miss());
+        }
+        let mut out = Vec::new();
+        assert_eq!(log.drain(&mut out, 3), 5);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0].seq + 1, out[1].seq);
+        assert_eq!(&*out[0].key, b"k");
+        assert_eq!(log.drain(&mut out, usize::MAX), 0, "the count was taken");
+        assert_eq!(out.len(), EVENT_LOG_CAPACITY);
+        // Unwatching empties the queue: nothing stale is delivered to the next watcher.
+        log.record(kind::FETCHES, b"k", miss());
+        log.set_wanted(0);
+        out.clear();
+        log.drain(&mut out, usize::MAX);
+        assert!(out.is_empty());
+    }
+}
