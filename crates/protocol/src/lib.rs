@@ -6,8 +6,10 @@
 //! - [`text`]: the classic ASCII commands (`get`, `set`, `incr`, `stats`, ...).
 //! - [`meta`]: the meta commands (`mg ms md ma mn me`), which share the text framing.
 //! - [`binary`]: the binary protocol (magic byte 0x80).
+//! - [`client`]: the other side of meta and text, for forwarding to an upstream server.
 
 pub mod binary;
+pub mod client;
 pub mod common;
 pub mod meta;
 pub mod text;

@@ -268,6 +268,35 @@ struct Cli {
     /// Extended options, comma separated (may be repeated).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
+    /// Fog layer: fill misses from these memcached-protocol servers (host:port, comma
+    /// separated or repeated; keys spread by ketama) and send writes to them first.
+    #[arg(long = "upstream", value_name = "HOST:PORT,...", action = ArgAction::Append)]
+    upstream: Vec<String>,
+    /// What a write does to the edge copy once the upstream answered: through (store the
+    /// written value at the edge too) or invalidate (remove the edge copy).
+    #[arg(
+        long = "upstream-writes",
+        value_name = "MODE",
+        default_value = "through"
+    )]
+    upstream_writes: String,
+    /// Longest life of an edge copy in seconds (bounds how stale another edge's copy can
+    /// be); 0 = the upstream's TTL.
+    #[arg(long = "upstream-ttl-max", value_name = "SECONDS", default_value_t = crate::upstream::TTL_MAX_DEFAULT_S)]
+    upstream_ttl_max: u32,
+    /// Time an upstream request may take; a read that takes longer is a miss.
+    #[arg(long = "upstream-timeout-ms", value_name = "MS", default_value_t = crate::upstream::TIMEOUT_DEFAULT_MS)]
+    upstream_timeout_ms: u32,
+    /// Pipelined connections to each upstream server.
+    #[arg(long = "upstream-conns", value_name = "N", default_value_t = crate::upstream::CONNS_PER_SERVER_DEFAULT)]
+    upstream_conns: usize,
+    /// Consecutive failures of an upstream that open its circuit breaker.
+    #[arg(long = "upstream-breaker-failures", value_name = "N", default_value_t = crate::upstream::BREAKER_FAILURES_DEFAULT)]
+    upstream_breaker_failures: u32,
+    /// How long an open breaker answers at once (reads: miss) before the upstream is
+    /// tried again.
+    #[arg(long = "upstream-retry-ms", value_name = "MS", default_value_t = crate::upstream::RETRY_DEFAULT_MS)]
+    upstream_retry_ms: u32,
 }
 
 /// Everything the server needs from the command line.
@@ -314,6 +343,8 @@ pub struct Config {
     /// `--data-dir`: where the default pool file lives; created by [`prepare_storage`]
     /// when the slow tier uses it.
     pub data_dir: PathBuf,
+    /// `--upstream*`: the fog layer, off when `None`.
+    pub upstream: Option<crate::upstream::UpstreamConfig>,
 }
 
 impl Default for Config {
@@ -339,6 +370,7 @@ impl Default for Config {
             large_pages: false,
             warnings: Vec::new(),
             data_dir: PathBuf::from(DATA_DIR_DEFAULT),
+            upstream: None,
         }
     }
 }
@@ -495,8 +527,62 @@ where
             apply_suboption(&mut config, suboption, &mut slab_chunk_max_set)?;
         }
     }
+    config.upstream = upstream_config(&cli)?;
     check(&config, slab_chunk_max_set)?;
     Ok(config)
+}
+
+/// The `--upstream*` flags; `None` without `--upstream`.
+fn upstream_config(cli: &Cli) -> Result<Option<crate::upstream::UpstreamConfig>, CliExit> {
+    use crate::upstream::{UpstreamConfig, WriteMode};
+    let servers: Vec<String> = cli
+        .upstream
+        .iter()
+        .flat_map(|arg| arg.split(','))
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .map(str::to_owned)
+        .collect();
+    for server in &servers {
+        let port_ok = server.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !port_ok {
+            return Err(usage(format!(
+                "invalid --upstream {server:?}: expected host:port"
+            )));
+        }
+    }
+    let writes = match cli.upstream_writes.as_str() {
+        "through" => WriteMode::Through,
+        "invalidate" => WriteMode::Invalidate,
+        other => {
+            return Err(usage(format!(
+                "invalid --upstream-writes {other:?}: expected through or invalidate"
+            )))
+        }
+    };
+    if cli.upstream_conns == 0 || cli.upstream_conns > 64 {
+        return Err(usage(format!(
+            "--upstream-conns must be between 1 and 64, got {}",
+            cli.upstream_conns
+        )));
+    }
+    if cli.upstream_timeout_ms == 0 {
+        return Err(usage("--upstream-timeout-ms must be at least 1"));
+    }
+    if servers.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(UpstreamConfig {
+        servers,
+        writes,
+        ttl_max_s: cli.upstream_ttl_max,
+        timeout_ms: cli.upstream_timeout_ms,
+        conns_per_server: cli.upstream_conns,
+        breaker_failures: cli.upstream_breaker_failures.max(1),
+        retry_ms: cli.upstream_retry_ms,
+    }))
 }
 
 /// The tier and placement flags, onto the engine's slow tier spec and policy knobs.

@@ -18,6 +18,7 @@ use crate::dispatch;
 use crate::registry::{ConnEntry, ConnState, WorkerCounters};
 use crate::session::{ServerSettings, ServerStats, Session, Step};
 use crate::stream::Stream;
+use crate::upstream::{Parking, WorkerPort};
 
 /// Input buffer size of a fresh connection.
 pub const INPUT_INITIAL_BYTES: usize = 16 * 1024;
@@ -64,6 +65,10 @@ pub enum Outcome {
     /// (`--slow-durability power`): the worker flushes the pool once for all such
     /// connections of its turn, then services them again.
     Held,
+    /// The request at the front needs the upstream (`--upstream`): the worker submits it
+    /// ([`Connection::submit_upstream`]) and services the connection again when the
+    /// reply is delivered ([`Connection::deliver_upstream`]).
+    Parked,
 }
 
 /// A protocol dispatcher: handles the request at the front of the input.
@@ -110,6 +115,8 @@ enum Dispatched {
     OutputFull,
     Close,
     Shutdown,
+    /// The front request waits for the upstream.
+    Parked,
 }
 
 enum Fill {
@@ -150,6 +157,8 @@ pub struct Connection {
     peer_closed: bool,
     /// Close once the output is written (`quit`, protocol error, end of input).
     closing: bool,
+    /// The fog layer's request the front request waits for, and its reply.
+    upstream: Parking,
     /// In the worker's yield queue.
     pub queued: bool,
     /// Engine-clock second of the last request or input, for `-o idle_timeout`.
@@ -175,6 +184,7 @@ impl Connection {
             write_ready: true,
             peer_closed: false,
             closing: false,
+            upstream: Parking::default(),
             queued: false,
             last_active_s: now_s,
         }
@@ -190,6 +200,23 @@ impl Connection {
 
     pub fn entry(&self) -> &ConnEntry {
         &self.entry
+    }
+
+    /// Fog layer: hands the request this connection parked on to the upstream thread;
+    /// `slot` routes the reply back. `true`: the reply is already there (no upstream, a
+    /// full queue), so service the connection again.
+    pub fn submit_upstream(&mut self, port: Option<&WorkerPort>, slot: usize) -> bool {
+        self.upstream.submit(port, slot)
+    }
+
+    /// Fog layer: the upstream's reply for connection `serial`; `false` if this is not
+    /// that connection (it closed and the slot was reused) or it is not parked.
+    pub fn deliver_upstream(&mut self, serial: u64, reply: Arc<crate::upstream::Reply>) -> bool {
+        if !self.upstream.accepts(serial) {
+            return false;
+        }
+        self.upstream.deliver(reply);
+        true
     }
 
     /// Records a socket event; the caller then calls [`Connection::service`].
@@ -245,6 +272,8 @@ impl Connection {
                     return self.finish_closing(ctx);
                 }
                 Dispatched::Shutdown => return Outcome::Shutdown,
+                // Nothing more is parsed or read until the reply came.
+                Dispatched::Parked => return Outcome::Parked,
             }
             if self.peer_closed {
                 // No further request can complete; send what is left, then close.
@@ -286,6 +315,9 @@ impl Connection {
         // The state is published once per batch, not once per request.
         let mut state_published = false;
         loop {
+            if self.upstream.is_parked() {
+                return Dispatched::Parked;
+            }
             if self.swallow_bytes > 0 {
                 let available = self.input_end - self.input_start;
                 let discard = available.min(self.swallow_bytes);
@@ -325,6 +357,7 @@ impl Connection {
                 self.entry.set_state(ConnState::ParseCmd);
                 state_published = true;
             }
+            let upstream_reply = self.upstream.take_reply();
             let mut session = Session {
                 engine: ctx.engine,
                 settings: ctx.settings,
@@ -332,6 +365,7 @@ impl Connection {
                 out: &mut self.output,
                 resume_keys: self.resume_keys,
                 out_high_water_bytes: OUTPUT_HIGH_WATER_BYTES,
+                upstream_reply: upstream_reply.as_deref(),
             };
             let step = match self.protocol {
                 Protocol::Binary => (ctx.dispatchers.binary)(&mut session, input),
@@ -377,6 +411,18 @@ impl Connection {
                     self.input_start += consumed;
                     self.swallow_bytes = bytes;
                     *requests += 1;
+                }
+                Step::Upstream { keys_done, request } => {
+                    // The request stays in the input and runs again with the reply; a
+                    // reply must move it on, or it would wait on the upstream forever.
+                    if upstream_reply.is_some() && keys_done <= self.resume_keys {
+                        debug_assert!(false, "resumed at {keys_done} and parked there again");
+                        return Dispatched::Close;
+                    }
+                    self.resume_keys = keys_done;
+                    self.upstream.park(request);
+                    *requests += 1;
+                    return Dispatched::Parked;
                 }
                 Step::Close => return Dispatched::Close,
                 Step::Shutdown => return Dispatched::Shutdown,

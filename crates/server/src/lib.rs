@@ -11,4 +11,5 @@ pub mod runtime;
 pub mod session;
 pub mod stats;
 pub mod stream;
+pub mod upstream;
 pub mod worker;

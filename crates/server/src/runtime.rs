@@ -114,6 +114,13 @@ impl Server {
         for socket in &sockets {
             local_addrs.extend(socket.local_addr()?);
         }
+        let upstream = match &config.upstream {
+            Some(upstream_config) => Some(Arc::new(
+                crate::upstream::Upstream::new(upstream_config.clone())
+                    .context("the fog layer's upstream servers")?,
+            )),
+            None => None,
+        };
         let settings = ServerSettings {
             shutdown_enabled: config.shutdown_enabled,
             verbosity: AtomicU32::new(config.verbosity),
@@ -129,6 +136,7 @@ impl Server {
                 .map(|path| path.display().to_string()),
             unix_mode: config.unix_mode,
             shutdown_requested: AtomicBool::new(false),
+            upstream,
         };
         let stats = ServerStats::default();
         stats
@@ -150,6 +158,11 @@ impl Server {
         });
 
         shared.engine.start_background();
+        if let Some(upstream) = &shared.settings.upstream {
+            upstream
+                .start(Arc::clone(&shared.engine))
+                .context("starting the upstream thread")?;
+        }
         let mut workers = Vec::new();
         for index in 0..shared.config.worker_threads as usize {
             match worker::spawn(index, Arc::clone(&shared)) {
@@ -238,6 +251,9 @@ fn stop_threads(
     }
     for (_, thread) in workers {
         let _ = thread.join();
+    }
+    if let Some(upstream) = &shared.settings.upstream {
+        upstream.stop();
     }
     // Nothing is served any more: write DRAM's items down to a persistent pool and mark
     // it clean, so a restart serves them.

@@ -35,6 +35,8 @@ pub struct ServerSettings {
     pub unix_mode: u32,
     /// Set when a shutdown was requested (command or signal).
     pub shutdown_requested: AtomicBool,
+    /// `--upstream`: the fog layer (read-through, write-through), off when `None`.
+    pub upstream: Option<std::sync::Arc<crate::upstream::Upstream>>,
 }
 
 impl Default for ServerSettings {
@@ -50,6 +52,7 @@ impl Default for ServerSettings {
             domain_socket: None,
             unix_mode: 0o700,
             shutdown_requested: AtomicBool::new(false),
+            upstream: None,
         }
     }
 }
@@ -85,6 +88,10 @@ pub struct Session<'a> {
     /// and returns [`Step::Partial`], so that one request cannot make the server buffer
     /// the replies of all its keys at once. `usize::MAX` never stops one.
     pub out_high_water_bytes: usize,
+    /// The upstream's reply to the request this request stopped at with
+    /// [`Step::Upstream`] (for the key at `resume_keys` of a multi-key retrieval);
+    /// `None` for a fresh request or without the fog layer.
+    pub upstream_reply: Option<&'a crate::upstream::Reply>,
 }
 
 /// What the runtime does after a dispatcher call.
@@ -102,6 +109,15 @@ pub enum Step {
     /// what is in `out`, and once it has drained call again with `resume_keys` set to
     /// `keys_done`. Always more than the `resume_keys` of the call.
     Partial { keys_done: usize },
+    /// The request needs the upstream first (`--upstream`: a miss to fill, a write to
+    /// pass on). Keep the request in the input, write out what is in `out` (the replies
+    /// of its first `keys_done` keys included), send `request` upstream and, once its
+    /// reply came, call again with `resume_keys` = `keys_done` and the reply in
+    /// `upstream_reply`.
+    Upstream {
+        keys_done: usize,
+        request: crate::upstream::Request,
+    },
     /// Write out what is in `out`, then close the connection (`quit`, hostile input).
     Close,
     /// Write out what is in `out`, then stop the whole server (`shutdown`).

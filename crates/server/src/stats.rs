@@ -213,6 +213,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            upstream_reply: None,
         };
         let mut pairs = Vec::new();
         collect(&session, group, &mut |name, value| {
@@ -284,6 +285,7 @@ mod tests {
                 out: &mut out,
                 resume_keys: 0,
                 out_high_water_bytes: usize::MAX,
+                upstream_reply: None,
             };
             reset(&session);
         }

@@ -418,6 +418,7 @@ mod tests {
                 out: &mut out,
                 resume_keys: 0,
                 out_high_water_bytes: usize::MAX,
+                upstream_reply: None,
             };
             let step = handle(&mut session, input);
             (step, out)
@@ -1170,6 +1171,7 @@ mod tests {
                 Step::Close => {}
                 Step::Shutdown => proptest::prop_assert!(false, "binary never shuts down"),
                 Step::Partial { .. } => proptest::prop_assert!(false, "binary never streams"),
+                Step::Upstream { .. } => proptest::prop_assert!(false, "no upstream here"),
             }
             // Whatever was answered is well-formed responses echoing the opaque.
             for r in responses(&out) {

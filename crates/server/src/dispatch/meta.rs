@@ -487,6 +487,7 @@ mod tests {
                 out: &mut out,
                 resume_keys: 0,
                 out_high_water_bytes: usize::MAX,
+                upstream_reply: None,
             };
             let mut rest = input;
             // Each call consumes at least one byte, so this loop is bounded by the input.
@@ -498,6 +499,7 @@ mod tests {
                     }
                     Step::NeedMore | Step::Close | Step::Shutdown => break,
                     Step::Partial { .. } => panic!("meta requests have one key each"),
+                    Step::Upstream { .. } => panic!("no upstream in these tests"),
                 }
             }
             out
@@ -812,6 +814,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            upstream_reply: None,
         };
         assert_eq!(
             handle(&mut session, b"ms foo 2\r\nbar\r\n"),
@@ -853,6 +856,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            upstream_reply: None,
         };
         // Only the command line is needed: the payload is discarded as it arrives.
         assert_eq!(
@@ -877,6 +881,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            upstream_reply: None,
         };
         let request = b"ms foo 3 T0\r\nbar\r\n";
         for split in 0..request.len() {
@@ -1026,6 +1031,7 @@ mod tests {
             out: &mut out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            upstream_reply: None,
         };
         let input = vec![b'k'; 3000];
         let mut line = b"mg ".to_vec();

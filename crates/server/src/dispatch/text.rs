@@ -430,6 +430,7 @@ mod tests {
                     out: &mut out,
                     resume_keys,
                     out_high_water_bytes,
+                    upstream_reply: None,
                 };
                 let step = handle(&mut session, rest);
                 if let Step::Partial { keys_done } = step {
@@ -448,7 +449,7 @@ mod tests {
                         rest = &rest[consumed..];
                         rest = &rest[bytes.min(rest.len())..];
                     }
-                    Step::NeedMore | Step::Close | Step::Shutdown => {
+                    Step::NeedMore | Step::Close | Step::Shutdown | Step::Upstream { .. } => {
                         steps.push(step);
                         break;
                     }
@@ -788,6 +789,7 @@ mod tests {
             out: &mut session_out,
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
+            upstream_reply: None,
         };
         // Only the line is needed: the payload is never buffered.
         assert_eq!(

@@ -54,6 +54,7 @@ pub fn drive(input: &[u8]) {
             out: &mut out,
             resume_keys,
             out_high_water_bytes: OUT_HIGH_WATER_BYTES,
+            upstream_reply: None,
         };
         let step = if binary {
             dispatch::binary::handle(&mut session, rest)
@@ -100,7 +101,7 @@ pub fn drive(input: &[u8]) {
                 at += consumed;
                 swallow = bytes;
             }
-            Step::NeedMore | Step::Close | Step::Shutdown => {
+            Step::NeedMore | Step::Close | Step::Shutdown | Step::Upstream { .. } => {
                 finished = true;
                 break;
             }
@@ -121,6 +122,7 @@ pub fn drive(input: &[u8]) {
         out: &mut probe,
         resume_keys: 0,
         out_high_water_bytes: usize::MAX,
+        upstream_reply: None,
     };
     let request = b"set fuzz-probe 0 0 2\r\nok\r\n";
     assert_eq!(
