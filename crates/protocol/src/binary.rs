@@ -128,6 +128,9 @@ pub enum Status {
     NonNumeric = 0x0006,
     UnknownCommand = 0x0081,
     OutOfMemory = 0x0082,
+    /// memcached's `PROTOCOL_BINARY_RESPONSE_ETMPFAIL`: fogcached's edge sends it for a
+    /// write its upstream did not answer (`--upstream`).
+    TemporaryFailure = 0x0086,
 }
 
 impl Status {
@@ -147,6 +150,7 @@ impl Status {
             Status::NonNumeric => b"Non-numeric server-side value for incr or decr",
             Status::UnknownCommand => b"Unknown command",
             Status::OutOfMemory => b"Out of memory",
+            Status::TemporaryFailure => b"Temporary failure",
         }
     }
 }

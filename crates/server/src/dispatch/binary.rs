@@ -42,7 +42,14 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
 
 fn execute(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usize) -> Step {
     let header = &request.header;
-    match request.command {
+    let settings = session.settings;
+    if let Some(upstream) = settings.upstream.as_deref() {
+        // The fog layer: writes go to the upstream first.
+        if let Some(step) = super::fog::binary_write(session, upstream, request, consumed) {
+            return step;
+        }
+    }
+    let fetch = match request.command {
         Command::Get {
             key,
             return_key,
@@ -54,6 +61,16 @@ fn execute(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usi
             return_key,
             quiet,
         } => read(session, header, key, Some(exptime), return_key, quiet),
+        _ => None,
+    };
+    if let Some(request) = fetch {
+        return Step::Upstream {
+            keys_done: 0,
+            request,
+        };
+    }
+    match request.command {
+        Command::Get { .. } | Command::GetAndTouch { .. } => {}
         Command::Touch { key, exptime } => touch(session, header, key, exptime),
         Command::Store {
             kind,
@@ -168,6 +185,9 @@ fn nonzero(cas: u64) -> Option<u64> {
 }
 
 /// `get getq getk getkq` and, with `touch_exptime`, `gat gatq gatk gatkq`.
+///
+/// With `--upstream`, a miss returns the request for the upstream; the call with its
+/// reply answers from the reply.
 fn read(
     session: &mut Session<'_>,
     header: &RequestHeader,
@@ -175,14 +195,14 @@ fn read(
     touch_exptime: Option<u32>,
     return_key: bool,
     quiet: bool,
-) {
+) -> Option<crate::upstream::Request> {
     let opts = ReadOptions {
         touch_exptime: touch_exptime.map(ClientExptime::from),
         is_touch_command: touch_exptime.is_some(),
         ..ReadOptions::default()
     };
     let out = &mut *session.out;
-    let outcome = session.engine.read(key, &opts, |item| {
+    let encode = |out: &mut Vec<u8>, item: &engine::ItemView<'_>| {
         let reply_key = if return_key { item.key } else { b"" };
         binary::encode_item(
             out,
@@ -192,10 +212,26 @@ fn read(
             reply_key,
             item.value,
         );
-    });
-    if let ReadOutcome::Miss { .. } = outcome {
+    };
+    let hit = match session.upstream_reply {
+        Some(crate::upstream::Reply::Hit(fetched)) => {
+            encode(out, &fetched.view());
+            true
+        }
+        Some(_) => false,
+        None => {
+            let outcome = session.engine.read(key, &opts, |item| encode(out, item));
+            let hit = matches!(outcome, ReadOutcome::Hit(()));
+            if !hit && session.settings.upstream.is_some() {
+                let touch_exptime = touch_exptime.map(ClientExptime::from);
+                return Some(crate::upstream::Request::get(key, touch_exptime));
+            }
+            hit
+        }
+    };
+    if !hit {
         if quiet {
-            return;
+            return None;
         }
         if return_key {
             // memcached answers a `getk`/`gatk` miss with the key instead of the text.
@@ -215,6 +251,7 @@ fn read(
             error(session, header, Status::KeyNotFound);
         }
     }
+    None
 }
 
 /// `touch`: like `gat`, but the reply carries only the flags.

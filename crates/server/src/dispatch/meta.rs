@@ -37,64 +37,105 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             swallow_bytes,
             close,
         } => super::refuse(session, reply, consumed, swallow_bytes, close),
-        Parsed::Complete { request, consumed } => match request {
-            MetaRequest::Get { key, flags } => {
-                meta_get(session, &key, &flags);
-                Step::Consumed(consumed)
-            }
-            MetaRequest::Set {
-                key,
-                flags,
-                mode,
-                value: SetValue::Data(value),
-            } => {
-                meta_set(session, &key, &flags, mode, value);
-                Step::Consumed(consumed)
-            }
-            MetaRequest::Set {
-                key,
-                value: SetValue::TooLarge { swallow_bytes },
-                ..
-            } => {
-                // As memcached does when it cannot allocate the item: answer, drop any
-                // old value so a stale one is not served, and discard the payload.
-                // memcached's `ms` unlinks in every mode, counts `store_too_large`, and
-                // does not count a delete.
-                session.out.extend_from_slice(TOO_LARGE);
-                session.engine.refuse_too_large(key.as_bytes(), true);
-                Step::Swallow {
-                    consumed,
-                    bytes: swallow_bytes,
+        Parsed::Complete { request, consumed } => {
+            let settings = session.settings;
+            if let Some(upstream) = settings.upstream.as_deref() {
+                // The fog layer: writes go to the upstream first.
+                if let Some(step) = super::fog::meta_write(session, upstream, &request, consumed) {
+                    return step;
                 }
             }
-            MetaRequest::Delete { key, flags } => {
-                meta_delete(session, &key, &flags);
-                Step::Consumed(consumed)
-            }
-            MetaRequest::Arith { key, flags, mode } => {
-                meta_arith(session, &key, &flags, mode);
-                Step::Consumed(consumed)
-            }
-            MetaRequest::Noop => {
-                session.out.extend_from_slice(b"MN\r\n");
-                Step::Consumed(consumed)
-            }
-            MetaRequest::Debug { key } => {
-                meta_debug(session, &key);
-                Step::Consumed(consumed)
-            }
+            execute(session, request, consumed)
+        }
+    }
+}
+
+fn execute(session: &mut Session<'_>, request: MetaRequest<'_>, consumed: usize) -> Step {
+    match request {
+        MetaRequest::Get { key, flags } => match meta_get(session, &key, &flags) {
+            Some(request) => Step::Upstream {
+                keys_done: 0,
+                request,
+            },
+            None => Step::Consumed(consumed),
         },
+        MetaRequest::Set {
+            key,
+            flags,
+            mode,
+            value: SetValue::Data(value),
+        } => {
+            meta_set(session, &key, &flags, mode, value);
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Set {
+            key,
+            value: SetValue::TooLarge { swallow_bytes },
+            ..
+        } => {
+            // As memcached does when it cannot allocate the item: answer, drop any
+            // old value so a stale one is not served, and discard the payload.
+            // memcached's `ms` unlinks in every mode, counts `store_too_large`, and
+            // does not count a delete.
+            session.out.extend_from_slice(TOO_LARGE);
+            session.engine.refuse_too_large(key.as_bytes(), true);
+            Step::Swallow {
+                consumed,
+                bytes: swallow_bytes,
+            }
+        }
+        MetaRequest::Delete { key, flags } => {
+            meta_delete(session, &key, &flags);
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Arith { key, flags, mode } => {
+            meta_arith(session, &key, &flags, mode);
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Noop => {
+            session.out.extend_from_slice(b"MN\r\n");
+            Step::Consumed(consumed)
+        }
+        MetaRequest::Debug { key } => {
+            meta_debug(session, &key);
+            Step::Consumed(consumed)
+        }
     }
 }
 
 /// `mg`: `VA <size> <flags>*` (with `v`) or `HD <flags>*` on a hit, `EN` on a miss.
-fn meta_get(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>) {
+///
+/// With `--upstream`, a miss returns the request for the upstream; the call with its
+/// reply answers from the reply (an upstream miss with `N` then vivifies here).
+fn meta_get(
+    session: &mut Session<'_>,
+    key: &MetaKey<'_>,
+    flags: &MetaFlags<'_>,
+) -> Option<crate::upstream::Request> {
     let engine = session.engine;
     let out = &mut *session.out;
+    let read_through = session.settings.upstream.is_some();
+    if let Some(reply) = session.upstream_reply {
+        if let crate::upstream::Reply::Hit(fetched) = reply {
+            write_hit(out, key, flags, &fetched.view(), false);
+            return None;
+        }
+        if flags.vivify_exptime.is_none() {
+            if !flags.quiet {
+                write_miss(out, key, flags);
+            }
+            return None;
+        }
+    }
     let options = ReadOptions {
         touch_exptime: flags.exptime,
         no_bump: flags.no_bump,
-        vivify_exptime: created_item_exptime(flags),
+        // With an upstream, `N` applies only once the upstream missed too.
+        vivify_exptime: if read_through && session.upstream_reply.is_none() {
+            None
+        } else {
+            created_item_exptime(flags)
+        },
         recache_below_s: flags.recache_below_s,
         is_touch_command: flags.exptime.is_some(),
         // memcached 1.6.18 counts an `mg T` hit as a touch but its miss as a get miss.
@@ -106,6 +147,12 @@ fn meta_get(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>)
     let outcome = engine.read(key.as_bytes(), &options, |item| {
         write_hit(out, key, flags, item, false)
     });
+    if read_through
+        && session.upstream_reply.is_none()
+        && matches!(outcome, ReadOutcome::Miss { vivified: false })
+    {
+        return Some(crate::upstream::Request::get(key.as_bytes(), flags.exptime));
+    }
     match outcome {
         ReadOutcome::Hit(()) => {}
         ReadOutcome::Miss { vivified: true } => {
@@ -131,6 +178,7 @@ fn meta_get(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>)
             }
         }
     }
+    None
 }
 
 /// The exptime of an item that `N` creates on a miss. memcached applies `N` and `T` to

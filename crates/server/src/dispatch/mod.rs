@@ -2,6 +2,7 @@
 //! engine, encode the reply. One module per protocol family.
 
 pub mod binary;
+pub mod fog;
 pub mod meta;
 pub mod text;
 

@@ -15,8 +15,8 @@
 use std::sync::atomic::Ordering;
 
 use engine::{
-    ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, ItemView, ReadOptions, ReassignError,
-    StoreMode, StoreOptions, StoreOutcome, TouchOutcome,
+    ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, ItemView, ReadOptions, ReadOutcome,
+    ReassignError, StoreMode, StoreOptions, StoreOutcome, TouchOutcome,
 };
 use protocol::text::{self, Keys, ShutdownMode, StoreCommand, TextLimits, TextRequest};
 use protocol::Parsed;
@@ -78,6 +78,13 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
 
 /// Applies one parsed request; `consumed` is how much input it took.
 fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize) -> Step {
+    let settings = session.settings;
+    if let Some(upstream) = settings.upstream.as_deref() {
+        // The fog layer: writes go to the upstream first.
+        if let Some(step) = super::fog::text_write(session, upstream, &request, consumed) {
+            return step;
+        }
+    }
     let engine = session.engine;
     match request {
         TextRequest::Store {
@@ -242,6 +249,10 @@ fn error(session: &mut Session<'_>, bytes: &[u8]) {
 /// (starting at `session.resume_keys`) after the socket drained. Each key is looked up
 /// (and counted, and touched by `gat`) when it is reached, once, as memcached does, so
 /// a connection never holds more than the mark plus one value whatever the key count.
+///
+/// With `--upstream`, a key that misses stops the request there with [`Step::Upstream`]
+/// (the keys before it answered); the call with the upstream's reply answers that key
+/// from the reply and goes on with the next.
 fn get(
     session: &mut Session<'_>,
     keys: Keys<'_>,
@@ -262,6 +273,8 @@ fn get(
     if resume_keys > 0 {
         let _ = keys_left.nth(resume_keys - 1);
     }
+    let read_through = session.settings.upstream.is_some();
+    let mut upstream_reply = session.upstream_reply;
     // Only a hit adds output, so the mark is checked there, where the output's length is
     // at hand; the loop itself keeps no count (this is the `get` path, and a multi-get
     // that fits under the mark must cost what it did before streaming). Setting the flag
@@ -276,11 +289,29 @@ fn get(
                 .count();
             return Step::Partial { keys_done };
         }
+        if let Some(reply) = upstream_reply.take() {
+            // This key missed here and was asked of the upstream (counted as a miss then).
+            if let crate::upstream::Reply::Hit(fetched) = reply {
+                push_value(out, &fetched.view(), return_cas);
+                mark_reached = out.len() >= out_high_water_bytes;
+            }
+            continue;
+        }
         // A miss prints nothing.
-        let _ = engine.read(key, &options, |item| {
+        let outcome = engine.read(key, &options, |item| {
             push_value(out, item, return_cas);
             mark_reached = out.len() >= out_high_water_bytes;
         });
+        if read_through && matches!(outcome, ReadOutcome::Miss { .. }) {
+            let keys_done = keys
+                .iter()
+                .take_while(|done| done.as_ptr() != key.as_ptr())
+                .count();
+            return Step::Upstream {
+                keys_done,
+                request: crate::upstream::Request::get(key, touch_exptime),
+            };
+        }
     }
     out.extend_from_slice(END);
     Step::Consumed(consumed)
