@@ -1,0 +1,569 @@
+//! The fog layer (`--upstream`) against real memcached as the cloud, 1 ms away through a
+//! delaying proxy: read-through with flags, CAS and a capped TTL, single flight checked
+//! from memcached's own `stats`, write-through and invalidate, what another edge sees,
+//! timeouts and the circuit breaker.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use testkit::{stat, DelayProxy, RawClient, ServerProcess};
+
+/// Half of the 1 ms between edge and cloud (the proxy delays each direction).
+const ONE_WAY_DELAY: Duration = Duration::from_micros(500);
+
+struct Cloud {
+    memcached: ServerProcess,
+    proxy: DelayProxy,
+}
+
+impl Cloud {
+    fn start() -> anyhow::Result<Cloud> {
+        let memcached = ServerProcess::memcached(&[])?;
+        let proxy = DelayProxy::start(memcached.addr(), ONE_WAY_DELAY)?;
+        Ok(Cloud { memcached, proxy })
+    }
+
+    /// The address edges are given: the proxy's.
+    fn addr(&self) -> SocketAddr {
+        self.proxy.addr()
+    }
+
+    fn client(&self) -> anyhow::Result<RawClient> {
+        RawClient::connect(self.memcached.addr())
+    }
+
+    fn stat(&self, name: &str) -> u64 {
+        let mut client = self.client().expect("connecting to memcached");
+        stat_u64(&client.stats("").expect("memcached stats"), name)
+    }
+}
+
+fn edge(cloud: SocketAddr, extra: &[&str]) -> anyhow::Result<ServerProcess> {
+    let upstream = cloud.to_string();
+    let mut args = vec!["--slow-size", "0", "-t", "2", "--upstream", &upstream];
+    args.extend_from_slice(extra);
+    ServerProcess::fogcached(&args)
+}
+
+fn stat_u64(stats: &[(String, String)], name: &str) -> u64 {
+    stat(stats, name)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("stat {name} missing or not a number in {stats:?}"))
+}
+
+fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// The `t<ttl>` of an `mg ... t` reply.
+fn ttl_of(reply: &str) -> i64 {
+    reply
+        .split_whitespace()
+        .find_map(|token| token.strip_prefix('t'))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no t flag in {reply:?}"))
+}
+
+/// The CAS of a one-key `gets` reply.
+fn gets_cas(reply: &str) -> u64 {
+    reply
+        .lines()
+        .next()
+        .and_then(|line| line.split_whitespace().nth(4))
+        .and_then(|cas| cas.parse().ok())
+        .unwrap_or_else(|| panic!("no CAS in {reply:?}"))
+}
+
+#[test]
+fn a_miss_at_the_edge_is_filled_from_the_cloud_once_with_flags_cas_and_ttl() -> anyhow::Result<()> {
+    let cloud = Cloud::start()?;
+    let mut origin = cloud.client()?;
+    origin.request(b"set k 42 100 5\r\nhello\r\n", b"\r\n")?;
+    let origin_cas = gets_cas(&text(origin.request(b"gets k\r\n", b"END\r\n")?));
+    let edge = edge(cloud.addr(), &[])?;
+    let mut client = RawClient::connect(edge.addr())?;
+
+    let first = Instant::now();
+    assert_eq!(
+        text(client.request(b"get k\r\n", b"END\r\n")?),
+        "VALUE k 42 5\r\nhello\r\nEND\r\n"
+    );
+    assert!(
+        first.elapsed() >= Duration::from_millis(1),
+        "a fill crosses the 1 ms to the cloud"
+    );
+    assert_eq!(cloud.stat("cmd_get"), 2, "the edge's one get (and ours)");
+    // Now an edge hit: the cloud is not asked again.
+    assert_eq!(
+        text(client.request(b"gets k\r\n", b"END\r\n")?),
+        format!("VALUE k 42 5 {origin_cas}\r\nhello\r\nEND\r\n"),
+        "the edge copy carries the cloud's CAS"
+    );
+    let meta = text(client.request(b"mg k f t v\r\n", b"\r\nhello\r\n")?);
+    assert!(meta.starts_with("VA 5 f42 t"), "{meta}");
+    let ttl = ttl_of(&meta);
+    assert!(
+        (95..=100).contains(&ttl),
+        "the cloud's remaining TTL: {meta}"
+    );
+    assert_eq!(cloud.stat("cmd_get"), 2);
+
+    // A key the cloud does not have either: a miss, asked once per request.
+    assert_eq!(
+        text(client.request(b"get nowhere\r\n", b"END\r\n")?),
+        "END\r\n"
+    );
+    let stats = client.stats("")?;
+    assert_eq!(stat_u64(&stats, "upstream_cmd_get"), 2);
+    assert_eq!(stat_u64(&stats, "upstream_get_hits"), 1);
+    assert_eq!(stat_u64(&stats, "upstream_get_misses"), 1);
+    assert_eq!(stat_u64(&stats, "upstream_fills"), 1);
+    assert_eq!(stat_u64(&stats, "get_hits"), 2, "the edge's own hits");
+    assert_eq!(stat_u64(&stats, "get_misses"), 2, "the edge's own misses");
+    let detail = client.stats("upstreams")?;
+    assert_eq!(stat(&detail, "upstream:0:protocol"), Some("meta"));
+    assert_eq!(stat(&detail, "upstream:0:get_hits"), Some("1"));
+    let latencies: u64 = detail
+        .iter()
+        .filter(|(name, _)| name.starts_with("upstream_latency_le_"))
+        .map(|(_, v)| v.parse::<u64>().unwrap_or(0))
+        .sum();
+    assert_eq!(latencies, 2, "every completed request is in the histogram");
+    Ok(())
+}
+
+#[test]
+fn the_edge_copy_lives_at_most_upstream_ttl_max() -> anyhow::Result<()> {
+    let cloud = Cloud::start()?;
+    let mut origin = cloud.client()?;
+    origin.request(b"set forever 0 0 1\r\nx\r\n", b"\r\n")?;
+    origin.request(b"set short 0 3 1\r\ny\r\n", b"\r\n")?;
+    let edge = edge(cloud.addr(), &["--upstream-ttl-max", "10"])?;
+    let mut client = RawClient::connect(edge.addr())?;
+    client.request(b"get forever short\r\n", b"END\r\n")?;
+    let forever = text(client.request(b"mg forever t\r\n", b"\r\n")?);
+    assert!((9..=10).contains(&ttl_of(&forever)), "capped: {forever}");
+    let short = text(client.request(b"mg short t\r\n", b"\r\n")?);
+    assert!(
+        (1..=3).contains(&ttl_of(&short)),
+        "the cloud's own: {short}"
+    );
+    let settings = client.stats("settings")?;
+    assert_eq!(stat(&settings, "upstream_ttl_max"), Some("10"));
+    assert_eq!(
+        stat(&settings, "upstream"),
+        Some(cloud.addr().to_string().as_str())
+    );
+    Ok(())
+}
+
+#[test]
+fn a_multi_get_answers_in_key_order_whatever_tier_or_cloud_each_key_came_from() -> anyhow::Result<()>
+{
+    let cloud = Cloud::start()?;
+    let mut origin = cloud.client()?;
+    origin.request(b"set b 2 0 2\r\nbb\r\n", b"\r\n")?;
+    origin.request(b"set d 4 0 2\r\ndd\r\n", b"\r\n")?;
+    origin.request(b"set a 1 0 2\r\naa\r\n", b"\r\n")?;
+    origin.request(b"set c 3 0 2\r\ncc\r\n", b"\r\n")?;
+    let edge = edge(cloud.addr(), &[])?;
+    let mut client = RawClient::connect(edge.addr())?;
+    // `a` and `c` only at the edge: filled, then deleted from the cloud behind its back.
+    client.request(b"get a c\r\n", b"END\r\n")?;
+    origin.request(b"delete a\r\n", b"\r\n")?;
+    origin.request(b"delete c\r\n", b"\r\n")?;
+    // Pipelined with a second request: its reply must come after the whole multi-get.
+    client.send(b"get a b c d e\r\nget b\r\n")?;
+    let reply = text(client.read_until(b"END\r\nVALUE b 2 2\r\nbb\r\nEND\r\n")?);
+    assert_eq!(
+        reply,
+        "VALUE a 1 2\r\naa\r\nVALUE b 2 2\r\nbb\r\nVALUE c 3 2\r\ncc\r\nVALUE d 4 2\r\ndd\r\nEND\r\n\
+         VALUE b 2 2\r\nbb\r\nEND\r\n"
+    );
+    Ok(())
+}
+
+#[test]
+fn concurrent_misses_of_one_key_make_one_cloud_get() -> anyhow::Result<()> {
+    const CLIENTS: usize = 24;
+    let memcached = ServerProcess::memcached(&[])?;
+    // A slower cloud widens the window in which the misses overlap.
+    let proxy = DelayProxy::start(memcached.addr(), Duration::from_millis(100))?;
+    let mut origin = RawClient::connect(memcached.addr())?;
+    origin.request(b"set hot 7 0 3\r\nhot\r\n", b"\r\n")?;
+    let before = stat_u64(&origin.stats("")?, "cmd_get");
+    let edge = edge(proxy.addr(), &["--upstream-timeout-ms", "5000"])?;
+    // Connect everyone first so that the gets leave together.
+    let mut clients = (0..CLIENTS)
+        .map(|_| RawClient::connect(edge.addr()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    // The edge's upstream connection is opened by the first miss; open it now.
+    clients[0].request(b"get warmup\r\n", b"END\r\n")?;
+    for client in &mut clients {
+        client.send(b"get hot\r\n")?;
+    }
+    for client in &mut clients {
+        assert_eq!(
+            text(client.read_until(b"END\r\n")?),
+            "VALUE hot 7 3\r\nhot\r\nEND\r\n"
+        );
+    }
+    let after = stat_u64(&origin.stats("")?, "cmd_get");
+    assert_eq!(
+        after - before,
+        2,
+        "one cloud get for {CLIENTS} concurrent misses (plus the warm-up)"
+    );
+    let stats = clients[0].stats("")?;
+    assert_eq!(stat_u64(&stats, "upstream_get_joined"), CLIENTS as u64 - 1);
+    assert_eq!(stat_u64(&stats, "upstream_in_flight"), 0);
+    Ok(())
+}
+
+#[test]
+fn write_through_updates_the_cloud_first_then_the_edge() -> anyhow::Result<()> {
+    let cloud = Cloud::start()?;
+    let edge = edge(cloud.addr(), &["--upstream-ttl-max", "60"])?;
+    let mut client = RawClient::connect(edge.addr())?;
+    let mut origin = cloud.client()?;
+
+    assert_eq!(
+        text(client.request(b"set k 9 0 3\r\none\r\n", b"\r\n")?),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        text(origin.request(b"get k\r\n", b"END\r\n")?),
+        "VALUE k 9 3\r\none\r\nEND\r\n"
+    );
+    let gets_before = cloud.stat("cmd_get");
+    // Served by the edge's copy, with the cloud's CAS: a `cas` through the edge works.
+    let cas = gets_cas(&text(client.request(b"gets k\r\n", b"END\r\n")?));
+    assert_eq!(
+        cas,
+        gets_cas(&text(origin.request(b"gets k\r\n", b"END\r\n")?))
+    );
+    assert_eq!(cloud.stat("cmd_get"), gets_before + 1, "only our own gets");
+    let ttl = ttl_of(&text(client.request(b"mg k t\r\n", b"\r\n")?));
+    assert!(
+        (59..=60).contains(&ttl),
+        "the edge copy's TTL is capped: {ttl}"
+    );
+    let cas_request = format!("cas k 9 0 3 {cas}\r\ntwo\r\n");
+    assert_eq!(
+        text(client.request(cas_request.as_bytes(), b"\r\n")?),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        text(client.request(cas_request.as_bytes(), b"\r\n")?),
+        "EXISTS\r\n"
+    );
+    assert_eq!(
+        text(client.request(b"get k\r\n", b"END\r\n")?),
+        "VALUE k 9 3\r\ntwo\r\nEND\r\n"
+    );
+    // The cloud's refusals reach the client, and the edge keeps no stale copy.
+    assert_eq!(
+        text(client.request(b"add k 0 0 1\r\nx\r\n", b"\r\n")?),
+        "NOT_STORED\r\n"
+    );
+    assert_eq!(
+        text(client.request(b"append k 0 0 2\r\n++\r\n", b"\r\n")?),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        text(client.request(b"get k\r\n", b"END\r\n")?),
+        "VALUE k 9 5\r\ntwo++\r\nEND\r\n",
+        "an append removes the edge copy; the next read fetches the cloud's"
+    );
+    origin.request(b"set n 0 0 1\r\n5\r\n", b"\r\n")?;
+    assert_eq!(text(client.request(b"incr n 10\r\n", b"\r\n")?), "15\r\n");
+    assert_eq!(text(client.request(b"decr n 20\r\n", b"\r\n")?), "0\r\n");
+    assert_eq!(
+        text(client.request(b"incr none 1\r\n", b"\r\n")?),
+        "NOT_FOUND\r\n"
+    );
+    assert_eq!(
+        text(client.request(b"touch k 30\r\n", b"\r\n")?),
+        "TOUCHED\r\n"
+    );
+    let origin_ttl = ttl_of(&text(origin.request(b"mg k t\r\n", b"\r\n")?));
+    assert!(
+        (29..=30).contains(&origin_ttl),
+        "the touch reached the cloud"
+    );
+    assert_eq!(
+        text(client.request(b"delete k\r\n", b"\r\n")?),
+        "DELETED\r\n"
+    );
+    assert_eq!(text(origin.request(b"get k\r\n", b"END\r\n")?), "END\r\n");
+    assert_eq!(text(client.request(b"get k\r\n", b"END\r\n")?), "END\r\n");
+    assert_eq!(
+        text(client.request(b"delete k\r\n", b"\r\n")?),
+        "NOT_FOUND\r\n"
+    );
+    // noreply: nothing comes back, the write still happened (in order).
+    client.send(b"set q 0 0 1 noreply\r\nq\r\n")?;
+    assert_eq!(
+        text(client.request(b"get q\r\n", b"END\r\n")?),
+        "VALUE q 0 1\r\nq\r\nEND\r\n"
+    );
+    // Meta writes too.
+    assert_eq!(
+        text(client.request(b"ms m 2 F5 T0\r\nmm\r\n", b"\r\n")?),
+        "HD\r\n"
+    );
+    assert_eq!(
+        text(origin.request(b"mg m v f\r\n", b"\r\nmm\r\n")?),
+        "VA 2 f5\r\nmm\r\n"
+    );
+    assert_eq!(
+        text(client.request(b"md m q\r\nmn\r\n", b"MN\r\n")?),
+        "MN\r\n"
+    );
+    assert_eq!(text(origin.request(b"mg m v\r\n", b"\r\n")?), "EN\r\n");
+    let stats = client.stats("")?;
+    assert!(stat_u64(&stats, "upstream_cmd_write") >= 12);
+    Ok(())
+}
+
+#[test]
+fn invalidate_mode_drops_the_edge_copy_and_the_next_read_fetches() -> anyhow::Result<()> {
+    let cloud = Cloud::start()?;
+    let edge = edge(cloud.addr(), &["--upstream-writes", "invalidate"])?;
+    let mut client = RawClient::connect(edge.addr())?;
+    assert_eq!(
+        text(client.request(b"set k 1 0 2\r\nv1\r\n", b"\r\n")?),
+        "STORED\r\n"
+    );
+    let cloud_gets = cloud.stat("get_hits");
+    assert_eq!(
+        text(client.request(b"get k\r\n", b"END\r\n")?),
+        "VALUE k 1 2\r\nv1\r\nEND\r\n"
+    );
+    assert_eq!(
+        cloud.stat("get_hits"),
+        cloud_gets + 1,
+        "the set left no edge copy: the get was filled from the cloud"
+    );
+    assert_eq!(
+        text(client.request(b"set k 1 0 2\r\nv2\r\n", b"\r\n")?),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        text(client.request(b"get k\r\n", b"END\r\n")?),
+        "VALUE k 1 2\r\nv2\r\nEND\r\n"
+    );
+    let settings = client.stats("settings")?;
+    assert_eq!(stat(&settings, "upstream_writes"), Some("invalidate"));
+    Ok(())
+}
+
+#[test]
+fn another_edge_keeps_its_copy_until_the_ttl_cap_ends_it() -> anyhow::Result<()> {
+    let cloud = Cloud::start()?;
+    let reader = edge(cloud.addr(), &["--upstream-ttl-max", "1"])?;
+    let writer = edge(cloud.addr(), &[])?;
+    let mut at_reader = RawClient::connect(reader.addr())?;
+    let mut at_writer = RawClient::connect(writer.addr())?;
+    at_writer.request(b"set k 0 0 3\r\nold\r\n", b"\r\n")?;
+    assert_eq!(
+        text(at_reader.request(b"get k\r\n", b"END\r\n")?),
+        "VALUE k 0 3\r\nold\r\nEND\r\n"
+    );
+    at_writer.request(b"set k 0 0 3\r\nnew\r\n", b"\r\n")?;
+    assert_eq!(
+        text(at_reader.request(b"get k\r\n", b"END\r\n")?),
+        "VALUE k 0 3\r\nold\r\nEND\r\n",
+        "the other edge's copy is stale until it expires (the documented consistency)"
+    );
+    // memcached's clock ticks in whole seconds: a 1 s TTL ends within 2 s.
+    let deadline = Instant::now() + Duration::from_secs(4);
+    loop {
+        let reply = text(at_reader.request(b"get k\r\n", b"END\r\n")?);
+        if reply == "VALUE k 0 3\r\nnew\r\nEND\r\n" {
+            break;
+        }
+        assert_eq!(reply, "VALUE k 0 3\r\nold\r\nEND\r\n");
+        assert!(Instant::now() < deadline, "the stale copy outlived the cap");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Ok(())
+}
+
+#[test]
+fn meta_and_binary_clients_read_through_too() -> anyhow::Result<()> {
+    let cloud = Cloud::start()?;
+    let mut origin = cloud.client()?;
+    origin.request(b"set m 3 0 2\r\nmv\r\n", b"\r\n")?;
+    origin.request(b"set b 4 0 2\r\nbv\r\n", b"\r\n")?;
+    let edge = edge(cloud.addr(), &[])?;
+    let mut meta = RawClient::connect(edge.addr())?;
+    assert_eq!(
+        text(meta.request(b"mg m v f k O1\r\n", b"\r\nmv\r\n")?),
+        "VA 2 f3 km O1\r\nmv\r\n"
+    );
+    assert_eq!(
+        text(meta.request(b"mg none v O2\r\n", b"\r\n")?),
+        "EN O2\r\n"
+    );
+    assert_eq!(
+        text(meta.request(b"mg none2 v q\r\nmn\r\n", b"MN\r\n")?),
+        "MN\r\n"
+    );
+
+    let mut binary = RawClient::connect(edge.addr())?;
+    // GETK of "b": header (magic, opcode 0x0c, key length 1, body 1, opaque 7) + key.
+    let mut request = vec![0x80, 0x0c, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 7];
+    request.extend_from_slice(&[0; 8]);
+    request.push(b'b');
+    binary.send(&request)?;
+    let header = binary.read_exact(24)?;
+    assert_eq!(header[0], 0x81);
+    assert_eq!(
+        u16::from_be_bytes([header[6], header[7]]),
+        0,
+        "status: found"
+    );
+    let body_len = u32::from_be_bytes([header[8], header[9], header[10], header[11]]) as usize;
+    let body = binary.read_exact(body_len)?;
+    assert_eq!(&body[..4], &4u32.to_be_bytes(), "flags");
+    assert_eq!(&body[4..], b"bbv", "key then value");
+    Ok(())
+}
+
+#[test]
+fn a_silent_cloud_times_out_reads_as_misses_and_writes_as_errors() -> anyhow::Result<()> {
+    let cloud = Cloud::start()?;
+    cloud.client()?.request(b"set k 0 0 1\r\nv\r\n", b"\r\n")?;
+    let edge = edge(
+        cloud.addr(),
+        &[
+            "--upstream-timeout-ms",
+            "150",
+            "--upstream-breaker-failures",
+            "100",
+        ],
+    )?;
+    let mut client = RawClient::connect(edge.addr())?;
+    // Connected and working, then the cloud stops answering.
+    client.request(b"get warm\r\n", b"END\r\n")?;
+    cloud.proxy.set_paused(true);
+    let started = Instant::now();
+    assert_eq!(text(client.request(b"get k\r\n", b"END\r\n")?), "END\r\n");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(140) && waited < Duration::from_secs(2),
+        "a read waits for the timeout, then misses: {waited:?}"
+    );
+    assert_eq!(
+        text(client.request(b"set k 0 0 1\r\nw\r\n", b"\r\n")?),
+        "SERVER_ERROR upstream timeout\r\n"
+    );
+    let stats = client.stats("")?;
+    assert!(stat_u64(&stats, "upstream_timeouts") >= 2, "{stats:?}");
+    // Other connections are not held up meanwhile (the worker never blocks).
+    let mut other = RawClient::connect(edge.addr())?;
+    other.request(b"get k\r\n", b"END\r\n")?;
+    cloud.proxy.set_paused(false);
+    assert_eq!(
+        text(other.request(b"version\r\n", b"\r\n")?)
+            .split(' ')
+            .next(),
+        Some("VERSION")
+    );
+    Ok(())
+}
+
+#[test]
+fn a_dead_cloud_opens_the_breaker_and_is_retried_after_it_comes_back() -> anyhow::Result<()> {
+    let cloud = Cloud::start()?;
+    cloud.client()?.request(b"set k 0 0 1\r\nv\r\n", b"\r\n")?;
+    let edge = edge(
+        cloud.addr(),
+        &[
+            "--upstream-breaker-failures",
+            "3",
+            "--upstream-retry-ms",
+            "300",
+        ],
+    )?;
+    let mut client = RawClient::connect(edge.addr())?;
+    assert_eq!(
+        text(client.request(b"get k\r\n", b"END\r\n")?),
+        "VALUE k 0 1\r\nv\r\nEND\r\n"
+    );
+    let Cloud { memcached, proxy } = cloud;
+    drop(memcached);
+    proxy.cut_connections();
+    // Misses, never errors, while it is down; the breaker opens after 3 failures.
+    for i in 0..20 {
+        let request = format!("get down{i}\r\n");
+        assert_eq!(
+            text(client.request(request.as_bytes(), b"END\r\n")?),
+            "END\r\n"
+        );
+    }
+    assert_eq!(
+        text(client.request(b"get k\r\n", b"END\r\n")?),
+        "VALUE k 0 1\r\nv\r\nEND\r\n",
+        "the edge still serves what it holds"
+    );
+    let stats = client.stats("")?;
+    assert_eq!(stat_u64(&stats, "upstream_breaker_opens"), 1, "{stats:?}");
+    assert!(
+        stat_u64(&stats, "upstream_breaker_rejects") >= 10,
+        "{stats:?}"
+    );
+    assert!(stat_u64(&stats, "upstream_errors") >= 3, "{stats:?}");
+    assert_eq!(
+        stat(&client.stats("upstreams")?, "upstream:0:breaker"),
+        Some("open")
+    );
+    // Back (a new memcached behind the same address), then retried after the breaker's
+    // wait.
+    let memcached = ServerProcess::memcached(&[])?;
+    RawClient::connect(memcached.addr())?.request(b"set back 0 0 2\r\nok\r\n", b"\r\n")?;
+    proxy.set_target(memcached.addr());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = text(client.request(b"get back\r\n", b"END\r\n")?);
+        if reply == "VALUE back 0 2\r\nok\r\nEND\r\n" {
+            break;
+        }
+        assert_eq!(reply, "END\r\n");
+        assert!(Instant::now() < deadline, "the cloud was not tried again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        stat(&client.stats("upstreams")?, "upstream:0:breaker"),
+        Some("closed")
+    );
+    Ok(())
+}
+
+#[test]
+fn keys_spread_over_two_clouds_by_ketama() -> anyhow::Result<()> {
+    let first = Cloud::start()?;
+    let second = Cloud::start()?;
+    let upstream = format!("{},{}", first.addr(), second.addr());
+    let edge = ServerProcess::fogcached(&["--slow-size", "0", "--upstream", &upstream])?;
+    let mut client = RawClient::connect(edge.addr())?;
+    for i in 0..40 {
+        let request = format!("set key{i} 0 0 1\r\n{}\r\n", i % 10);
+        assert_eq!(
+            text(client.request(request.as_bytes(), b"\r\n")?),
+            "STORED\r\n"
+        );
+    }
+    let on_first = first.stat("curr_items");
+    let on_second = second.stat("curr_items");
+    assert_eq!(on_first + on_second, 40, "every key in exactly one cloud");
+    assert!(on_first >= 5 && on_second >= 5, "{on_first} / {on_second}");
+    // The placement is libmemcached's/twemproxy's (the same ketama as fogbench's).
+    let ketama = ketama::Ketama::new(&[first.addr().to_string(), second.addr().to_string()]);
+    let expected_first = (0..40)
+        .filter(|i| ketama.server_for(format!("key{i}").as_bytes()) == 0)
+        .count() as u64;
+    assert_eq!(on_first, expected_first);
+    Ok(())
+}
