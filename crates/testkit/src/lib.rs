@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 
-mod delay_proxy;
+/// The delaying proxy of the fog-layer tests (its own crate: fogbench uses it too).
 pub use delay_proxy::DelayProxy;
 
 /// How long a started server may take to accept its first connection.
