@@ -567,3 +567,129 @@ fn keys_spread_over_two_clouds_by_ketama() -> anyhow::Result<()> {
     assert_eq!(on_first, expected_first);
     Ok(())
 }
+
+/// A cloud without meta commands: answers `mn` with `ERROR`, speaks `gets`, `set` and
+/// `delete` (the text protocol of memcached before 1.6), as a thread per connection.
+struct TextOnlyCloud {
+    addr: SocketAddr,
+    gets: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl TextOnlyCloud {
+    fn start() -> anyhow::Result<TextOnlyCloud> {
+        use std::collections::HashMap;
+        use std::io::{BufRead, BufReader, Read, Write};
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use std::sync::{Arc, Mutex};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        /// Key → (flags as sent, value, CAS).
+        type Items = HashMap<String, (String, Vec<u8>, u64)>;
+        let items: Arc<Mutex<Items>> = Arc::default();
+        let gets = Arc::new(AtomicU64::new(0));
+        items
+            .lock()
+            .expect("items")
+            .insert("old".to_owned(), ("5".to_owned(), b"text".to_vec(), 77));
+        let counter = Arc::clone(&gets);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let items = Arc::clone(&items);
+                let gets = Arc::clone(&counter);
+                std::thread::spawn(move || -> std::io::Result<()> {
+                    let mut writer = stream.try_clone()?;
+                    let mut reader = BufReader::new(stream);
+                    let mut line = String::new();
+                    while reader.read_line(&mut line)? > 0 {
+                        let words: Vec<String> =
+                            line.split_whitespace().map(str::to_owned).collect();
+                        line.clear();
+                        let reply = match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+                            ["gets", key] => {
+                                gets.fetch_add(1, Ordering::SeqCst);
+                                match items.lock().expect("items").get(key) {
+                                    Some((flags, value, cas)) => {
+                                        let mut reply = format!(
+                                            "VALUE {key} {flags} {} {cas}\r\n",
+                                            value.len()
+                                        )
+                                        .into_bytes();
+                                        reply.extend_from_slice(value);
+                                        reply.extend_from_slice(b"\r\nEND\r\n");
+                                        reply
+                                    }
+                                    None => b"END\r\n".to_vec(),
+                                }
+                            }
+                            ["set", key, flags, _exptime, len] => {
+                                let len: usize = len.parse().unwrap_or(0);
+                                let mut value = vec![0; len + 2];
+                                reader.read_exact(&mut value)?;
+                                value.truncate(len);
+                                items
+                                    .lock()
+                                    .expect("items")
+                                    .insert(key.to_owned(), (flags.to_owned(), value, 1));
+                                b"STORED\r\n".to_vec()
+                            }
+                            ["delete", key] => match items.lock().expect("items").remove(key) {
+                                Some(_) => b"DELETED\r\n".to_vec(),
+                                None => b"NOT_FOUND\r\n".to_vec(),
+                            },
+                            _ => b"ERROR\r\n".to_vec(),
+                        };
+                        writer.write_all(&reply)?;
+                    }
+                    Ok(())
+                });
+            }
+        });
+        Ok(TextOnlyCloud { addr, gets })
+    }
+}
+
+#[test]
+fn a_cloud_without_meta_commands_is_read_with_gets_and_its_copies_live_the_cap(
+) -> anyhow::Result<()> {
+    use std::sync::atomic::Ordering;
+    let cloud = TextOnlyCloud::start()?;
+    let edge = edge(cloud.addr, &["--upstream-ttl-max", "20"])?;
+    let mut client = RawClient::connect(edge.addr())?;
+    assert_eq!(
+        text(client.request(b"gets old\r\n", b"END\r\n")?),
+        "VALUE old 5 4 77\r\ntext\r\nEND\r\n",
+        "flags and CAS from the text cloud's gets"
+    );
+    let ttl = ttl_of(&text(client.request(b"mg old t\r\n", b"\r\n")?));
+    assert!(
+        (19..=20).contains(&ttl),
+        "the TTL cap, the cloud not saying: {ttl}"
+    );
+    assert_eq!(
+        stat(&client.stats("upstreams")?, "upstream:0:protocol"),
+        Some("text")
+    );
+    // A text write: the cloud reports no CAS, so the edge drops its copy and the next
+    // read fetches the cloud's value (with the cloud's CAS).
+    assert_eq!(
+        text(client.request(b"set old 6 0 3\r\nnew\r\n", b"\r\n")?),
+        "STORED\r\n"
+    );
+    let gets_before = cloud.gets.load(Ordering::SeqCst);
+    assert_eq!(
+        text(client.request(b"gets old\r\n", b"END\r\n")?),
+        "VALUE old 6 3 1\r\nnew\r\nEND\r\n"
+    );
+    assert_eq!(cloud.gets.load(Ordering::SeqCst), gets_before + 1);
+    assert_eq!(
+        text(client.request(b"delete old\r\n", b"\r\n")?),
+        "DELETED\r\n"
+    );
+    assert_eq!(text(client.request(b"get old\r\n", b"END\r\n")?), "END\r\n");
+    // What the text protocol cannot say is refused, not half done.
+    assert_eq!(
+        text(client.request(b"md old C5\r\n", b"\r\n")?),
+        "SERVER_ERROR not supported by the upstream\r\n"
+    );
+    Ok(())
+}
