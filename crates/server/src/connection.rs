@@ -209,14 +209,15 @@ impl Connection {
         self.upstream.submit(port, slot)
     }
 
-    /// Fog layer: the upstream's reply for connection `serial`; `false` if this is not
-    /// that connection (it closed and the slot was reused) or it is not parked.
-    pub fn deliver_upstream(&mut self, serial: u64, reply: Arc<crate::upstream::Reply>) -> bool {
-        if !self.upstream.accepts(serial) {
+    /// Fog layer: the upstream's reply for `key` of connection `serial`; `true` when the
+    /// connection can run again (every key of its request answered). Ignored if this is
+    /// not that connection (it closed and the slot was reused) or it is not parked.
+    pub fn deliver_upstream(&mut self, delivery: crate::upstream::Delivery) -> bool {
+        if !self.upstream.accepts(delivery.serial) {
             return false;
         }
-        self.upstream.deliver(reply);
-        true
+        self.upstream.deliver(delivery.key, delivery.reply);
+        !self.upstream.is_parked()
     }
 
     /// Records a socket event; the caller then calls [`Connection::service`].
@@ -357,7 +358,7 @@ impl Connection {
                 self.entry.set_state(ConnState::ParseCmd);
                 state_published = true;
             }
-            let upstream_reply = self.upstream.take_reply();
+            let upstream_replies = self.upstream.take_replies();
             let mut session = Session {
                 engine: ctx.engine,
                 settings: ctx.settings,
@@ -365,7 +366,7 @@ impl Connection {
                 out: &mut self.output,
                 resume_keys: self.resume_keys,
                 out_high_water_bytes: OUTPUT_HIGH_WATER_BYTES,
-                upstream_reply: upstream_reply.as_deref(),
+                upstream_reply: upstream_replies.as_ref(),
             };
             let step = match self.protocol {
                 Protocol::Binary => (ctx.dispatchers.binary)(&mut session, input),
@@ -415,7 +416,7 @@ impl Connection {
                 Step::Upstream { keys_done, request } => {
                     // The request stays in the input and runs again with the reply; a
                     // reply must move it on, or it would wait on the upstream forever.
-                    if upstream_reply.is_some() && keys_done <= self.resume_keys {
+                    if upstream_replies.is_some() && keys_done <= self.resume_keys {
                         debug_assert!(false, "resumed at {keys_done} and parked there again");
                         return Dispatched::Close;
                     }

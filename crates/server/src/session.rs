@@ -91,7 +91,7 @@ pub struct Session<'a> {
     /// The upstream's reply to the request this request stopped at with
     /// [`Step::Upstream`] (for the key at `resume_keys` of a multi-key retrieval);
     /// `None` for a fresh request or without the fog layer.
-    pub upstream_reply: Option<&'a crate::upstream::Reply>,
+    pub upstream_reply: Option<&'a crate::upstream::Replies>,
 }
 
 /// What the runtime does after a dispatcher call.

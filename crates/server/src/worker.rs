@@ -254,7 +254,7 @@ impl Worker {
             };
             let slot = delivery.slot;
             if let Some(Some(connection)) = self.connections.get_mut(slot) {
-                if connection.deliver_upstream(delivery.serial, delivery.reply) {
+                if connection.deliver_upstream(delivery) {
                     let outcome = connection.service(ctx);
                     self.apply(slot, outcome, ctx);
                 }

@@ -693,3 +693,54 @@ fn a_cloud_without_meta_commands_is_read_with_gets_and_its_copies_live_the_cap(
     );
     Ok(())
 }
+
+#[test]
+fn a_multi_get_fetches_all_its_missing_keys_in_one_round_trip() -> anyhow::Result<()> {
+    const KEYS: usize = 12;
+    let memcached = ServerProcess::memcached(&[])?;
+    // 200 ms there and back: one round trip per key would take 2.4 s.
+    let proxy = DelayProxy::start(memcached.addr(), Duration::from_millis(100))?;
+    let mut origin = RawClient::connect(memcached.addr())?;
+    for i in 0..KEYS {
+        let request = format!("set m{i} {i} 0 2\r\nv{}\r\n", i % 10);
+        origin.request(request.as_bytes(), b"\r\n")?;
+    }
+    let edge = edge(proxy.addr(), &["--upstream-timeout-ms", "5000"])?;
+    let mut client = RawClient::connect(edge.addr())?;
+    client.request(b"get warmup\r\n", b"END\r\n")?;
+    // One key already at the edge, one nowhere, one asked twice.
+    client.request(b"get m3\r\n", b"END\r\n")?;
+    let gets_before = stat_u64(&origin.stats("")?, "cmd_get");
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("m{i}")).collect();
+    let request = format!("get {} nowhere m0\r\n", keys.join(" "));
+    let started = Instant::now();
+    let reply = text(client.request(request.as_bytes(), b"END\r\n")?);
+    let took = started.elapsed();
+    let mut expected: String = (0..KEYS)
+        .map(|i| format!("VALUE m{i} {i} 2\r\nv{}\r\n", i % 10))
+        .collect();
+    expected.push_str("VALUE m0 0 2\r\nv0\r\nEND\r\n");
+    assert_eq!(reply, expected);
+    assert!(
+        took < Duration::from_millis(1200),
+        "{took:?}: the missing keys were fetched one after another"
+    );
+    assert_eq!(
+        stat_u64(&origin.stats("")?, "cmd_get") - gets_before,
+        KEYS as u64,
+        "one cloud get per missing key: {} keys and `nowhere`, not m3",
+        KEYS - 1
+    );
+    let stats = client.stats("")?;
+    assert_eq!(
+        stat_u64(&stats, "get_hits"),
+        1,
+        "m3, filled before the multi-get"
+    );
+    assert_eq!(
+        stat_u64(&stats, "get_misses"),
+        3 + KEYS as u64,
+        "warmup and m3 before; then the 11 other keys, nowhere and m0 again: each once"
+    );
+    Ok(())
+}

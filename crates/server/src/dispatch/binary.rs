@@ -213,8 +213,8 @@ fn read(
             item.value,
         );
     };
-    let hit = match session.upstream_reply {
-        Some(crate::upstream::Reply::Hit(fetched)) => {
+    let hit = match session.upstream_reply.map(|replies| replies.first()) {
+        Some(Some(crate::upstream::Reply::Hit(fetched))) => {
             encode(out, &fetched.view());
             true
         }

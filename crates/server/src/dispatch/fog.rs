@@ -107,16 +107,8 @@ pub fn text_write(
     request: &TextRequest<'_>,
     consumed: usize,
 ) -> Option<Step> {
-    let reply = session.upstream_reply;
-    let park = |key: &[u8], op: Op| {
-        Some(Step::Upstream {
-            keys_done: 0,
-            request: Request {
-                key: key.to_vec(),
-                op,
-            },
-        })
-    };
+    let reply = session.upstream_reply.and_then(|replies| replies.first());
+    let park = |key: &[u8], op: Op| Some(upstream_step(key, op));
     let (key, edge, noreply, done): (&[u8], EdgeWrite<'_>, bool, &'static [u8]) = match *request {
         TextRequest::Store {
             command,
@@ -258,7 +250,7 @@ pub fn meta_write(
     request: &MetaRequest<'_>,
     consumed: usize,
 ) -> Option<Step> {
-    let reply = session.upstream_reply;
+    let reply = session.upstream_reply.and_then(|replies| replies.first());
     let unsupported = |out: &mut Vec<u8>| {
         out.extend_from_slice(Failure::Unsupported.server_error());
         Some(Step::Consumed(consumed))
@@ -393,10 +385,7 @@ pub fn meta_write(
 fn upstream_step(key: &[u8], op: Op) -> Step {
     Step::Upstream {
         keys_done: 0,
-        request: Request {
-            key: key.to_vec(),
-            op,
-        },
+        request: Request::new(key, op),
     }
 }
 
@@ -410,7 +399,7 @@ pub fn binary_write(
     consumed: usize,
 ) -> Option<Step> {
     let header = &request.header;
-    let reply = session.upstream_reply;
+    let reply = session.upstream_reply.and_then(|replies| replies.first());
     let compare_cas = (header.cas != 0).then_some(header.cas);
     let error = |out: &mut Vec<u8>, status: binary::Status| {
         binary::encode_error(out, header.opcode, header.opaque, status);

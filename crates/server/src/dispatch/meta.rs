@@ -115,7 +115,7 @@ fn meta_get(
     let engine = session.engine;
     let out = &mut *session.out;
     let read_through = session.settings.upstream.is_some();
-    if let Some(reply) = session.upstream_reply {
+    if let Some(reply) = session.upstream_reply.and_then(|replies| replies.first()) {
         if let crate::upstream::Reply::Hit(fetched) = reply {
             write_hit(out, key, flags, &fetched.view(), false);
             return None;

@@ -251,8 +251,9 @@ fn error(session: &mut Session<'_>, bytes: &[u8]) {
 /// a connection never holds more than the mark plus one value whatever the key count.
 ///
 /// With `--upstream`, a key that misses stops the request there with [`Step::Upstream`]
-/// (the keys before it answered); the call with the upstream's reply answers that key
-/// from the reply and goes on with the next.
+/// (the keys before it answered), asking for it and for the later keys that miss too;
+/// the call with the upstream's replies answers those keys from the replies and reads
+/// the others here.
 fn get(
     session: &mut Session<'_>,
     keys: Keys<'_>,
@@ -274,7 +275,7 @@ fn get(
         let _ = keys_left.nth(resume_keys - 1);
     }
     let read_through = session.settings.upstream.is_some();
-    let mut upstream_reply = session.upstream_reply;
+    let upstream_replies = session.upstream_reply;
     // Only a hit adds output, so the mark is checked there, where the output's length is
     // at hand; the loop itself keeps no count (this is the `get` path, and a multi-get
     // that fits under the mark must cost what it did before streaming). Setting the flag
@@ -289,7 +290,7 @@ fn get(
                 .count();
             return Step::Partial { keys_done };
         }
-        if let Some(reply) = upstream_reply.take() {
+        if let Some(reply) = upstream_replies.and_then(|replies| replies.get(key)) {
             // This key missed here and was asked of the upstream (counted as a miss then).
             if let crate::upstream::Reply::Hit(fetched) = reply {
                 push_value(out, &fetched.view(), return_cas);
@@ -307,10 +308,16 @@ fn get(
                 .iter()
                 .take_while(|done| done.as_ptr() != key.as_ptr())
                 .count();
-            return Step::Upstream {
-                keys_done,
-                request: crate::upstream::Request::get(key, touch_exptime),
+            // The keys after it that miss too go with it (a `gat` goes alone).
+            let request = match touch_exptime {
+                None => crate::upstream::Request::get_batch(
+                    engine,
+                    key,
+                    keys.iter().skip(keys_done + 1),
+                ),
+                Some(_) => crate::upstream::Request::get(key, touch_exptime),
             };
+            return Step::Upstream { keys_done, request };
         }
     }
     out.extend_from_slice(END);

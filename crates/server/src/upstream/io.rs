@@ -275,19 +275,32 @@ impl Io {
     }
 
     fn submit(&mut self, submission: Submission) {
-        let stats = &self.upstream.stats;
         let Submission {
-            request,
+            mut request,
             slot,
             serial,
             route,
             submitted,
         } = submission;
+        // A batch is one flight per key, each answering the same connection.
+        for key in std::mem::take(&mut request.more_keys) {
+            let waiter = Waiter {
+                route: Arc::clone(&route),
+                slot,
+                serial,
+            };
+            self.submit_one(Request::get(&key, None), waiter, submitted);
+        }
         let waiter = Waiter {
             route,
             slot,
             serial,
         };
+        self.submit_one(request, waiter, submitted);
+    }
+
+    fn submit_one(&mut self, request: Request, waiter: Waiter, submitted: Instant) {
+        let stats = &self.upstream.stats;
         let joinable = matches!(
             request.op,
             Op::Get {
@@ -744,6 +757,7 @@ impl Io {
             let delivery = Delivery {
                 slot: waiter.slot,
                 serial: waiter.serial,
+                key: flight.request.key.clone(),
                 reply: Arc::clone(&reply),
             };
             // A worker that stopped has no connection left to answer.

@@ -30,7 +30,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
-use engine::{Engine, ItemView, TierId};
+use engine::{Engine, ItemView, ReadOptions, ReadOutcome, TierId};
 use mio::Waker;
 use parking_lot::Mutex;
 pub use protocol::client::StoreKind;
@@ -105,7 +105,13 @@ pub const SUBMIT_QUEUE_CAPACITY: usize = 4096;
 pub struct Request {
     pub key: Vec<u8>,
     pub op: Op,
+    /// More keys to read with this one (a multi-key `get` asks for all its missing keys
+    /// at once, so it waits one upstream round trip, not one per key); plain reads only.
+    pub more_keys: Vec<Vec<u8>>,
 }
+
+/// Keys of a multi-key `get` fetched together at most.
+pub const BATCH_KEYS_MAX: usize = 64;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -135,11 +141,55 @@ pub enum Op {
 }
 
 impl Request {
-    pub fn get(key: &[u8], touch_exptime: Option<i64>) -> Request {
+    pub fn new(key: &[u8], op: Op) -> Request {
         Request {
             key: key.to_vec(),
-            op: Op::Get { touch_exptime },
+            op,
+            more_keys: Vec::new(),
         }
+    }
+
+    pub fn get(key: &[u8], touch_exptime: Option<i64>) -> Request {
+        Request::new(key, Op::Get { touch_exptime })
+    }
+
+    /// A read of `first`, which missed, and of the keys of `rest` that miss at the edge
+    /// too (at most [`BATCH_KEYS_MAX`] in all). Each of those is counted as the get miss
+    /// it is, here; the dispatcher answers it from the reply without reading it again.
+    pub fn get_batch<'k>(
+        engine: &Engine,
+        first: &[u8],
+        rest: impl Iterator<Item = &'k [u8]>,
+    ) -> Request {
+        let peek = ReadOptions {
+            no_bump: true,
+            no_stats: true,
+            ..ReadOptions::default()
+        };
+        let mut request = Request::get(first, None);
+        for key in rest {
+            if request.more_keys.len() + 1 >= BATCH_KEYS_MAX {
+                break;
+            }
+            if matches!(engine.read(key, &peek, |_| ()), ReadOutcome::Hit(())) {
+                continue;
+            }
+            // A plain read counts the miss (or, if a fill landed meanwhile, the hit).
+            let missed = matches!(
+                engine.read(key, &ReadOptions::default(), |_| ()),
+                ReadOutcome::Miss { .. }
+            );
+            let repeated = key == first || request.more_keys.iter().any(|k| k == key);
+            if missed && !repeated {
+                request.more_keys.push(key.to_vec());
+            }
+        }
+        request
+    }
+
+    /// Every key the request reads or writes.
+    pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        std::iter::once(&self.key[..]).chain(self.more_keys.iter().map(Vec::as_slice))
     }
 
     pub fn is_read(&self) -> bool {
@@ -284,11 +334,34 @@ struct Route {
     waker: Arc<Waker>,
 }
 
-/// A reply for the connection in `slot` (if it is still connection `serial`).
+/// A reply for the connection in `slot` (if it is still connection `serial`): the
+/// upstream's answer for `key`.
 pub struct Delivery {
     pub slot: usize,
     pub serial: u64,
+    pub key: Vec<u8>,
     pub reply: Arc<Reply>,
+}
+
+/// The replies a parked request resumes with, one per key it asked for.
+#[derive(Debug, Default)]
+pub struct Replies {
+    entries: Vec<(Vec<u8>, Arc<Reply>)>,
+}
+
+impl Replies {
+    /// The reply for `key`.
+    pub fn get(&self, key: &[u8]) -> Option<&Reply> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, reply)| &**reply)
+    }
+
+    /// The reply of a one-key request.
+    pub fn first(&self) -> Option<&Reply> {
+        self.entries.first().map(|(_, reply)| &**reply)
+    }
 }
 
 /// A request on its way to the upstream thread.
@@ -439,8 +512,8 @@ pub struct WorkerPort {
 
 impl WorkerPort {
     /// Hands `request` of the connection in `slot` (`serial`) to the upstream thread,
-    /// without waiting: a full queue gives the request back with [`Failure::Busy`].
-    pub fn submit(&self, request: Request, slot: usize, serial: u64) -> Result<(), Failure> {
+    /// without waiting: a full queue gives the request back.
+    pub fn submit(&self, request: Request, slot: usize, serial: u64) -> Result<(), Request> {
         let submission = Submission {
             request,
             slot,
@@ -456,12 +529,12 @@ impl WorkerPort {
                 }
                 Ok(())
             }
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+            Err(TrySendError::Full(submission)) | Err(TrySendError::Disconnected(submission)) => {
                 self.upstream
                     .stats
                     .queue_full
                     .fetch_add(1, Ordering::Relaxed);
-                Err(Failure::Busy)
+                Err(submission.request)
             }
         }
     }
@@ -472,13 +545,15 @@ impl WorkerPort {
 static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 /// A connection's side of an upstream request: the request waiting to be submitted,
-/// whether the connection is parked, and the reply once it came.
+/// whether the connection is parked, and the replies as they come (one per key).
 #[derive(Debug)]
 pub struct Parking {
     serial: u64,
     pending: Option<Request>,
     parked: bool,
-    reply: Option<Arc<Reply>>,
+    /// Replies expected for the parked request.
+    expected: usize,
+    replies: Replies,
 }
 
 impl Default for Parking {
@@ -487,7 +562,8 @@ impl Default for Parking {
             serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
             pending: None,
             parked: false,
-            reply: None,
+            expected: 0,
+            replies: Replies::default(),
         }
     }
 }
@@ -499,6 +575,8 @@ impl Parking {
 
     /// The request at the front of the input needs `request` answered first.
     pub fn park(&mut self, request: Request) {
+        self.expected = 1 + request.more_keys.len();
+        self.replies.entries.clear();
         self.pending = Some(request);
         self.parked = true;
     }
@@ -510,14 +588,17 @@ impl Parking {
         let Some(request) = self.pending.take() else {
             return false;
         };
-        let failure = match port {
+        let (failure, request) = match port {
             Some(port) => match port.submit(request, slot, self.serial) {
                 Ok(()) => return false,
-                Err(failure) => failure,
+                Err(request) => (Failure::Busy, request),
             },
-            None => Failure::Unavailable,
+            None => (Failure::Unavailable, request),
         };
-        self.deliver(Arc::new(Reply::Failed(failure)));
+        let reply = Arc::new(Reply::Failed(failure));
+        for key in request.keys() {
+            self.deliver(key.to_vec(), Arc::clone(&reply));
+        }
         true
     }
 
@@ -526,14 +607,21 @@ impl Parking {
         self.parked && self.serial == serial
     }
 
-    pub fn deliver(&mut self, reply: Arc<Reply>) {
-        self.reply = Some(reply);
-        self.parked = false;
+    /// The upstream's reply for `key`; the connection runs again once every key of its
+    /// request has one.
+    pub fn deliver(&mut self, key: Vec<u8>, reply: Arc<Reply>) {
+        self.replies.entries.push((key, reply));
+        if self.replies.entries.len() >= self.expected {
+            self.parked = false;
+        }
     }
 
-    /// The reply for the request at the front of the input, for its next dispatch.
-    pub fn take_reply(&mut self) -> Option<Arc<Reply>> {
-        self.reply.take()
+    /// The replies for the request at the front of the input, for its next dispatch.
+    pub fn take_replies(&mut self) -> Option<Replies> {
+        if self.parked || self.replies.entries.is_empty() {
+            return None;
+        }
+        Some(std::mem::take(&mut self.replies))
     }
 }
 
@@ -591,9 +679,32 @@ mod tests {
         assert!(parking.is_parked());
         assert!(parking.submit(None, 0));
         assert!(!parking.is_parked());
+        let replies = parking.take_replies().expect("replies");
         assert_eq!(
-            parking.take_reply().as_deref(),
+            replies.get(b"k"),
             Some(&Reply::Failed(Failure::Unavailable))
         );
+        assert!(parking.take_replies().is_none(), "taken once");
+    }
+
+    #[test]
+    fn a_batch_runs_again_only_once_every_key_has_its_reply() {
+        let mut parking = Parking::default();
+        let mut request = Request::get(b"a", None);
+        request.more_keys = vec![b"b".to_vec(), b"c".to_vec()];
+        parking.park(request);
+        let serial = parking.serial;
+        assert!(parking.accepts(serial));
+        assert!(!parking.accepts(serial + 1), "another connection's reply");
+        parking.deliver(b"c".to_vec(), Arc::new(Reply::Miss));
+        parking.deliver(b"a".to_vec(), Arc::new(Reply::Miss));
+        assert!(parking.is_parked());
+        assert!(parking.take_replies().is_none());
+        parking.deliver(b"b".to_vec(), Arc::new(Reply::Failed(Failure::Timeout)));
+        assert!(!parking.is_parked());
+        let replies = parking.take_replies().expect("replies");
+        assert_eq!(replies.get(b"b"), Some(&Reply::Failed(Failure::Timeout)));
+        assert_eq!(replies.get(b"a"), Some(&Reply::Miss));
+        assert_eq!(replies.get(b"d"), None);
     }
 }
