@@ -1468,4 +1468,35 @@ mod tests {
         let message = parse_usage(&["-Q"]);
         assert!(message.contains("-Q"), "{message}");
     }
+
+    #[test]
+    fn upstream_flags_make_the_fog_layer_and_are_checked() {
+        assert_eq!(parse_ok(&[]).upstream, None, "off by default");
+        let config = parse_ok(&[
+            "--upstream",
+            "cloud-a:11211, cloud-b:11311",
+            "--upstream",
+            "127.0.0.1:9",
+            "--upstream-writes",
+            "invalidate",
+            "--upstream-ttl-max",
+            "0",
+        ]);
+        let upstream = config.upstream.expect("on");
+        assert_eq!(
+            upstream.servers,
+            ["cloud-a:11211", "cloud-b:11311", "127.0.0.1:9"]
+        );
+        assert_eq!(upstream.writes, crate::upstream::WriteMode::Invalidate);
+        assert_eq!(upstream.ttl_max_s, 0);
+        assert_eq!(upstream.timeout_ms, crate::upstream::TIMEOUT_DEFAULT_MS);
+        for bad in ["cloud", "cloud:", ":11211", "cloud:0", "cloud:70000"] {
+            let message = parse_usage(&["--upstream", bad]);
+            assert!(message.contains("host:port"), "{bad}: {message}");
+        }
+        let message = parse_usage(&["--upstream", "a:1", "--upstream-writes", "back"]);
+        assert!(message.contains("through or invalidate"), "{message}");
+        let message = parse_usage(&["--upstream", "a:1", "--upstream-conns", "0"]);
+        assert!(message.contains("--upstream-conns"), "{message}");
+    }
 }
