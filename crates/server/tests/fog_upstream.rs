@@ -744,3 +744,107 @@ fn a_multi_get_fetches_all_its_missing_keys_in_one_round_trip() -> anyhow::Resul
     );
     Ok(())
 }
+
+/// A meta cloud whose reads take `read_delay` (the value is the one it had when the read
+/// arrived) while its writes answer at once: a read can be overtaken by a write.
+fn slow_read_meta_cloud(read_delay: Duration) -> anyhow::Result<SocketAddr> {
+    use std::collections::HashMap;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::{Arc, Mutex};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let items: Arc<Mutex<HashMap<String, Vec<u8>>>> = Arc::default();
+    items
+        .lock()
+        .expect("items")
+        .insert("k".to_owned(), b"v1".to_vec());
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let items = Arc::clone(&items);
+            std::thread::spawn(move || -> std::io::Result<()> {
+                let mut writer = stream.try_clone()?;
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                while reader.read_line(&mut line)? > 0 {
+                    let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+                    line.clear();
+                    let reply = match words.first().map(String::as_str) {
+                        Some("mn") => b"MN\r\n".to_vec(),
+                        Some("mg") => {
+                            let value = items.lock().expect("items").get(&words[1]).cloned();
+                            std::thread::sleep(read_delay);
+                            match value {
+                                Some(value) => {
+                                    let mut reply =
+                                        format!("VA {} f0 t-1 c1\r\n", value.len()).into_bytes();
+                                    reply.extend_from_slice(&value);
+                                    reply.extend_from_slice(b"\r\n");
+                                    reply
+                                }
+                                None => b"EN\r\n".to_vec(),
+                            }
+                        }
+                        Some("ms") => {
+                            let len: usize = words[2].parse().unwrap_or(0);
+                            let mut value = vec![0; len + 2];
+                            reader.read_exact(&mut value)?;
+                            value.truncate(len);
+                            items.lock().expect("items").insert(words[1].clone(), value);
+                            b"HD c2\r\n".to_vec()
+                        }
+                        _ => b"ERROR\r\n".to_vec(),
+                    };
+                    writer.write_all(&reply)?;
+                }
+                Ok(())
+            });
+        }
+    });
+    Ok(addr)
+}
+
+#[test]
+fn a_read_overtaken_by_a_write_is_answered_but_not_kept_at_the_edge() -> anyhow::Result<()> {
+    let cloud = slow_read_meta_cloud(Duration::from_millis(300))?;
+    let edge = edge(
+        cloud,
+        &[
+            "--upstream-writes",
+            "invalidate",
+            "--upstream-conns",
+            "2",
+            "--upstream-timeout-ms",
+            "3000",
+        ],
+    )?;
+    // Two reads at once open both connections of the pool.
+    let mut reader = RawClient::connect(edge.addr())?;
+    let mut writer = RawClient::connect(edge.addr())?;
+    reader.send(b"get warm1\r\n")?;
+    writer.send(b"get warm2\r\n")?;
+    reader.read_until(b"END\r\n")?;
+    writer.read_until(b"END\r\n")?;
+    assert_eq!(
+        stat(&reader.stats("upstreams")?, "upstream:0:connections"),
+        Some("2")
+    );
+    // The read leaves first; the write overtakes it on the other connection.
+    reader.send(b"get k\r\n")?;
+    std::thread::sleep(Duration::from_millis(50));
+    assert_eq!(
+        text(writer.request(b"set k 0 0 2\r\nv2\r\n", b"\r\n")?),
+        "STORED\r\n"
+    );
+    assert_eq!(
+        text(reader.read_until(b"END\r\n")?),
+        "VALUE k 0 2\r\nv1\r\nEND\r\n",
+        "the read saw the value before the write: a fine answer to a concurrent read"
+    );
+    assert_eq!(
+        text(reader.request(b"get k\r\n", b"END\r\n")?),
+        "VALUE k 0 2\r\nv2\r\nEND\r\n",
+        "but the edge did not keep it"
+    );
+    assert_eq!(stat_u64(&reader.stats("")?, "upstream_fills_skipped"), 1);
+    Ok(())
+}

@@ -375,7 +375,15 @@ impl Io {
                     })
                 })
                 .min_by_key(|&slot| self.conns[slot].as_ref().map_or(0, |c| c.sent.len()));
-            let Some(slot) = ready else {
+            // Every connection busy (or none ready): open another, up to the pool size,
+            // so that one slow reply does not hold up the requests queued behind it.
+            let busy = match ready {
+                Some(slot) => self.conns[slot]
+                    .as_ref()
+                    .is_some_and(|conn| !conn.sent.is_empty()),
+                None => true,
+            };
+            if busy {
                 let opening = self.servers[server].conns.iter().any(|&slot| {
                     self.conns[slot]
                         .as_ref()
@@ -386,6 +394,9 @@ impl Io {
                 {
                     self.connect(server);
                 }
+            }
+            // Meanwhile a busy connection takes it (pipelined), if one has room.
+            let Some(slot) = ready else {
                 break;
             };
             self.servers[server].backlog.pop_front();
