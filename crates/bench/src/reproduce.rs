@@ -1470,16 +1470,32 @@ fn read_through_table(
          1 ms), then sets the edge: its latency is the union of edge hits and origin fetches \
          (bucket bounds, so within 12 %). Read-through (`rt-*`): the edge does the fill, the \
          client sees one round trip; the edge hit ratio is the edge's own (`get_hits` over \
-         its gets). Origin gets are counted by the origin memcached itself.\n\n\
-         | edge | GETs/s | edge hit ratio % | client GET latency p50 / p90 / p99 / p99.9 µs | misses seen by the client | origin gets per client GET | DRAM share of edge hits % | DRAM MiB at the end (min after warm-up) |\n\
-         |---|---|---|---|---|---|---|---|\n",
+         its gets); a miss seen by its client is a fetch that failed (`upstream_timeouts`, \
+         `upstream_errors`: the edge answers a miss rather than an error), and the edge's \
+         mean fetch time is `upstream_latency_sum_us` over `upstream_latency_count`. Origin \
+         gets are counted by the origin memcached itself.\n\n\
+         | edge | GETs/s | edge hit ratio % | client GET latency p50 / p90 / p99 / p99.9 µs | misses seen by the client | origin gets per client GET | edge's mean origin fetch µs (timeouts, errors) | DRAM share of edge hits % | DRAM MiB at the end (min after warm-up) |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
     for (result, origin_gets) in results.iter().zip(origin_gets) {
         let Some(report) = result.report() else {
-            let _ = writeln!(md, "| `{}` | did not run | | | | | | |", result.label);
+            let _ = writeln!(md, "| `{}` | did not run | | | | | | | |", result.label);
             continue;
         };
         let percentiles = [50.0, 90.0, 99.0, 99.9];
+        let stat = |name: &str| result.final_stats.get(name).copied();
+        let fetch = match (
+            stat("upstream_latency_sum_us"),
+            stat("upstream_latency_count"),
+        ) {
+            (Some(sum_us), Some(count)) if count > 0 => format!(
+                "{:.0} ({}, {})",
+                sum_us as f64 / count as f64,
+                stat("upstream_timeouts").unwrap_or(0),
+                stat("upstream_errors").unwrap_or(0)
+            ),
+            _ => "–".to_owned(),
+        };
         let (latency, hit_ratio, client_misses) = match &report.run.lookaside {
             Some(lookaside) => (
                 merged_percentiles(
@@ -1515,7 +1531,7 @@ fn read_through_table(
             .reduce(f64::min);
         let _ = writeln!(
             md,
-            "| `{}` | {:.0} | {} | {} / {} / {} / {} | {} | {} | {} | {} ({}) |",
+            "| `{}` | {:.0} | {} | {} / {} / {} / {} | {} | {} | {} | {} | {} ({}) |",
             result.label,
             report.run.ops_per_s,
             fmt_opt(hit_ratio, 2),
@@ -1525,6 +1541,7 @@ fn read_through_table(
             fmt_opt(latency.get(3).copied(), 1),
             client_misses,
             fmt_opt(per_get, 3),
+            fetch,
             fmt_opt(dram_hit_share_pct(result), 1),
             fmt_opt(dram.last().map(|(_, mib)| *mib), 1),
             fmt_opt(min_after_warm_up, 1),
@@ -1544,6 +1561,7 @@ fn edge_hit_ratio_series(phase: &PhaseReport) -> Vec<(f64, f64)> {
 
 fn edge_cloud(ctx: &Lab) -> anyhow::Result<String> {
     let quick = ctx.options.quick;
+    let load_at_start = load_average();
     let keys: u64 = if quick { 20_000 } else { 100_000 };
     let value_bytes: u64 = if quick { 4096 } else { 8192 };
     let (edge_dram_mib, edge_slow_mib) = if quick { (8, 64) } else { (32, 256) };
@@ -1687,7 +1705,7 @@ fn edge_cloud(ctx: &Lab) -> anyhow::Result<String> {
             ("Run phase", format!("GET only, zipfian θ = 0.99, {:.0} s per edge, closed loop, {} connections, origin delay 1 ms before each origin read", duration.as_secs_f64(), template.connections)),
             ("Edge memory", format!("{edge_dram_mib} MiB DRAM; the hybrid edge adds a {edge_slow_mib} MiB slow tier and demotes DRAM items idle for {residency_s} s")),
             ("Read-through (`rt-*`)", "the same GETs sent to an edge started with `--upstream`: on a miss the edge asks the origin itself, through a delay line (a TCP proxy in fogbench) that holds every byte 0.5 ms each way, stores the item and answers; `--upstream-ttl-max 0` keeps the origin's TTL (none)".to_owned()),
-            ("Load on this machine", format!("2 cores shared with other jobs (load average {} at the start of this experiment)", load_average())),
+            ("Load on this machine", format!("2 cores shared with other jobs: 1-minute load average {} at the start of this experiment, {} at its end", load_at_start, load_average())),
         ],
     );
     configurations_table_of(&mut md, &all_configs);
@@ -1838,14 +1856,31 @@ fn edge_cloud(ctx: &Lab) -> anyhow::Result<String> {
         (Some(hybrid), Some(dram)) if dram > 0.0 => Some(hybrid / dram),
         _ => None,
     };
+    // Hit ratios do not depend on how fast each run went.
+    let ratio = |label: &str| {
+        let result = results.iter().find(|r| r.label == label)?;
+        match &result.report()?.run.lookaside {
+            Some(lookaside) => Some(lookaside.edge_hit_ratio * 100.0),
+            None => {
+                let hits = *result.final_stats.get("get_hits")?;
+                let misses = *result.final_stats.get("get_misses")?;
+                ratio_pct(hits, hits + misses)
+            }
+        }
+    };
     md.push_str("## Compared with the papers\n\n");
     let _ = writeln!(
         md,
         "| figure | paper | here |\n|---|---|---|\n\
          | edge hits with a slow tier vs DRAM only | about ×5 (003) | ×{} (look-aside), ×{} (read-through) |\n\
+         | edge hit ratio, DRAM only → with a slow tier | – | {} % → {} % (look-aside), {} % → {} % (read-through) |\n\
          | DRAM occupancy of the hybrid edge over a long run | fell to 0 MB after ~2000 s (001, the defect) | see the plot and the minimum after warm-up in the table |\n",
         fmt_opt(factor, 2),
-        fmt_opt(rt_factor, 2)
+        fmt_opt(rt_factor, 2),
+        fmt_opt(ratio("edge-dram"), 1),
+        fmt_opt(ratio("edge-hybrid"), 1),
+        fmt_opt(ratio("rt-dram"), 1),
+        fmt_opt(ratio("rt-hybrid"), 1),
     );
     md.push_str(
         "Why the figures differ from the papers':\n\n\
