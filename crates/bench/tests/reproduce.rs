@@ -230,20 +230,18 @@ fn reproduce_quick_writes_a_complete_report_for_every_experiment() {
         let label = result["label"].as_str().unwrap_or("");
         if label.starts_with("rt-") {
             // Read-through: the edge filled itself from the origin and hit afterwards;
-            // the client saw no miss.
+            // the client saw a miss only where a fetch failed (a timeout on a busy
+            // machine), never an error.
             let stats = &result["final_stats"];
+            let count = |name: &str| stats[name].as_u64().unwrap_or(0);
+            assert!(count("upstream_fills") > 0, "{label}: {stats}");
+            assert!(count("get_hits") > 0, "{label}: {stats}");
+            let misses = result["report"]["run"]["counts"]["misses"]
+                .as_u64()
+                .unwrap_or(0);
             assert!(
-                stats["upstream_fills"].as_u64().unwrap_or(0) > 0,
-                "{label}: {stats}"
-            );
-            assert!(
-                stats["get_hits"].as_u64().unwrap_or(0) > 0,
-                "{label}: {stats}"
-            );
-            assert_eq!(
-                result["report"]["run"]["counts"]["misses"].as_u64(),
-                Some(0),
-                "{label}"
+                misses == 0 || count("upstream_timeouts") + count("upstream_errors") > 0,
+                "{label}: {misses} misses with every fetch answered: {stats}"
             );
             continue;
         }
