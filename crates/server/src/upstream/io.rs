@@ -511,6 +511,11 @@ impl Io {
                 });
                 self.write(slot);
             }
+            // The same event may say the peer already closed: read it now, as no
+            // further edge-triggered event will come for it.
+            if readable {
+                self.read(slot);
+            }
             return;
         }
         if writable {
@@ -829,6 +834,11 @@ impl Io {
                 .fetch_sub(1, Ordering::Relaxed);
         }
         self.servers[server].conns.retain(|&s| s != slot);
+        // An idle connection the upstream closed (its idle timeout, a restart with
+        // nothing pending) is no failure of the upstream: the next request reconnects.
+        let idle_close = conn.state == ConnState::Ready
+            && conn.sent.is_empty()
+            && failure == Failure::Unavailable;
         let now = Instant::now();
         for sent in conn.sent {
             if let Some(id) = sent.flight {
@@ -842,7 +852,9 @@ impl Io {
                 self.finish(id, Reply::Failed(failure));
             }
         }
-        self.server_failed(server);
+        if !idle_close {
+            self.server_failed(server);
+        }
     }
 
     fn server_failed(&mut self, server: usize) {
