@@ -870,9 +870,19 @@ impl Io {
                 stats.servers[server]
                     .breaker_opens
                     .fetch_add(1, Ordering::Relaxed);
-                stats.servers[server]
+                // Logged when it opens after answering, not at every retry while down.
+                let was_closed = !stats.servers[server]
                     .breaker_open
-                    .store(true, Ordering::Relaxed);
+                    .swap(true, Ordering::Relaxed);
+                if was_closed {
+                    eprintln!(
+                        "fogcached: upstream {}: circuit breaker open after {} failures in a \
+                         row; its reads are misses, retried every {} ms",
+                        stats.servers[server].name,
+                        state.failures,
+                        self.retry.as_millis()
+                    );
+                }
             }
         }
         if self.servers[server].conns.is_empty() {
@@ -886,10 +896,13 @@ impl Io {
     fn server_answered(&mut self, server: usize) {
         let state = &mut self.servers[server];
         state.failures = 0;
-        if state.open_until.take().is_some() {
-            self.upstream.stats.servers[server]
-                .breaker_open
-                .store(false, Ordering::Relaxed);
+        state.open_until = None;
+        let server_stats = &self.upstream.stats.servers[server];
+        if server_stats.breaker_open.swap(false, Ordering::Relaxed) {
+            eprintln!(
+                "fogcached: upstream {}: answering again, circuit breaker closed",
+                server_stats.name
+            );
         }
     }
 }
