@@ -848,3 +848,140 @@ fn a_read_overtaken_by_a_write_is_answered_but_not_kept_at_the_edge() -> anyhow:
     assert_eq!(stat_u64(&reader.stats("")?, "upstream_fills_skipped"), 1);
     Ok(())
 }
+
+/// A binary request: header, extras, key, value.
+fn binary_request(opcode: u8, extras: &[u8], key: &[u8], value: &[u8], cas: u64) -> Vec<u8> {
+    let body = extras.len() + key.len() + value.len();
+    let mut out = vec![0x80, opcode];
+    out.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    out.push(extras.len() as u8);
+    out.extend_from_slice(&[0, 0, 0]);
+    out.extend_from_slice(&(body as u32).to_be_bytes());
+    out.extend_from_slice(&0x1234u32.to_be_bytes());
+    out.extend_from_slice(&cas.to_be_bytes());
+    out.extend_from_slice(extras);
+    out.extend_from_slice(key);
+    out.extend_from_slice(value);
+    out
+}
+
+/// Sends a binary request; returns (status, cas, value) of its response.
+fn binary_call(client: &mut RawClient, request: &[u8]) -> anyhow::Result<(u16, u64, Vec<u8>)> {
+    client.send(request)?;
+    let header = client.read_exact(24)?;
+    assert_eq!(header[0], 0x81, "a response");
+    assert_eq!(
+        &header[12..16],
+        &0x1234u32.to_be_bytes(),
+        "the opaque echoed"
+    );
+    let status = u16::from_be_bytes([header[6], header[7]]);
+    let body_len = u32::from_be_bytes([header[8], header[9], header[10], header[11]]) as usize;
+    let extras_len = usize::from(header[4]);
+    let key_len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+    let mut cas_bytes = [0u8; 8];
+    cas_bytes.copy_from_slice(&header[16..24]);
+    let body = client.read_exact(body_len)?;
+    Ok((
+        status,
+        u64::from_be_bytes(cas_bytes),
+        body[extras_len + key_len..].to_vec(),
+    ))
+}
+
+#[test]
+fn binary_and_meta_writes_go_to_the_cloud_with_memcached_statuses() -> anyhow::Result<()> {
+    const SET: u8 = 0x01;
+    const ADD: u8 = 0x02;
+    const REPLACE: u8 = 0x03;
+    const DELETE: u8 = 0x04;
+    const INCREMENT: u8 = 0x05;
+    const GET: u8 = 0x00;
+    const TOUCH: u8 = 0x1c;
+    let cloud = Cloud::start()?;
+    let mut origin = cloud.client()?;
+    let edge = edge(cloud.addr(), &[])?;
+    let mut client = RawClient::connect(edge.addr())?;
+    let store_extras = |flags: u32, exptime: u32| {
+        let mut extras = flags.to_be_bytes().to_vec();
+        extras.extend_from_slice(&exptime.to_be_bytes());
+        extras
+    };
+
+    let (status, cas, _) = binary_call(
+        &mut client,
+        &binary_request(SET, &store_extras(3, 0), b"k", b"value", 0),
+    )?;
+    assert_eq!(status, 0);
+    let origin_cas = gets_cas(&text(origin.request(b"gets k\r\n", b"END\r\n")?));
+    assert_eq!(cas, origin_cas, "the cloud's CAS, from its meta reply");
+    let (status, get_cas, value) =
+        binary_call(&mut client, &binary_request(GET, &[], b"k", b"", 0))?;
+    assert_eq!(
+        (status, get_cas, &value[..]),
+        (0, origin_cas, &b"value"[..])
+    );
+    // memcached's statuses for refusals, from the cloud's answers.
+    let add = binary_request(ADD, &store_extras(0, 0), b"k", b"x", 0);
+    assert_eq!(binary_call(&mut client, &add)?.0, 0x02, "add: key exists");
+    let replace = binary_request(REPLACE, &store_extras(0, 0), b"none", b"x", 0);
+    assert_eq!(
+        binary_call(&mut client, &replace)?.0,
+        0x01,
+        "replace: not found"
+    );
+    let stale = binary_request(SET, &store_extras(0, 0), b"k", b"x", origin_cas + 100);
+    assert_eq!(
+        binary_call(&mut client, &stale)?.0,
+        0x02,
+        "a stale CAS: exists"
+    );
+    // A counter created with its initial value, then incremented, in the cloud.
+    let mut incr_extras = 5u64.to_be_bytes().to_vec();
+    incr_extras.extend_from_slice(&10u64.to_be_bytes());
+    incr_extras.extend_from_slice(&0u32.to_be_bytes());
+    let incr = binary_request(INCREMENT, &incr_extras, b"n", b"", 0);
+    let (status, _, value) = binary_call(&mut client, &incr)?;
+    assert_eq!((status, &value[..]), (0, &10u64.to_be_bytes()[..]));
+    let (status, _, value) = binary_call(&mut client, &incr)?;
+    assert_eq!((status, &value[..]), (0, &15u64.to_be_bytes()[..]));
+    assert_eq!(
+        text(origin.request(b"get n\r\n", b"END\r\n")?),
+        "VALUE n 0 2\r\n15\r\nEND\r\n"
+    );
+    // The protocol is a connection's: meta on another one.
+    let mut text_client = RawClient::connect(edge.addr())?;
+    assert_eq!(
+        text(text_client.request(b"ma n D2 v\r\n", b"\r\n17\r\n")?),
+        "VA 2\r\n17\r\n",
+        "meta arithmetic through the edge"
+    );
+    let touch = binary_request(TOUCH, &100u32.to_be_bytes(), b"k", b"", 0);
+    let (status, _, _) = binary_call(&mut client, &touch)?;
+    assert_eq!(status, 0);
+    let ttl = ttl_of(&text(origin.request(b"mg k t\r\n", b"\r\n")?));
+    assert!(
+        (99..=100).contains(&ttl),
+        "the touch reached the cloud: {ttl}"
+    );
+    let delete = binary_request(DELETE, &[], b"k", b"", 0);
+    assert_eq!(binary_call(&mut client, &delete)?.0, 0);
+    assert_eq!(
+        binary_call(&mut client, &delete)?.0,
+        0x01,
+        "deleted already"
+    );
+    assert_eq!(text(origin.request(b"get k\r\n", b"END\r\n")?), "END\r\n");
+    // A `gat` that misses at the edge touches the cloud's item too.
+    origin.request(b"set g 0 0 1\r\ng\r\n", b"\r\n")?;
+    assert_eq!(
+        text(text_client.request(b"gat 200 g\r\n", b"END\r\n")?),
+        "VALUE g 0 1\r\ng\r\nEND\r\n"
+    );
+    let ttl = ttl_of(&text(origin.request(b"mg g t\r\n", b"\r\n")?));
+    assert!(
+        (199..=200).contains(&ttl),
+        "the gat reached the cloud: {ttl}"
+    );
+    Ok(())
+}
