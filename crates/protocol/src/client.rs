@@ -129,6 +129,12 @@ pub enum Reply<'a> {
     MetaNoop,
     /// `ERROR`, `CLIENT_ERROR ...` or `SERVER_ERROR ...`: the whole line, without CRLF.
     Error(&'a [u8]),
+    /// A value longer than the caller can keep: only its header line was consumed, and
+    /// the next `skip_bytes` bytes (the data, its CRLF, and a text reply's `END` line)
+    /// are to be discarded as they arrive, so the stream stays usable.
+    Oversized {
+        skip_bytes: usize,
+    },
 }
 
 /// What [`parse_reply`] found at the front of a buffer.
@@ -422,7 +428,7 @@ fn meta_flags(tokens: &[u8]) -> Result<(u32, Option<u64>, Option<i64>), ()> {
 }
 
 /// Parses the reply at the front of `buf`, of the shape `expect`; a value longer than
-/// `value_max_bytes` is malformed (the caller never asked for one it could not keep).
+/// `value_max_bytes` is [`Reply::Oversized`], to be skipped.
 pub fn parse_reply(expect: Expect, buf: &[u8], value_max_bytes: usize) -> ReplyParse<'_> {
     match parse_inner(expect, buf, value_max_bytes) {
         Ok(Some((reply, consumed))) => ReplyParse::Complete { reply, consumed },
@@ -462,7 +468,8 @@ fn parse_inner(expect: Expect, buf: &[u8], value_max_bytes: usize) -> Parsed<'_>
             let len = parse_u64(len_token).ok_or(())?;
             let len = usize::try_from(len).map_err(|_| ())?;
             if len > value_max_bytes {
-                return Err(());
+                let skip_bytes = len.checked_add(2).ok_or(())?;
+                return Ok(Some((Reply::Oversized { skip_bytes }, line_bytes)));
             }
             let (client_flags, cas, ttl_s) = meta_flags(flags)?;
             let Some((value, end)) = data_block(buf, line_bytes, len)? else {
@@ -486,7 +493,9 @@ fn parse_inner(expect: Expect, buf: &[u8], value_max_bytes: usize) -> Parsed<'_>
             let len = tokens.next().and_then(parse_u64).ok_or(())?;
             let len = usize::try_from(len).map_err(|_| ())?;
             if len > value_max_bytes {
-                return Err(());
+                // The data, its CRLF, then `END\r\n`.
+                let skip_bytes = len.checked_add(2 + 5).ok_or(())?;
+                return Ok(Some((Reply::Oversized { skip_bytes }, line_bytes)));
             }
             let cas = match tokens.next() {
                 Some(token) => Some(parse_u64(token).ok_or(())?),
@@ -715,8 +724,19 @@ mod tests {
             ReplyParse::Malformed
         );
         assert_eq!(
-            parse_reply(Expect::MetaValue, b"VA 2000\r\n", 1024),
-            ReplyParse::Malformed
+            parse_reply(Expect::MetaValue, b"VA 2000 f1\r\n", 1024),
+            ReplyParse::Complete {
+                reply: Reply::Oversized { skip_bytes: 2002 },
+                consumed: 12
+            },
+            "a value too large is skipped, not a broken stream"
+        );
+        assert_eq!(
+            parse_reply(Expect::TextValue, b"VALUE k 0 2000\r\n", 1024),
+            ReplyParse::Complete {
+                reply: Reply::Oversized { skip_bytes: 2007 },
+                consumed: 16
+            }
         );
         assert_eq!(
             parse_reply(Expect::TextStatus, b"HD\r\n", 1024),

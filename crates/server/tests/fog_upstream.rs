@@ -985,3 +985,32 @@ fn binary_and_meta_writes_go_to_the_cloud_with_memcached_statuses() -> anyhow::R
     );
     Ok(())
 }
+
+#[test]
+fn a_cloud_value_larger_than_the_edge_allows_is_a_miss_and_the_connection_goes_on(
+) -> anyhow::Result<()> {
+    let memcached = ServerProcess::memcached(&["-I", "4m"])?;
+    let mut origin = RawClient::connect(memcached.addr())?;
+    let big = vec![b'b'; 2 * 1024 * 1024];
+    let mut set = b"set big 0 0 2097152\r\n".to_vec();
+    set.extend_from_slice(&big);
+    set.extend_from_slice(b"\r\n");
+    assert_eq!(text(origin.request(&set, b"\r\n")?), "STORED\r\n");
+    origin.request(b"set small 0 0 1\r\ns\r\n", b"\r\n")?;
+    let edge = edge(memcached.addr(), &["-I", "1m"])?;
+    let mut client = RawClient::connect(edge.addr())?;
+    // Pipelined: the small value after the big one still comes through.
+    client.send(b"get big\r\nget small\r\n")?;
+    assert_eq!(
+        text(client.read_until(b"END\r\nVALUE small 0 1\r\ns\r\nEND\r\n")?),
+        "END\r\nVALUE small 0 1\r\ns\r\nEND\r\n"
+    );
+    let detail = client.stats("upstreams")?;
+    assert_eq!(stat(&detail, "upstream:0:errors"), Some("1"), "{detail:?}");
+    assert_eq!(
+        stat(&detail, "upstream:0:connects"),
+        Some("1"),
+        "the connection survived the skipped value"
+    );
+    Ok(())
+}

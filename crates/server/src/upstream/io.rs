@@ -119,6 +119,8 @@ struct Conn {
     state: ConnState,
     out: Vec<u8>,
     input: Vec<u8>,
+    /// Bytes of an oversized value still to discard from the input.
+    skip_bytes: usize,
     sent: VecDeque<Sent>,
 }
 
@@ -162,6 +164,8 @@ enum WireReply {
     },
     MetaNoop,
     Error(Vec<u8>),
+    /// A value larger than the edge's `-I`, skipped.
+    Oversized,
 }
 
 impl WireReply {
@@ -186,6 +190,7 @@ impl WireReply {
             client::Reply::Number { value, cas } => WireReply::Number { value, cas },
             client::Reply::MetaNoop => WireReply::MetaNoop,
             client::Reply::Error(line) => WireReply::Error(line.to_vec()),
+            client::Reply::Oversized { .. } => WireReply::Oversized,
         }
     }
 }
@@ -465,6 +470,7 @@ impl Io {
             },
             out: Vec::new(),
             input: Vec::new(),
+            skip_bytes: 0,
             sent: VecDeque::new(),
         });
         self.servers[server].conns.push(slot);
@@ -593,6 +599,12 @@ impl Io {
             server = conn.server;
             let mut at = 0;
             while at < conn.input.len() {
+                if conn.skip_bytes > 0 {
+                    let skipped = conn.skip_bytes.min(conn.input.len() - at);
+                    at += skipped;
+                    conn.skip_bytes -= skipped;
+                    continue;
+                }
                 let Some(front) = conn.sent.front() else {
                     // Bytes nobody asked for.
                     malformed = true;
@@ -602,6 +614,9 @@ impl Io {
                     ReplyParse::Complete { reply, consumed } => {
                         let wire = WireReply::from_parsed(&reply);
                         at += consumed;
+                        if let client::Reply::Oversized { skip_bytes } = reply {
+                            conn.skip_bytes = skip_bytes;
+                        }
                         if let Some(sent) = conn.sent.pop_front() {
                             replies.push((sent, wire));
                         }
@@ -705,11 +720,9 @@ impl Io {
                 line.extend_from_slice(b"\r\n");
                 Reply::Error(line)
             }
-            (_, WireReply::Value { .. } | WireReply::MetaNoop) => {
-                stats.errors.fetch_add(1, Ordering::Relaxed);
-                server_stats.errors.fetch_add(1, Ordering::Relaxed);
-                Reply::Failed(Failure::Protocol)
-            }
+            // Counted as errors by `finish`, as every failure is.
+            (_, WireReply::Oversized) => Reply::Failed(Failure::TooLarge),
+            (_, WireReply::Value { .. } | WireReply::MetaNoop) => Reply::Failed(Failure::Protocol),
         };
         self.finish(id, reply);
     }

@@ -289,6 +289,8 @@ pub enum Failure {
     /// The request cannot be written in the upstream's protocol (a text-only upstream and
     /// a binary key or a compare-and-swap delete).
     Unsupported,
+    /// The upstream's value is larger than the edge's `-I` (it was skipped).
+    TooLarge,
 }
 
 impl Failure {
@@ -300,6 +302,7 @@ impl Failure {
             Failure::Protocol => b"SERVER_ERROR upstream protocol error\r\n",
             Failure::Busy => b"SERVER_ERROR upstream busy\r\n",
             Failure::Unsupported => b"SERVER_ERROR not supported by the upstream\r\n",
+            Failure::TooLarge => b"SERVER_ERROR object too large for cache\r\n",
         }
     }
 }
