@@ -123,6 +123,7 @@ fn a_miss_at_the_edge_is_filled_from_the_cloud_once_with_flags_cas_and_ttl() -> 
     let detail = client.stats("upstreams")?;
     assert_eq!(stat(&detail, "upstream:0:protocol"), Some("meta"));
     assert_eq!(stat(&detail, "upstream:0:get_hits"), Some("1"));
+    assert_eq!(stat(&detail, "upstream:0:latency_count"), Some("2"));
     let latencies: u64 = detail
         .iter()
         .filter(|(name, _)| name.starts_with("upstream_latency_le_"))

@@ -765,7 +765,11 @@ impl Io {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 server_stats.errors.fetch_add(1, Ordering::Relaxed);
             }
-            _ => stats.record_latency(flight.started.elapsed()),
+            _ => {
+                let latency = flight.started.elapsed();
+                stats.record_latency(latency);
+                server_stats.record_latency(latency);
+            }
         }
         if flight.joinable && self.reads_by_key.get(&flight.request.key) == Some(&id) {
             self.reads_by_key.remove(&flight.request.key);

@@ -25,7 +25,7 @@ pub mod stats;
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -383,7 +383,9 @@ pub struct Upstream {
     addrs: Vec<SocketAddr>,
     submit: Sender<Submission>,
     submissions: Receiver<Submission>,
-    waker: Mutex<Option<Arc<Waker>>>,
+    /// The upstream thread's waker, set once when it starts (read without a lock on the
+    /// workers' path).
+    waker: OnceLock<Arc<Waker>>,
     stop: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -417,7 +419,7 @@ impl Upstream {
             addrs,
             submit,
             submissions,
-            waker: Mutex::new(None),
+            waker: OnceLock::new(),
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),
         })
@@ -426,7 +428,11 @@ impl Upstream {
     /// Starts the upstream thread; fills go into `engine`.
     pub fn start(self: &Arc<Self>, engine: Arc<Engine>) -> std::io::Result<()> {
         let (poll, waker) = io::new_poll()?;
-        *self.waker.lock() = Some(Arc::clone(&waker));
+        if self.waker.set(Arc::clone(&waker)).is_err() {
+            return Err(std::io::Error::other(
+                "the upstream thread is already running",
+            ));
+        }
         let upstream = Arc::clone(self);
         let thread = std::thread::Builder::new()
             .name("fogcached-upstream".to_owned())
@@ -438,7 +444,7 @@ impl Upstream {
     /// Stops the thread (in-flight requests are dropped: the workers are gone).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
-        if let Some(waker) = self.waker.lock().as_ref() {
+        if let Some(waker) = self.waker.get() {
             let _ = waker.wake();
         }
         if let Some(thread) = self.thread.lock().take() {
@@ -526,7 +532,7 @@ impl WorkerPort {
         };
         match self.upstream.submit.try_send(submission) {
             Ok(()) => {
-                if let Some(waker) = self.upstream.waker.lock().as_ref() {
+                if let Some(waker) = self.upstream.waker.get() {
                     // A failed wake delays the request until the thread's next event.
                     let _ = waker.wake();
                 }

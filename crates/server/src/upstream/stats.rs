@@ -30,6 +30,17 @@ pub struct ServerCounters {
     pub breaker_open: AtomicBool,
     /// 0 unknown, 1 meta, 2 text.
     pub dialect: AtomicU64,
+    /// Completed requests and their summed latency.
+    pub latency_count: AtomicU64,
+    pub latency_sum_us: AtomicU64,
+}
+
+impl ServerCounters {
+    pub fn record_latency(&self, latency: Duration) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.latency_count.fetch_add(1, Ordering::Relaxed);
+        self.latency_sum_us.fetch_add(us, Ordering::Relaxed);
+    }
 }
 
 /// The fog layer's counters.
@@ -152,6 +163,14 @@ impl UpstreamStats {
             emit(&format!("{prefix}:errors"), load(&server.errors));
             emit(&format!("{prefix}:timeouts"), load(&server.timeouts));
             emit(&format!("{prefix}:in_flight"), load(&server.in_flight));
+            emit(
+                &format!("{prefix}:latency_count"),
+                load(&server.latency_count),
+            );
+            emit(
+                &format!("{prefix}:latency_sum_us"),
+                load(&server.latency_sum_us),
+            );
             emit(&format!("{prefix}:connections"), load(&server.connections));
             emit(&format!("{prefix}:connects"), load(&server.connects));
             emit(
@@ -197,6 +216,8 @@ impl UpstreamStats {
                 &server.timeouts,
                 &server.connects,
                 &server.breaker_opens,
+                &server.latency_count,
+                &server.latency_sum_us,
             ] {
                 counter.store(0, Ordering::Relaxed);
             }
