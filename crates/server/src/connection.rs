@@ -157,8 +157,9 @@ pub struct Connection {
     peer_closed: bool,
     /// Close once the output is written (`quit`, protocol error, end of input).
     closing: bool,
-    /// The fog layer's request the front request waits for, and its reply.
-    upstream: Parking,
+    /// The fog layer's request the front request waits for, and its replies; made at the
+    /// first one (a connection of a server without an upstream never has one).
+    upstream: Option<Box<Parking>>,
     /// In the worker's yield queue.
     pub queued: bool,
     /// Engine-clock second of the last request or input, for `-o idle_timeout`.
@@ -184,7 +185,7 @@ impl Connection {
             write_ready: true,
             peer_closed: false,
             closing: false,
-            upstream: Parking::default(),
+            upstream: None,
             queued: false,
             last_active_s: now_s,
         }
@@ -206,18 +207,23 @@ impl Connection {
     /// `slot` routes the reply back. `true`: the reply is already there (no upstream, a
     /// full queue), so service the connection again.
     pub fn submit_upstream(&mut self, port: Option<&WorkerPort>, slot: usize) -> bool {
-        self.upstream.submit(port, slot)
+        self.upstream
+            .as_mut()
+            .is_some_and(|parking| parking.submit(port, slot))
     }
 
     /// Fog layer: the upstream's reply for `key` of connection `serial`; `true` when the
     /// connection can run again (every key of its request answered). Ignored if this is
     /// not that connection (it closed and the slot was reused) or it is not parked.
     pub fn deliver_upstream(&mut self, delivery: crate::upstream::Delivery) -> bool {
-        if !self.upstream.accepts(delivery.serial) {
+        let Some(parking) = self.upstream.as_mut() else {
+            return false;
+        };
+        if !parking.accepts(delivery.serial) {
             return false;
         }
-        self.upstream.deliver(delivery.key, delivery.reply);
-        !self.upstream.is_parked()
+        parking.deliver(delivery.key, delivery.reply);
+        !parking.is_parked()
     }
 
     /// Records a socket event; the caller then calls [`Connection::service`].
@@ -316,9 +322,6 @@ impl Connection {
         // The state is published once per batch, not once per request.
         let mut state_published = false;
         loop {
-            if self.upstream.is_parked() {
-                return Dispatched::Parked;
-            }
             if self.swallow_bytes > 0 {
                 let available = self.input_end - self.input_start;
                 let discard = available.min(self.swallow_bytes);
@@ -358,7 +361,13 @@ impl Connection {
                 self.entry.set_state(ConnState::ParseCmd);
                 state_published = true;
             }
-            let upstream_replies = self.upstream.take_replies();
+            // The fog layer: a parked request waits for its replies; one that has them
+            // runs with them. One pointer test on a connection that never used it.
+            let upstream_replies = match &mut self.upstream {
+                Some(parking) if parking.is_parked() => return Dispatched::Parked,
+                Some(parking) => parking.take_replies(),
+                None => None,
+            };
             let mut session = Session {
                 engine: ctx.engine,
                 settings: ctx.settings,
@@ -421,7 +430,9 @@ impl Connection {
                         return Dispatched::Close;
                     }
                     self.resume_keys = keys_done;
-                    self.upstream.park(request);
+                    self.upstream
+                        .get_or_insert_with(Box::default)
+                        .park(*request);
                     *requests += 1;
                     return Dispatched::Parked;
                 }

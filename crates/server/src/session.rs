@@ -116,7 +116,8 @@ pub enum Step {
     /// `upstream_reply`.
     Upstream {
         keys_done: usize,
-        request: crate::upstream::Request,
+        /// Boxed: a `Step` is returned for every request, and stays two words wide.
+        request: Box<crate::upstream::Request>,
     },
     /// Write out what is in `out`, then close the connection (`quit`, hostile input).
     Close,

@@ -66,7 +66,7 @@ fn execute(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usi
     if let Some(request) = fetch {
         return Step::Upstream {
             keys_done: 0,
-            request,
+            request: Box::new(request),
         };
     }
     match request.command {

@@ -7,7 +7,7 @@
 //! Reads are handled where they are (`text::get`, `meta::meta_get`, `binary::read`): a
 //! miss becomes a `Step::Upstream` there.
 
-use engine::{Engine, StoreMode, StoreOptions, StoreOutcome};
+use engine::{Engine, ReadOptions, ReadOutcome, StoreMode, StoreOptions, StoreOutcome};
 use protocol::binary::{
     self, BinaryRequest, Command, StoreKind as BinaryStoreKind, ARITH_EXPTIME_NO_CREATE,
 };
@@ -15,10 +15,73 @@ use protocol::meta::{
     push_key_flag, push_numeric_flag, push_opaque_flag, push_u64, ArithMode, MetaFlags, MetaKey,
     MetaRequest, SetMode, SetValue,
 };
-use protocol::text::{StoreCommand, TextRequest};
+use protocol::text::{Keys, StoreCommand, TextRequest};
 
 use crate::session::{Session, Step};
 use crate::upstream::{self, Failure, Op, Reply, Request, StoreKind, Upstream, WriteMode};
+
+/// `get gets gat gats` with an upstream: `text::get`'s loop (streaming at the output
+/// mark included) where a key that misses stops the request with [`Step::Upstream`]
+/// (the keys before it answered), asking for it and for the later keys that miss too;
+/// the call with the upstream's replies answers those keys from the replies and reads
+/// the others here. (A loop of its own, so that `text::get` without an upstream costs
+/// what it did.)
+pub fn get_read_through(
+    session: &mut Session<'_>,
+    keys: Keys<'_>,
+    return_cas: bool,
+    touch_exptime: Option<i64>,
+    consumed: usize,
+) -> Step {
+    let engine = session.engine;
+    let options = ReadOptions {
+        touch_exptime,
+        is_touch_command: touch_exptime.is_some(),
+        ..ReadOptions::default()
+    };
+    let upstream_replies = session.upstream_reply;
+    let out_high_water_bytes = session.out_high_water_bytes;
+    let out = &mut *session.out;
+    let keys_before = |key: &[u8]| {
+        keys.iter()
+            .take_while(|done| done.as_ptr() != key.as_ptr())
+            .count()
+    };
+    let mut mark_reached = false;
+    for key in keys.iter().skip(session.resume_keys) {
+        if mark_reached {
+            return Step::Partial {
+                keys_done: keys_before(key),
+            };
+        }
+        if let Some(reply) = upstream_replies.and_then(|replies| replies.get(key)) {
+            // This key missed here and was asked of the upstream (counted as a miss then).
+            if let Reply::Hit(fetched) = reply {
+                super::text::push_value(out, &fetched.view(), return_cas);
+                mark_reached = out.len() >= out_high_water_bytes;
+            }
+            continue;
+        }
+        let outcome = engine.read(key, &options, |item| {
+            super::text::push_value(out, item, return_cas);
+            mark_reached = out.len() >= out_high_water_bytes;
+        });
+        if let ReadOutcome::Miss { .. } = outcome {
+            let keys_done = keys_before(key);
+            // The keys after it that miss too go with it (a `gat` goes alone).
+            let request = match touch_exptime {
+                None => Request::get_batch(engine, key, keys.iter().skip(keys_done + 1)),
+                Some(_) => Request::get(key, touch_exptime),
+            };
+            return Step::Upstream {
+                keys_done,
+                request: Box::new(request),
+            };
+        }
+    }
+    out.extend_from_slice(super::text::END);
+    Step::Consumed(consumed)
+}
 
 /// What the edge does to its copy of a key the upstream accepted a write for.
 enum EdgeWrite<'a> {
@@ -385,7 +448,7 @@ pub fn meta_write(
 fn upstream_step(key: &[u8], op: Op) -> Step {
     Step::Upstream {
         keys_done: 0,
-        request: Request::new(key, op),
+        request: Box::new(Request::new(key, op)),
     }
 }
 

@@ -55,7 +55,7 @@ fn execute(session: &mut Session<'_>, request: MetaRequest<'_>, consumed: usize)
         MetaRequest::Get { key, flags } => match meta_get(session, &key, &flags) {
             Some(request) => Step::Upstream {
                 keys_done: 0,
-                request,
+                request: Box::new(request),
             },
             None => Step::Consumed(consumed),
         },

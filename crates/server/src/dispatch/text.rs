@@ -15,8 +15,8 @@
 use std::sync::atomic::Ordering;
 
 use engine::{
-    ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, ItemView, ReadOptions, ReadOutcome,
-    ReassignError, StoreMode, StoreOptions, StoreOutcome, TouchOutcome,
+    ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, ItemView, ReadOptions, ReassignError,
+    StoreMode, StoreOptions, StoreOutcome, TouchOutcome,
 };
 use protocol::text::{self, Keys, ShutdownMode, StoreCommand, TextLimits, TextRequest};
 use protocol::Parsed;
@@ -31,7 +31,7 @@ const NOT_FOUND: &[u8] = b"NOT_FOUND\r\n";
 const DELETED: &[u8] = b"DELETED\r\n";
 const TOUCHED: &[u8] = b"TOUCHED\r\n";
 const OK: &[u8] = b"OK\r\n";
-const END: &[u8] = b"END\r\n";
+pub(super) const END: &[u8] = b"END\r\n";
 const ERROR: &[u8] = b"ERROR\r\n";
 const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
 const OUT_OF_MEMORY_STORING: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
@@ -250,10 +250,8 @@ fn error(session: &mut Session<'_>, bytes: &[u8]) {
 /// (and counted, and touched by `gat`) when it is reached, once, as memcached does, so
 /// a connection never holds more than the mark plus one value whatever the key count.
 ///
-/// With `--upstream`, a key that misses stops the request there with [`Step::Upstream`]
-/// (the keys before it answered), asking for it and for the later keys that miss too;
-/// the call with the upstream's replies answers those keys from the replies and reads
-/// the others here.
+/// With `--upstream`, `fog::get_read_through` runs instead (this loop stays as it is
+/// without the fog layer).
 fn get(
     session: &mut Session<'_>,
     keys: Keys<'_>,
@@ -261,6 +259,9 @@ fn get(
     touch_exptime: Option<i64>,
     consumed: usize,
 ) -> Step {
+    if session.settings.upstream.is_some() {
+        return super::fog::get_read_through(session, keys, return_cas, touch_exptime, consumed);
+    }
     let engine = session.engine;
     let options = ReadOptions {
         touch_exptime,
@@ -274,8 +275,6 @@ fn get(
     if resume_keys > 0 {
         let _ = keys_left.nth(resume_keys - 1);
     }
-    let read_through = session.settings.upstream.is_some();
-    let upstream_replies = session.upstream_reply;
     // Only a hit adds output, so the mark is checked there, where the output's length is
     // at hand; the loop itself keeps no count (this is the `get` path, and a multi-get
     // that fits under the mark must cost what it did before streaming). Setting the flag
@@ -290,42 +289,21 @@ fn get(
                 .count();
             return Step::Partial { keys_done };
         }
-        if let Some(reply) = upstream_replies.and_then(|replies| replies.get(key)) {
-            // This key missed here and was asked of the upstream (counted as a miss then).
-            if let crate::upstream::Reply::Hit(fetched) = reply {
-                push_value(out, &fetched.view(), return_cas);
-                mark_reached = out.len() >= out_high_water_bytes;
-            }
-            continue;
-        }
         // A miss prints nothing.
-        let outcome = engine.read(key, &options, |item| {
+        let _ = engine.read(key, &options, |item| {
             push_value(out, item, return_cas);
             mark_reached = out.len() >= out_high_water_bytes;
         });
-        if read_through && matches!(outcome, ReadOutcome::Miss { .. }) {
-            let keys_done = keys
-                .iter()
-                .take_while(|done| done.as_ptr() != key.as_ptr())
-                .count();
-            // The keys after it that miss too go with it (a `gat` goes alone).
-            let request = match touch_exptime {
-                None => crate::upstream::Request::get_batch(
-                    engine,
-                    key,
-                    keys.iter().skip(keys_done + 1),
-                ),
-                Some(_) => crate::upstream::Request::get(key, touch_exptime),
-            };
-            return Step::Upstream { keys_done, request };
-        }
     }
     out.extend_from_slice(END);
     Step::Consumed(consumed)
 }
 
 /// `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`.
-fn push_value(out: &mut Vec<u8>, item: &ItemView<'_>, return_cas: bool) {
+// Inlined at both of its call sites, as it was at the one it had before the fog layer's
+// read-through loop: this is the `get` path.
+#[inline(always)]
+pub(super) fn push_value(out: &mut Vec<u8>, item: &ItemView<'_>, return_cas: bool) {
     out.reserve(item.key.len() + item.value.len() + 64);
     out.extend_from_slice(b"VALUE ");
     out.extend_from_slice(item.key);
