@@ -115,10 +115,12 @@ impl Server {
             local_addrs.extend(socket.local_addr()?);
         }
         let upstream = match &config.upstream {
-            Some(upstream_config) => Some(Arc::new(
-                crate::upstream::Upstream::new(upstream_config.clone())
-                    .context("the fog layer's upstream servers")?,
-            )),
+            Some(upstream_config) => {
+                let upstream = crate::upstream::Upstream::new(upstream_config.clone())
+                    .context("the fog layer's upstream servers")?;
+                upstream.check_not_self(&local_addrs)?;
+                Some(Arc::new(upstream))
+            }
             None => None,
         };
         let settings = ServerSettings {

@@ -1015,3 +1015,31 @@ fn a_cloud_value_larger_than_the_edge_allows_is_a_miss_and_the_connection_goes_o
     );
     Ok(())
 }
+
+#[test]
+fn an_edge_refuses_itself_as_its_upstream() -> anyhow::Result<()> {
+    let port = testkit::free_port()?.to_string();
+    let data_dir = std::env::temp_dir().join(format!("fog-self-{}-{port}", std::process::id()));
+    let mut command = std::process::Command::new(testkit::fogcached_binary()?);
+    command
+        .args([
+            "-p",
+            &port,
+            "-l",
+            "127.0.0.1",
+            "--slow-size",
+            "0",
+            "--data-dir",
+        ])
+        .arg(&data_dir)
+        .args(["--upstream", &format!("127.0.0.1:{port}")]);
+    let run = testkit::run_bounded(&mut command, Duration::from_secs(20))?;
+    let _ = std::fs::remove_dir_all(&data_dir);
+    assert!(!run.success, "it started: {}", run.output);
+    assert!(
+        run.output.contains("is this server itself"),
+        "{}",
+        run.output
+    );
+    Ok(())
+}

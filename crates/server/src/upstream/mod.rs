@@ -425,6 +425,25 @@ impl Upstream {
         })
     }
 
+    /// Refuses an upstream that is this server itself (listening on `local`): every miss
+    /// would ask the server again, without end.
+    pub fn check_not_self(&self, local: &[SocketAddr]) -> anyhow::Result<()> {
+        for (name, addr) in self.config.servers.iter().zip(&self.addrs) {
+            let is_self = local.iter().any(|listening| {
+                listening.port() == addr.port()
+                    && (listening.ip() == addr.ip()
+                        || (listening.ip().is_unspecified()
+                            && (addr.ip().is_loopback() || addr.ip().is_unspecified())))
+            });
+            if is_self {
+                anyhow::bail!(
+                    "--upstream {name} is this server itself: every miss would ask it again"
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Starts the upstream thread; fills go into `engine`.
     pub fn start(self: &Arc<Self>, engine: Arc<Engine>) -> std::io::Result<()> {
         let (poll, waker) = io::new_poll()?;
