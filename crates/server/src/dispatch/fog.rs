@@ -304,10 +304,33 @@ fn meta_status(
     out.extend_from_slice(b"\r\n");
 }
 
-/// A meta write (`ms md ma`), passed on to the upstream; `None` for every other request.
+/// Whether `request` is a meta write the fog layer passes on (the server has an
+/// upstream, and it is an `ms` with its data, an `md` or an `ma`).
+pub fn is_meta_write(session: &Session<'_>, request: &MetaRequest<'_>) -> bool {
+    session.settings.upstream.is_some()
+        && matches!(
+            request,
+            MetaRequest::Set {
+                value: SetValue::Data(_),
+                ..
+            } | MetaRequest::Delete { .. }
+                | MetaRequest::Arith { .. }
+        )
+}
+
+/// A meta write (`ms md ma`, see [`is_meta_write`]), passed on to the upstream.
 /// The flags that have no upstream form (`I`, `E`, `x`, `ms N`, `ma C`/`T`) are refused
 /// with `SERVER_ERROR not supported by the upstream`, never applied to the edge alone.
-pub fn meta_write(
+pub fn meta_write(session: &mut Session<'_>, request: &MetaRequest<'_>, consumed: usize) -> Step {
+    let settings = session.settings;
+    let Some(upstream) = settings.upstream.as_deref() else {
+        // Not a fog-layer server: `is_meta_write` said no; nothing to pass on.
+        return Step::Consumed(consumed);
+    };
+    meta_write_to(session, upstream, request, consumed).unwrap_or(Step::Consumed(consumed))
+}
+
+fn meta_write_to(
     session: &mut Session<'_>,
     upstream: &Upstream,
     request: &MetaRequest<'_>,

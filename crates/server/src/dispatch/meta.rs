@@ -37,69 +37,60 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             swallow_bytes,
             close,
         } => super::refuse(session, reply, consumed, swallow_bytes, close),
-        Parsed::Complete { request, consumed } => {
-            let settings = session.settings;
-            if let Some(upstream) = settings.upstream.as_deref() {
-                // The fog layer: writes go to the upstream first.
-                if let Some(step) = super::fog::meta_write(session, upstream, &request, consumed) {
-                    return step;
+        // The fog layer: writes go to the upstream first.
+        Parsed::Complete { request, consumed } if super::fog::is_meta_write(session, &request) => {
+            super::fog::meta_write(session, &request, consumed)
+        }
+        Parsed::Complete { request, consumed } => match request {
+            MetaRequest::Get { key, flags } => match meta_get(session, &key, &flags) {
+                Some(request) => Step::Upstream {
+                    keys_done: 0,
+                    request: Box::new(request),
+                },
+                None => Step::Consumed(consumed),
+            },
+            MetaRequest::Set {
+                key,
+                flags,
+                mode,
+                value: SetValue::Data(value),
+            } => {
+                meta_set(session, &key, &flags, mode, value);
+                Step::Consumed(consumed)
+            }
+            MetaRequest::Set {
+                key,
+                value: SetValue::TooLarge { swallow_bytes },
+                ..
+            } => {
+                // As memcached does when it cannot allocate the item: answer, drop any
+                // old value so a stale one is not served, and discard the payload.
+                // memcached's `ms` unlinks in every mode, counts `store_too_large`, and
+                // does not count a delete.
+                session.out.extend_from_slice(TOO_LARGE);
+                session.engine.refuse_too_large(key.as_bytes(), true);
+                Step::Swallow {
+                    consumed,
+                    bytes: swallow_bytes,
                 }
             }
-            execute(session, request, consumed)
-        }
-    }
-}
-
-fn execute(session: &mut Session<'_>, request: MetaRequest<'_>, consumed: usize) -> Step {
-    match request {
-        MetaRequest::Get { key, flags } => match meta_get(session, &key, &flags) {
-            Some(request) => Step::Upstream {
-                keys_done: 0,
-                request: Box::new(request),
-            },
-            None => Step::Consumed(consumed),
-        },
-        MetaRequest::Set {
-            key,
-            flags,
-            mode,
-            value: SetValue::Data(value),
-        } => {
-            meta_set(session, &key, &flags, mode, value);
-            Step::Consumed(consumed)
-        }
-        MetaRequest::Set {
-            key,
-            value: SetValue::TooLarge { swallow_bytes },
-            ..
-        } => {
-            // As memcached does when it cannot allocate the item: answer, drop any
-            // old value so a stale one is not served, and discard the payload.
-            // memcached's `ms` unlinks in every mode, counts `store_too_large`, and
-            // does not count a delete.
-            session.out.extend_from_slice(TOO_LARGE);
-            session.engine.refuse_too_large(key.as_bytes(), true);
-            Step::Swallow {
-                consumed,
-                bytes: swallow_bytes,
+            MetaRequest::Delete { key, flags } => {
+                meta_delete(session, &key, &flags);
+                Step::Consumed(consumed)
             }
-        }
-        MetaRequest::Delete { key, flags } => {
-            meta_delete(session, &key, &flags);
-            Step::Consumed(consumed)
-        }
-        MetaRequest::Arith { key, flags, mode } => {
-            meta_arith(session, &key, &flags, mode);
-            Step::Consumed(consumed)
-        }
-        MetaRequest::Noop => {
-            session.out.extend_from_slice(b"MN\r\n");
-            Step::Consumed(consumed)
-        }
-        MetaRequest::Debug { key } => {
-            meta_debug(session, &key);
-            Step::Consumed(consumed)
-        }
+            MetaRequest::Arith { key, flags, mode } => {
+                meta_arith(session, &key, &flags, mode);
+                Step::Consumed(consumed)
+            }
+            MetaRequest::Noop => {
+                session.out.extend_from_slice(b"MN\r\n");
+                Step::Consumed(consumed)
+            }
+            MetaRequest::Debug { key } => {
+                meta_debug(session, &key);
+                Step::Consumed(consumed)
+            }
+        },
     }
 }
 
