@@ -878,28 +878,26 @@ impl Io {
         let state = &mut self.servers[server];
         state.failures = state.failures.saturating_add(1);
         if state.failures >= self.upstream.config.breaker_failures.max(1) {
-            let now = Instant::now();
-            let was_open = state.open_until.is_some_and(|until| now < until);
-            state.open_until = Some(now + self.retry);
-            if !was_open {
-                let stats = &self.upstream.stats;
+            // Open (again, after a retry that failed too) for the retry period.
+            state.open_until = Some(Instant::now() + self.retry);
+            // Counted and logged when it opens after answering, not at every retry
+            // while the upstream stays down.
+            let stats = &self.upstream.stats;
+            let was_closed = !stats.servers[server]
+                .breaker_open
+                .swap(true, Ordering::Relaxed);
+            if was_closed {
                 stats.breaker_opens.fetch_add(1, Ordering::Relaxed);
                 stats.servers[server]
                     .breaker_opens
                     .fetch_add(1, Ordering::Relaxed);
-                // Logged when it opens after answering, not at every retry while down.
-                let was_closed = !stats.servers[server]
-                    .breaker_open
-                    .swap(true, Ordering::Relaxed);
-                if was_closed {
-                    eprintln!(
-                        "fogcached: upstream {}: circuit breaker open after {} failures in a \
-                         row; its reads are misses, retried every {} ms",
-                        stats.servers[server].name,
-                        state.failures,
-                        self.retry.as_millis()
-                    );
-                }
+                eprintln!(
+                    "fogcached: upstream {}: circuit breaker open after {} failures in a \
+                     row; its reads are misses, retried every {} ms",
+                    stats.servers[server].name,
+                    state.failures,
+                    self.retry.as_millis()
+                );
             }
         }
         if self.servers[server].conns.is_empty() {

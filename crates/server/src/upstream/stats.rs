@@ -59,6 +59,8 @@ pub struct UpstreamStats {
     pub timeouts: AtomicU64,
     /// Requests failed at once because their upstream's breaker was open.
     pub breaker_rejects: AtomicU64,
+    /// Times a breaker opened after its upstream had answered (not its re-openings after
+    /// failed retries while the upstream stays down).
     pub breaker_opens: AtomicU64,
     /// Requests refused because the queue to the upstream thread was full.
     pub queue_full: AtomicU64,
