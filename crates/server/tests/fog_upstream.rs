@@ -1055,3 +1055,45 @@ fn an_edge_refuses_itself_as_its_upstream() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+#[test]
+fn a_read_through_multi_get_past_the_output_mark_streams_every_value_in_order() -> anyhow::Result<()>
+{
+    const KEYS: usize = 6;
+    const VALUE_BYTES: usize = 1_000_000;
+    let cloud = Cloud::start()?;
+    let mut origin = cloud.client()?;
+    let value = |i: usize| vec![b'a' + i as u8; VALUE_BYTES];
+    for i in 0..KEYS {
+        let mut set = format!("set big{i} {i} 0 {VALUE_BYTES}\r\n").into_bytes();
+        set.extend_from_slice(&value(i));
+        set.extend_from_slice(b"\r\n");
+        assert_eq!(text(origin.request(&set, b"\r\n")?), "STORED\r\n");
+    }
+    let edge = edge(cloud.addr(), &["-m", "64"])?;
+    let mut client = RawClient::connect(edge.addr())?;
+    // 6 MB of values, all from the cloud: past the 4 MiB output mark, so the request
+    // stops there and resumes after the socket drained.
+    let keys: Vec<String> = (0..KEYS).map(|i| format!("big{i}")).collect();
+    client.send(format!("get {}\r\n", keys.join(" ")).as_bytes())?;
+    let reply = client.read_until(b"END\r\n")?;
+    let mut expected = Vec::new();
+    for i in 0..KEYS {
+        expected.extend_from_slice(format!("VALUE big{i} {i} {VALUE_BYTES}\r\n").as_bytes());
+        expected.extend_from_slice(&value(i));
+        expected.extend_from_slice(b"\r\n");
+    }
+    expected.extend_from_slice(b"END\r\n");
+    assert!(
+        reply == expected,
+        "{} bytes, not the 6 values in order",
+        reply.len()
+    );
+    let stats = client.stats("")?;
+    assert_eq!(
+        stat_u64(&stats, "upstream_cmd_get"),
+        KEYS as u64,
+        "each fetched once"
+    );
+    Ok(())
+}
