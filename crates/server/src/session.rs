@@ -37,6 +37,12 @@ pub struct ServerSettings {
     pub shutdown_requested: AtomicBool,
     /// `--upstream`: the fog layer (read-through, write-through), off when `None`.
     pub upstream: Option<std::sync::Arc<crate::upstream::Upstream>>,
+    /// `-Y`, `-S`: who may use the server.
+    pub auth: crate::auth::AuthSettings,
+    /// `-Z` and `-o ssl_*` as given (for `stats settings`).
+    pub tls_options: crate::tls::TlsOptions,
+    /// The certificates in use when `-Z` is on (`refresh_certs`, TLS statistics).
+    pub tls: Option<std::sync::Arc<crate::tls::TlsContext>>,
 }
 
 impl Default for ServerSettings {
@@ -53,6 +59,9 @@ impl Default for ServerSettings {
             unix_mode: 0o700,
             shutdown_requested: AtomicBool::new(false),
             upstream: None,
+            auth: crate::auth::AuthSettings::default(),
+            tls_options: crate::tls::TlsOptions::default(),
+            tls: None,
         }
     }
 }
@@ -69,6 +78,10 @@ pub struct ServerStats {
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     pub accepting_conns: AtomicBool,
+    /// Authentication attempts that completed (memcached's `auth_cmds`) and those that
+    /// failed (`auth_errors`).
+    pub auth_cmds: AtomicU64,
+    pub auth_errors: AtomicU64,
     /// Per-worker counters and the connection table (added by the runtime; `Default`
     /// gives an empty one for dispatcher tests).
     pub runtime: crate::registry::RuntimeState,
