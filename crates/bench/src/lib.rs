@@ -4,7 +4,8 @@
 //! type from HdrHistograms plus a per-second time series that includes the servers' own
 //! `stats` counters.
 
-pub mod ketama;
+/// Ketama key placement (the `ketama` crate, shared with fogcached's `--upstream`).
+pub use ketama;
 pub mod plot;
 pub mod proto;
 pub mod report;

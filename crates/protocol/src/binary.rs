@@ -132,6 +132,9 @@ pub enum Status {
     AuthContinue = 0x0021,
     UnknownCommand = 0x0081,
     OutOfMemory = 0x0082,
+    /// memcached's `PROTOCOL_BINARY_RESPONSE_ETMPFAIL`: fogcached's edge sends it for a
+    /// write its upstream did not answer (`--upstream`).
+    TemporaryFailure = 0x0086,
 }
 
 impl Status {
@@ -153,6 +156,7 @@ impl Status {
             Status::AuthContinue => b"",
             Status::UnknownCommand => b"Unknown command",
             Status::OutOfMemory => b"Out of memory",
+            Status::TemporaryFailure => b"Temporary failure",
         }
     }
 }

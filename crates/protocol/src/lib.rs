@@ -6,10 +6,12 @@
 //! - [`text`]: the classic ASCII commands (`get`, `set`, `incr`, `stats`, ...).
 //! - [`meta`]: the meta commands (`mg ms md ma mn me`), which share the text framing.
 //! - [`binary`]: the binary protocol (magic byte 0x80).
+//! - [`client`]: the other side of meta and text, for forwarding to an upstream server.
 //! - [`auth`]: memcached's authentication exchanges (the `-Y` authfile token, binary SASL).
 
 pub mod auth;
 pub mod binary;
+pub mod client;
 pub mod common;
 pub mod meta;
 pub mod text;

@@ -393,6 +393,35 @@ struct Cli {
     /// disable (the list is below)
     #[arg(short = 'o', long = "extended", value_name = "options", action = ArgAction::Append)]
     extended: Vec<String>,
+    /// Fog layer: fill misses from these memcached-protocol servers (host:port, comma
+    /// separated or repeated; keys spread by ketama) and send writes to them first.
+    #[arg(long = "upstream", value_name = "HOST:PORT,...", action = ArgAction::Append)]
+    upstream: Vec<String>,
+    /// What a write does to the edge copy once the upstream answered: through (store the
+    /// written value at the edge too) or invalidate (remove the edge copy).
+    #[arg(
+        long = "upstream-writes",
+        value_name = "MODE",
+        default_value = "through"
+    )]
+    upstream_writes: String,
+    /// Longest life of an edge copy in seconds (bounds how stale another edge's copy can
+    /// be); 0 = the upstream's TTL.
+    #[arg(long = "upstream-ttl-max", value_name = "SECONDS", default_value_t = crate::upstream::TTL_MAX_DEFAULT_S)]
+    upstream_ttl_max: u32,
+    /// Time an upstream request may take; a read that takes longer is a miss.
+    #[arg(long = "upstream-timeout-ms", value_name = "MS", default_value_t = crate::upstream::TIMEOUT_DEFAULT_MS)]
+    upstream_timeout_ms: u32,
+    /// Pipelined connections to each upstream server.
+    #[arg(long = "upstream-conns", value_name = "N", default_value_t = crate::upstream::CONNS_PER_SERVER_DEFAULT)]
+    upstream_conns: usize,
+    /// Consecutive failures of an upstream that open its circuit breaker.
+    #[arg(long = "upstream-breaker-failures", value_name = "N", default_value_t = crate::upstream::BREAKER_FAILURES_DEFAULT)]
+    upstream_breaker_failures: u32,
+    /// How long an open breaker answers at once (reads: miss) before the upstream is
+    /// tried again.
+    #[arg(long = "upstream-retry-ms", value_name = "MS", default_value_t = crate::upstream::RETRY_DEFAULT_MS)]
+    upstream_retry_ms: u32,
 }
 
 /// Everything the server needs from the command line.
@@ -449,6 +478,8 @@ pub struct Config {
     pub watch_enabled: bool,
     /// `--metrics-listen`: where the Prometheus endpoint listens; None = off.
     pub metrics_listen: Option<String>,
+    /// `--upstream*`: the fog layer, off when `None`.
+    pub upstream: Option<crate::upstream::UpstreamConfig>,
     /// `-Y`: the text protocol's authfile.
     pub auth_file: Option<PathBuf>,
     /// `-S`: SASL authentication of the binary protocol.
@@ -489,6 +520,7 @@ impl Default for Config {
             dumps_enabled: true,
             watch_enabled: true,
             metrics_listen: None,
+            upstream: None,
             auth_file: None,
             sasl: false,
             auth: AuthSettings::default(),
@@ -685,6 +717,7 @@ where
             apply_suboption(&mut config, suboption, &mut slab_chunk_max_set)?;
         }
     }
+    config.upstream = upstream_config(&cli)?;
     if !config.tls.enabled
         && config.tls
             != (TlsOptions {
@@ -698,6 +731,59 @@ where
     }
     check(&config, slab_chunk_max_set)?;
     Ok(config)
+}
+
+/// The `--upstream*` flags; `None` without `--upstream`.
+fn upstream_config(cli: &Cli) -> Result<Option<crate::upstream::UpstreamConfig>, CliExit> {
+    use crate::upstream::{UpstreamConfig, WriteMode};
+    let servers: Vec<String> = cli
+        .upstream
+        .iter()
+        .flat_map(|arg| arg.split(','))
+        .map(str::trim)
+        .filter(|entry| !entry.is_empty())
+        .map(str::to_owned)
+        .collect();
+    for server in &servers {
+        let port_ok = server.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !port_ok {
+            return Err(usage(format!(
+                "invalid --upstream {server:?}: expected host:port"
+            )));
+        }
+    }
+    let writes = match cli.upstream_writes.as_str() {
+        "through" => WriteMode::Through,
+        "invalidate" => WriteMode::Invalidate,
+        other => {
+            return Err(usage(format!(
+                "invalid --upstream-writes {other:?}: expected through or invalidate"
+            )))
+        }
+    };
+    if cli.upstream_conns == 0 || cli.upstream_conns > 64 {
+        return Err(usage(format!(
+            "--upstream-conns must be between 1 and 64, got {}",
+            cli.upstream_conns
+        )));
+    }
+    if cli.upstream_timeout_ms == 0 {
+        return Err(usage("--upstream-timeout-ms must be at least 1"));
+    }
+    if servers.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(UpstreamConfig {
+        servers,
+        writes,
+        ttl_max_s: cli.upstream_ttl_max,
+        timeout_ms: cli.upstream_timeout_ms,
+        conns_per_server: cli.upstream_conns,
+        breaker_failures: cli.upstream_breaker_failures.max(1),
+        retry_ms: cli.upstream_retry_ms,
+    }))
 }
 
 /// The tier and placement flags, onto the engine's slow tier spec and policy knobs.
@@ -1733,5 +1819,36 @@ mod tests {
     fn unknown_flag_is_a_usage_error() {
         let message = parse_usage(&["-Q"]);
         assert!(message.contains("-Q"), "{message}");
+    }
+
+    #[test]
+    fn upstream_flags_make_the_fog_layer_and_are_checked() {
+        assert_eq!(parse_ok(&[]).upstream, None, "off by default");
+        let config = parse_ok(&[
+            "--upstream",
+            "cloud-a:11211, cloud-b:11311",
+            "--upstream",
+            "127.0.0.1:9",
+            "--upstream-writes",
+            "invalidate",
+            "--upstream-ttl-max",
+            "0",
+        ]);
+        let upstream = config.upstream.expect("on");
+        assert_eq!(
+            upstream.servers,
+            ["cloud-a:11211", "cloud-b:11311", "127.0.0.1:9"]
+        );
+        assert_eq!(upstream.writes, crate::upstream::WriteMode::Invalidate);
+        assert_eq!(upstream.ttl_max_s, 0);
+        assert_eq!(upstream.timeout_ms, crate::upstream::TIMEOUT_DEFAULT_MS);
+        for bad in ["cloud", "cloud:", ":11211", "cloud:0", "cloud:70000"] {
+            let message = parse_usage(&["--upstream", bad]);
+            assert!(message.contains("host:port"), "{bad}: {message}");
+        }
+        let message = parse_usage(&["--upstream", "a:1", "--upstream-writes", "back"]);
+        assert!(message.contains("through or invalidate"), "{message}");
+        let message = parse_usage(&["--upstream", "a:1", "--upstream-conns", "0"]);
+        assert!(message.contains("--upstream-conns"), "{message}");
     }
 }

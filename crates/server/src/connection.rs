@@ -19,6 +19,7 @@ use crate::dispatch;
 use crate::registry::{ConnEntry, ConnState, WorkerCounters};
 use crate::session::{ServerSettings, ServerStats, Session, Step};
 use crate::stream::Stream;
+use crate::upstream::{Parking, WorkerPort};
 
 /// Input buffer size of a fresh connection.
 pub const INPUT_INITIAL_BYTES: usize = 16 * 1024;
@@ -67,6 +68,10 @@ pub enum Outcome {
     /// (`--slow-durability power`): the worker flushes the pool once for all such
     /// connections of its turn, then services them again.
     Held,
+    /// The request at the front needs the upstream (`--upstream`): the worker submits it
+    /// ([`Connection::submit_upstream`]) and services the connection again when the
+    /// reply is delivered ([`Connection::deliver_upstream`]).
+    Parked,
 }
 
 /// A protocol dispatcher: handles the request at the front of the input.
@@ -115,6 +120,8 @@ enum Dispatched {
     Shutdown,
     /// `watch`: no more requests; the connection becomes a watcher of these kinds.
     Watch(u32),
+    /// The front request waits for the upstream.
+    Parked,
 }
 
 enum Fill {
@@ -157,6 +164,9 @@ pub struct Connection {
     peer_closed: bool,
     /// Close once the output is written (`quit`, protocol error, end of input).
     closing: bool,
+    /// The fog layer's request the front request waits for, and its replies; made at the
+    /// first one (a connection of a server without an upstream never has one).
+    upstream: Option<Box<Parking>>,
     /// In the worker's yield queue.
     pub queued: bool,
     /// It asked to `watch` (and was counted as a watcher) but was not handed to the
@@ -186,6 +196,7 @@ impl Connection {
             write_ready: true,
             peer_closed: false,
             closing: false,
+            upstream: None,
             queued: false,
             watching: false,
             last_active_s: now_s,
@@ -202,6 +213,29 @@ impl Connection {
 
     pub fn entry(&self) -> &ConnEntry {
         &self.entry
+    }
+
+    /// Fog layer: hands the request this connection parked on to the upstream thread;
+    /// `slot` routes the reply back. `true`: the reply is already there (no upstream, a
+    /// full queue), so service the connection again.
+    pub fn submit_upstream(&mut self, port: Option<&WorkerPort>, slot: usize) -> bool {
+        self.upstream
+            .as_mut()
+            .is_some_and(|parking| parking.submit(port, slot))
+    }
+
+    /// Fog layer: the upstream's reply for `key` of connection `serial`; `true` when the
+    /// connection can run again (every key of its request answered). Ignored if this is
+    /// not that connection (it closed and the slot was reused) or it is not parked.
+    pub fn deliver_upstream(&mut self, delivery: crate::upstream::Delivery) -> bool {
+        let Some(parking) = self.upstream.as_mut() else {
+            return false;
+        };
+        if !parking.accepts(delivery.serial) {
+            return false;
+        }
+        parking.deliver(delivery.key, delivery.reply);
+        !parking.is_parked()
     }
 
     /// Records a socket event; the caller then calls [`Connection::service`].
@@ -263,6 +297,8 @@ impl Connection {
                 }
                 Dispatched::Shutdown => return Outcome::Shutdown,
                 Dispatched::Watch(kinds) => return Outcome::Watch(kinds),
+                // Nothing more is parsed or read until the reply came.
+                Dispatched::Parked => return Outcome::Parked,
             }
             if self.peer_closed {
                 // No further request can complete; send what is left, then close.
@@ -343,6 +379,13 @@ impl Connection {
                 self.entry.set_state(ConnState::ParseCmd);
                 state_published = true;
             }
+            // The fog layer: a parked request waits for its replies; one that has them
+            // runs with them. One pointer test on a connection that never used it.
+            let upstream_replies = match &mut self.upstream {
+                Some(parking) if parking.is_parked() => return Dispatched::Parked,
+                Some(parking) => parking.take_replies(),
+                None => None,
+            };
             let mut session = Session {
                 engine: ctx.engine,
                 settings: ctx.settings,
@@ -351,6 +394,7 @@ impl Connection {
                 resume_keys: self.resume_keys,
                 out_high_water_bytes: OUTPUT_HIGH_WATER_BYTES,
                 client_fd: self.fd,
+                upstream_reply: upstream_replies.as_ref(),
             };
             let binary = self.protocol == Protocol::Binary;
             // `-Y`/`-S`: authentication answers first (one branch when it is off).
@@ -399,6 +443,20 @@ impl Connection {
                     self.input_start += consumed;
                     self.swallow_bytes = bytes;
                     *requests += 1;
+                }
+                Step::Upstream { keys_done, request } => {
+                    // The request stays in the input and runs again with the reply; a
+                    // reply must move it on, or it would wait on the upstream forever.
+                    if upstream_replies.is_some() && keys_done <= self.resume_keys {
+                        debug_assert!(false, "resumed at {keys_done} and parked there again");
+                        return Dispatched::Close;
+                    }
+                    self.resume_keys = keys_done;
+                    self.upstream
+                        .get_or_insert_with(Box::default)
+                        .park(*request);
+                    *requests += 1;
+                    return Dispatched::Parked;
                 }
                 Step::Close => return Dispatched::Close,
                 Step::Shutdown => return Dispatched::Shutdown,

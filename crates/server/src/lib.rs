@@ -16,5 +16,6 @@ pub mod session;
 pub mod stats;
 pub mod stream;
 pub mod tls;
+pub mod upstream;
 pub mod watch;
 pub mod worker;

@@ -209,6 +209,7 @@ fn gather(shared: &Shared) -> Stats {
         resume_keys: 0,
         out_high_water_bytes: usize::MAX,
         client_fd: -1,
+        upstream_reply: None,
     };
     let flat = |group| {
         let mut map = BTreeMap::new();

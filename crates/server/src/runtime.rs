@@ -121,6 +121,15 @@ impl Server {
         for socket in &sockets {
             local_addrs.extend(socket.local_addr()?);
         }
+        let upstream = match &config.upstream {
+            Some(upstream_config) => {
+                let upstream = crate::upstream::Upstream::new(upstream_config.clone())
+                    .context("the fog layer's upstream servers")?;
+                upstream.check_not_self(&local_addrs)?;
+                Some(Arc::new(upstream))
+            }
+            None => None,
+        };
         let settings = ServerSettings {
             shutdown_enabled: config.shutdown_enabled,
             verbosity: AtomicU32::new(config.verbosity),
@@ -139,6 +148,7 @@ impl Server {
             dumps_enabled: config.dumps_enabled,
             watch_enabled: config.watch_enabled,
             metrics_listen: config.metrics_listen.clone(),
+            upstream,
             auth: config.auth.clone(),
             tls_options: config.tls.clone(),
             tls: config.tls_context.clone(),
@@ -182,6 +192,11 @@ impl Server {
         }
 
         shared.engine.start_background();
+        if let Some(upstream) = &shared.settings.upstream {
+            upstream
+                .start(Arc::clone(&shared.engine))
+                .context("starting the upstream thread")?;
+        }
         let mut workers = Vec::new();
         for index in 0..shared.config.worker_threads as usize {
             match worker::spawn(index, Arc::clone(&shared)) {
@@ -282,6 +297,9 @@ fn stop_threads(
     }
     for (_, thread) in workers {
         let _ = thread.join();
+    }
+    if let Some(upstream) = &shared.settings.upstream {
+        upstream.stop();
     }
     if let Some(logger) = shared.logger.get() {
         logger.join();

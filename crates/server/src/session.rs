@@ -41,6 +41,8 @@ pub struct ServerSettings {
     pub watch_enabled: bool,
     /// `--metrics-listen`, for `stats settings`.
     pub metrics_listen: Option<String>,
+    /// `--upstream`: the fog layer (read-through, write-through), off when `None`.
+    pub upstream: Option<std::sync::Arc<crate::upstream::Upstream>>,
     /// `-Y`, `-S`: who may use the server.
     pub auth: crate::auth::AuthSettings,
     /// `-Z` and `-o ssl_*` as given (for `stats settings`).
@@ -65,6 +67,7 @@ impl Default for ServerSettings {
             dumps_enabled: true,
             watch_enabled: true,
             metrics_listen: None,
+            upstream: None,
             auth: crate::auth::AuthSettings::default(),
             tls_options: crate::tls::TlsOptions::default(),
             tls: None,
@@ -112,6 +115,10 @@ pub struct Session<'a> {
     /// The connection's file descriptor, as `watch` lines show it (`cfd=`); -1 when
     /// there is no socket (dispatcher tests).
     pub client_fd: i32,
+    /// The upstream's reply to the request this request stopped at with
+    /// [`Step::Upstream`] (for the key at `resume_keys` of a multi-key retrieval);
+    /// `None` for a fresh request or without the fog layer.
+    pub upstream_reply: Option<&'a crate::upstream::Replies>,
 }
 
 /// What the runtime does after a dispatcher call.
@@ -133,6 +140,16 @@ pub enum Step {
     /// connection into a watcher of the event kinds `kinds` (`watch`): it takes no more
     /// requests and is handed to the logger thread.
     Watch { consumed: usize, kinds: u32 },
+    /// The request needs the upstream first (`--upstream`: a miss to fill, a write to
+    /// pass on). Keep the request in the input, write out what is in `out` (the replies
+    /// of its first `keys_done` keys included), send `request` upstream and, once its
+    /// reply came, call again with `resume_keys` = `keys_done` and the reply in
+    /// `upstream_reply`.
+    Upstream {
+        keys_done: usize,
+        /// Boxed: a `Step` is returned for every request, and stays two words wide.
+        request: Box<crate::upstream::Request>,
+    },
     /// Write out what is in `out`, then close the connection (`quit`, hostile input).
     Close,
     /// Write out what is in `out`, then stop the whole server (`shutdown`).

@@ -14,6 +14,8 @@ pub enum StatsGroup {
     Slabs,
     Sizes,
     Conns,
+    /// `stats upstreams`: the fog layer's latency histogram and per-upstream counters.
+    Upstreams,
 }
 
 impl StatsGroup {
@@ -26,6 +28,7 @@ impl StatsGroup {
             b"slabs" => Some(StatsGroup::Slabs),
             b"sizes" => Some(StatsGroup::Sizes),
             b"conns" => Some(StatsGroup::Conns),
+            b"upstreams" => Some(StatsGroup::Upstreams),
             _ => None,
         }
     }
@@ -38,10 +41,19 @@ pub fn collect(session: &Session<'_>, group: StatsGroup, emit: &mut dyn FnMut(&s
         StatsGroup::General => {
             general(session, &mut engine_emit);
             session.engine.stats(&mut engine_emit);
+            if let Some(upstream) = &session.settings.upstream {
+                upstream.stats.general(&mut engine_emit);
+            }
         }
         StatsGroup::Settings => {
             settings(session, &mut engine_emit);
             session.engine.stats_settings(&mut engine_emit);
+            upstream_settings(session, &mut engine_emit);
+        }
+        StatsGroup::Upstreams => {
+            if let Some(upstream) = &session.settings.upstream {
+                upstream.stats.detail(&mut engine_emit);
+            }
         }
         StatsGroup::Items => session.engine.stats_items(&mut engine_emit),
         StatsGroup::Slabs => session.engine.stats_slabs(&mut engine_emit),
@@ -68,6 +80,29 @@ pub fn reset(session: &Session<'_>) {
     }
     stats.runtime.reset_counters();
     session.engine.reset_stats();
+    if let Some(upstream) = &session.settings.upstream {
+        upstream.stats.reset();
+    }
+}
+
+/// The `--upstream*` flags in `stats settings` (`upstream` is `NULL` when off).
+fn upstream_settings(session: &Session<'_>, emit: &mut Emit<'_>) {
+    use engine::StatValue::{Text, U64};
+    let Some(upstream) = &session.settings.upstream else {
+        emit("upstream", Text("NULL".to_owned()));
+        return;
+    };
+    let config = &upstream.config;
+    emit("upstream", Text(config.servers.join(",")));
+    emit("upstream_writes", Text(config.writes.name().to_owned()));
+    emit("upstream_ttl_max", U64(u64::from(config.ttl_max_s)));
+    emit("upstream_timeout_ms", U64(u64::from(config.timeout_ms)));
+    emit("upstream_conns", U64(config.conns_per_server as u64));
+    emit(
+        "upstream_breaker_failures",
+        U64(u64::from(config.breaker_failures)),
+    );
+    emit("upstream_retry_ms", U64(u64::from(config.retry_ms)));
 }
 
 type Emit<'e> = dyn FnMut(&str, engine::StatValue) + 'e;
@@ -317,6 +352,7 @@ mod tests {
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
             client_fd: -1,
+            upstream_reply: None,
         };
         let mut pairs = Vec::new();
         collect(&session, group, &mut |name, value| {
@@ -389,6 +425,7 @@ mod tests {
                 resume_keys: 0,
                 out_high_water_bytes: usize::MAX,
                 client_fd: -1,
+                upstream_reply: None,
             };
             reset(&session);
         }

@@ -16,6 +16,7 @@ use crate::connection::{Connection, Outcome, ServiceContext, INPUT_HEADROOM_BYTE
 use crate::registry::{ConnEntry, ConnState, WorkerCounters};
 use crate::runtime::Shared;
 use crate::stream::Stream;
+use crate::upstream::WorkerPort;
 
 /// The token of the worker's waker; connection `i` uses token `i + 1`.
 const WAKER_TOKEN: Token = Token(0);
@@ -77,6 +78,11 @@ pub fn spawn(index: usize, shared: Arc<Shared>) -> std::io::Result<(WorkerHandle
     let waker = Arc::new(Waker::new(poll.registry(), WAKER_TOKEN)?);
     let (sender, receiver) = crossbeam_channel::bounded(HANDOFF_CAPACITY);
     let counters = shared.stats.runtime.add_worker();
+    let upstream = shared
+        .settings
+        .upstream
+        .as_ref()
+        .map(|upstream| upstream.worker_port(Arc::clone(&waker)));
     let thread = std::thread::Builder::new()
         .name(format!("fogcached-worker-{index}"))
         .spawn(move || {
@@ -89,6 +95,7 @@ pub fn spawn(index: usize, shared: Arc<Shared>) -> std::io::Result<(WorkerHandle
                 free_slots: Vec::new(),
                 yielded: Vec::new(),
                 held: Vec::new(),
+                upstream,
             };
             worker.run();
         })?;
@@ -107,6 +114,8 @@ struct Worker {
     yielded: Vec<usize>,
     /// Slots of connections whose replies wait for the pool's durability.
     held: Vec<usize>,
+    /// The fog layer's requests and replies (`--upstream`).
+    upstream: Option<WorkerPort>,
 }
 
 impl Worker {
@@ -151,6 +160,7 @@ impl Worker {
             for event in events.iter() {
                 if event.token() == WAKER_TOKEN {
                     self.accept_handed_off(&ctx);
+                    self.deliver_upstream(&ctx);
                     continue;
                 }
                 let slot = event.token().0 - 1;
@@ -208,11 +218,47 @@ impl Worker {
             Outcome::Close => self.close(slot),
             Outcome::Watch(kinds) => self.start_watching(slot, kinds),
             Outcome::Held => self.held.push(slot),
+            Outcome::Parked => {
+                let port = self.upstream.as_ref();
+                if let Some(Some(connection)) = self.connections.get_mut(slot) {
+                    if connection.submit_upstream(port, slot) && !connection.queued {
+                        // Answered at once (a full queue): run it again this turn.
+                        connection.queued = true;
+                        self.yielded.push(slot);
+                    }
+                }
+            }
             Outcome::Shutdown => {
                 if let Some(Some(connection)) = self.connections.get_mut(slot) {
                     connection.flush_on_shutdown(ctx);
                 }
                 self.shared.request_shutdown();
+            }
+        }
+    }
+
+    /// Gives the upstream's replies to the connections parked on them and runs those
+    /// connections on (the fog layer's resume; see `crate::upstream`).
+    fn deliver_upstream(&mut self, ctx: &ServiceContext<'_>) {
+        // Only what is there now: a reply that arrives meanwhile wakes the worker again.
+        let pending = self
+            .upstream
+            .as_ref()
+            .map_or(0, |port| port.deliveries.len());
+        for _ in 0..pending {
+            let Some(delivery) = self
+                .upstream
+                .as_ref()
+                .and_then(|port| port.deliveries.try_recv().ok())
+            else {
+                return;
+            };
+            let slot = delivery.slot;
+            if let Some(Some(connection)) = self.connections.get_mut(slot) {
+                if connection.deliver_upstream(delivery) {
+                    let outcome = connection.service(ctx);
+                    self.apply(slot, outcome, ctx);
+                }
             }
         }
     }

@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 
+/// The delaying proxy of the fog-layer tests (its own crate: fogbench uses it too).
+pub use delay_proxy::DelayProxy;
+
 /// How long a started server may take to accept its first connection.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long `stop` waits after SIGTERM before falling back to SIGKILL.

@@ -69,7 +69,14 @@ fn execute_timed(session: &mut Session<'_>, request: &BinaryRequest<'_>, consume
 
 fn execute(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usize) -> Step {
     let header = &request.header;
-    match request.command {
+    let settings = session.settings;
+    if let Some(upstream) = settings.upstream.as_deref() {
+        // The fog layer: writes go to the upstream first.
+        if let Some(step) = super::fog::binary_write(session, upstream, request, consumed) {
+            return step;
+        }
+    }
+    let fetch = match request.command {
         Command::Get {
             key,
             return_key,
@@ -81,6 +88,16 @@ fn execute(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usi
             return_key,
             quiet,
         } => read(session, header, key, Some(exptime), return_key, quiet),
+        _ => None,
+    };
+    if let Some(request) = fetch {
+        return Step::Upstream {
+            keys_done: 0,
+            request: Box::new(request),
+        };
+    }
+    match request.command {
+        Command::Get { .. } | Command::GetAndTouch { .. } => {}
         Command::Touch { key, exptime } => touch(session, header, key, exptime),
         Command::Store {
             kind,
@@ -195,6 +212,9 @@ fn nonzero(cas: u64) -> Option<u64> {
 }
 
 /// `get getq getk getkq` and, with `touch_exptime`, `gat gatq gatk gatkq`.
+///
+/// With `--upstream`, a miss returns the request for the upstream; the call with its
+/// reply answers from the reply.
 fn read(
     session: &mut Session<'_>,
     header: &RequestHeader,
@@ -202,7 +222,7 @@ fn read(
     touch_exptime: Option<u32>,
     return_key: bool,
     quiet: bool,
-) {
+) -> Option<crate::upstream::Request> {
     let opts = ReadOptions {
         touch_exptime: touch_exptime.map(ClientExptime::from),
         is_touch_command: touch_exptime.is_some(),
@@ -210,7 +230,7 @@ fn read(
         ..ReadOptions::default()
     };
     let out = &mut *session.out;
-    let outcome = session.engine.read(key, &opts, |item| {
+    let encode = |out: &mut Vec<u8>, item: &engine::ItemView<'_>| {
         let reply_key = if return_key { item.key } else { b"" };
         binary::encode_item(
             out,
@@ -220,12 +240,27 @@ fn read(
             reply_key,
             item.value,
         );
-    });
-    let hit = matches!(outcome, ReadOutcome::Hit(()));
+    };
+    let hit = match session.upstream_reply.map(|replies| replies.first()) {
+        Some(Some(crate::upstream::Reply::Hit(fetched))) => {
+            encode(out, &fetched.view());
+            true
+        }
+        Some(_) => false,
+        None => {
+            let outcome = session.engine.read(key, &opts, |item| encode(out, item));
+            let hit = matches!(outcome, ReadOutcome::Hit(()));
+            if !hit && session.settings.upstream.is_some() {
+                let touch_exptime = touch_exptime.map(ClientExptime::from);
+                return Some(crate::upstream::Request::get(key, touch_exptime));
+            }
+            hit
+        }
+    };
     session.stats.prefixes.record(key, PrefixOp::Get { hit });
-    if let ReadOutcome::Miss { .. } = outcome {
+    if !hit {
         if quiet {
-            return;
+            return None;
         }
         if return_key {
             // memcached answers a `getk`/`gatk` miss with the key instead of the text.
@@ -245,6 +280,7 @@ fn read(
             error(session, header, Status::KeyNotFound);
         }
     }
+    None
 }
 
 /// `touch`: like `gat`, but the reply carries only the flags.
@@ -452,6 +488,7 @@ mod tests {
                 resume_keys: 0,
                 out_high_water_bytes: usize::MAX,
                 client_fd: -1,
+                upstream_reply: None,
             };
             let step = handle(&mut session, input);
             (step, out)
@@ -1205,6 +1242,7 @@ mod tests {
                 Step::Shutdown => proptest::prop_assert!(false, "binary never shuts down"),
                 Step::Partial { .. } => proptest::prop_assert!(false, "binary never streams"),
                 Step::Watch { .. } => proptest::prop_assert!(false, "binary never watches"),
+                Step::Upstream { .. } => proptest::prop_assert!(false, "no upstream here"),
             }
             // Whatever was answered is well-formed responses echoing the opaque.
             for r in responses(&out) {

@@ -70,11 +70,18 @@ fn command_kind(request: &MetaRequest<'_>) -> CommandKind {
 }
 
 fn execute(session: &mut Session<'_>, request: MetaRequest<'_>, consumed: usize) -> Step {
+    // The fog layer: writes go to the upstream first.
+    if super::fog::is_meta_write(session, &request) {
+        return super::fog::meta_write(session, &request, consumed);
+    }
     match request {
-        MetaRequest::Get { key, flags } => {
-            meta_get(session, &key, &flags);
-            Step::Consumed(consumed)
-        }
+        MetaRequest::Get { key, flags } => match meta_get(session, &key, &flags) {
+            Some(request) => Step::Upstream {
+                keys_done: 0,
+                request: Box::new(request),
+            },
+            None => Step::Consumed(consumed),
+        },
         MetaRequest::Set {
             key,
             flags,
@@ -120,13 +127,38 @@ fn execute(session: &mut Session<'_>, request: MetaRequest<'_>, consumed: usize)
 }
 
 /// `mg`: `VA <size> <flags>*` (with `v`) or `HD <flags>*` on a hit, `EN` on a miss.
-fn meta_get(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>) {
+///
+/// With `--upstream`, a miss returns the request for the upstream; the call with its
+/// reply answers from the reply (an upstream miss with `N` then vivifies here).
+fn meta_get(
+    session: &mut Session<'_>,
+    key: &MetaKey<'_>,
+    flags: &MetaFlags<'_>,
+) -> Option<crate::upstream::Request> {
     let engine = session.engine;
     let out = &mut *session.out;
+    let read_through = session.settings.upstream.is_some();
+    if let Some(reply) = session.upstream_reply.and_then(|replies| replies.first()) {
+        if let crate::upstream::Reply::Hit(fetched) = reply {
+            write_hit(out, key, flags, &fetched.view(), false);
+            return None;
+        }
+        if flags.vivify_exptime.is_none() {
+            if !flags.quiet {
+                write_miss(out, key, flags);
+            }
+            return None;
+        }
+    }
     let options = ReadOptions {
         touch_exptime: flags.exptime,
         no_bump: flags.no_bump,
-        vivify_exptime: created_item_exptime(flags),
+        // With an upstream, `N` applies only once the upstream missed too.
+        vivify_exptime: if read_through && session.upstream_reply.is_none() {
+            None
+        } else {
+            created_item_exptime(flags)
+        },
         recache_below_s: flags.recache_below_s,
         is_touch_command: flags.exptime.is_some(),
         // memcached 1.6.18 counts an `mg T` hit as a touch but its miss as a get miss.
@@ -139,6 +171,12 @@ fn meta_get(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>)
     let outcome = engine.read(key.as_bytes(), &options, |item| {
         write_hit(out, key, flags, item, false)
     });
+    if read_through
+        && session.upstream_reply.is_none()
+        && matches!(outcome, ReadOutcome::Miss { vivified: false })
+    {
+        return Some(crate::upstream::Request::get(key.as_bytes(), flags.exptime));
+    }
     let hit = matches!(outcome, ReadOutcome::Hit(()));
     session
         .stats
@@ -169,6 +207,7 @@ fn meta_get(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>)
             }
         }
     }
+    None
 }
 
 /// The exptime of an item that `N` creates on a miss. memcached applies `N` and `T` to
@@ -532,6 +571,7 @@ mod tests {
                 resume_keys: 0,
                 out_high_water_bytes: usize::MAX,
                 client_fd: -1,
+                upstream_reply: None,
             };
             let mut rest = input;
             // Each call consumes at least one byte, so this loop is bounded by the input.
@@ -544,6 +584,7 @@ mod tests {
                     Step::NeedMore | Step::Close | Step::Shutdown => break,
                     Step::Partial { .. } => panic!("meta requests have one key each"),
                     Step::Watch { .. } => panic!("meta requests never watch"),
+                    Step::Upstream { .. } => panic!("no upstream in these tests"),
                 }
             }
             out
@@ -859,6 +900,7 @@ mod tests {
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
             client_fd: -1,
+            upstream_reply: None,
         };
         assert_eq!(
             handle(&mut session, b"ms foo 2\r\nbar\r\n"),
@@ -901,6 +943,7 @@ mod tests {
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
             client_fd: -1,
+            upstream_reply: None,
         };
         // Only the command line is needed: the payload is discarded as it arrives.
         assert_eq!(
@@ -926,6 +969,7 @@ mod tests {
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
             client_fd: -1,
+            upstream_reply: None,
         };
         let request = b"ms foo 3 T0\r\nbar\r\n";
         for split in 0..request.len() {
@@ -1076,6 +1120,7 @@ mod tests {
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
             client_fd: -1,
+            upstream_reply: None,
         };
         let input = vec![b'k'; 3000];
         let mut line = b"mg ".to_vec();

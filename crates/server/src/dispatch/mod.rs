@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod binary;
+pub mod fog;
 pub mod meta;
 pub mod text;
 

@@ -34,7 +34,7 @@ const NOT_FOUND: &[u8] = b"NOT_FOUND\r\n";
 const DELETED: &[u8] = b"DELETED\r\n";
 const TOUCHED: &[u8] = b"TOUCHED\r\n";
 const OK: &[u8] = b"OK\r\n";
-const END: &[u8] = b"END\r\n";
+pub(super) const END: &[u8] = b"END\r\n";
 const ERROR: &[u8] = b"ERROR\r\n";
 const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
 const OUT_OF_MEMORY_STORING: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
@@ -107,6 +107,13 @@ fn command_kind(request: &TextRequest<'_>) -> CommandKind {
 
 /// Applies one parsed request; `consumed` is how much input it took.
 fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize) -> Step {
+    let settings = session.settings;
+    if let Some(upstream) = settings.upstream.as_deref() {
+        // The fog layer: writes go to the upstream first.
+        if let Some(step) = super::fog::text_write(session, upstream, &request, consumed) {
+            return step;
+        }
+    }
     let engine = session.engine;
     match request {
         TextRequest::Store {
@@ -280,6 +287,9 @@ fn error(session: &mut Session<'_>, bytes: &[u8]) {
 /// (starting at `session.resume_keys`) after the socket drained. Each key is looked up
 /// (and counted, and touched by `gat`) when it is reached, once, as memcached does, so
 /// a connection never holds more than the mark plus one value whatever the key count.
+///
+/// With `--upstream`, `fog::get_read_through` runs instead (this loop stays as it is
+/// without the fog layer).
 fn get(
     session: &mut Session<'_>,
     keys: Keys<'_>,
@@ -287,6 +297,9 @@ fn get(
     touch_exptime: Option<i64>,
     consumed: usize,
 ) -> Step {
+    if session.settings.upstream.is_some() {
+        return super::fog::get_read_through(session, keys, return_cas, touch_exptime, consumed);
+    }
     let engine = session.engine;
     let options = ReadOptions {
         touch_exptime,
@@ -333,7 +346,10 @@ fn get(
 }
 
 /// `VALUE <key> <flags> <bytes>[ <cas>]\r\n<data>\r\n`.
-fn push_value(out: &mut Vec<u8>, item: &ItemView<'_>, return_cas: bool) {
+// Inlined at both of its call sites, as it was at the one it had before the fog layer's
+// read-through loop: this is the `get` path.
+#[inline(always)]
+pub(super) fn push_value(out: &mut Vec<u8>, item: &ItemView<'_>, return_cas: bool) {
     out.reserve(item.key.len() + item.value.len() + 64);
     out.extend_from_slice(b"VALUE ");
     out.extend_from_slice(item.key);
@@ -495,6 +511,7 @@ mod tests {
                     resume_keys,
                     out_high_water_bytes,
                     client_fd: -1,
+                    upstream_reply: None,
                 };
                 let step = handle(&mut session, rest);
                 if let Step::Partial { keys_done } = step {
@@ -513,7 +530,11 @@ mod tests {
                         rest = &rest[consumed..];
                         rest = &rest[bytes.min(rest.len())..];
                     }
-                    Step::NeedMore | Step::Close | Step::Shutdown | Step::Watch { .. } => {
+                    Step::NeedMore
+                    | Step::Close
+                    | Step::Shutdown
+                    | Step::Watch { .. }
+                    | Step::Upstream { .. } => {
                         steps.push(step);
                         break;
                     }
@@ -854,6 +875,7 @@ mod tests {
             resume_keys: 0,
             out_high_water_bytes: usize::MAX,
             client_fd: -1,
+            upstream_reply: None,
         };
         // Only the line is needed: the payload is never buffered.
         assert_eq!(

@@ -55,6 +55,7 @@ pub fn drive(input: &[u8]) {
             resume_keys,
             out_high_water_bytes: OUT_HIGH_WATER_BYTES,
             client_fd: -1,
+            upstream_reply: None,
         };
         let step = if binary {
             dispatch::binary::handle(&mut session, rest)
@@ -102,7 +103,11 @@ pub fn drive(input: &[u8]) {
                 swallow = bytes;
             }
             // A watcher takes no more requests.
-            Step::NeedMore | Step::Close | Step::Shutdown | Step::Watch { .. } => {
+            Step::NeedMore
+            | Step::Close
+            | Step::Shutdown
+            | Step::Watch { .. }
+            | Step::Upstream { .. } => {
                 finished = true;
                 break;
             }
@@ -124,6 +129,7 @@ pub fn drive(input: &[u8]) {
         resume_keys: 0,
         out_high_water_bytes: usize::MAX,
         client_fd: -1,
+        upstream_reply: None,
     };
     let request = b"set fuzz-probe 0 0 2\r\nok\r\n";
     assert_eq!(

@@ -1,7 +1,7 @@
 //! Ketama consistent hashing, as libmemcached (`MEMCACHED_BEHAVIOR_KETAMA_WEIGHTED` with
 //! the MD5 key hash) and twemproxy (`distribution: ketama`, `hash: md5`) place keys on
-//! several servers, so that a fogbench run over N servers spreads keys the way those
-//! clients would.
+//! several servers, so that a fogbench run over N servers, and a fogcached edge over N upstreams
+//! (`--upstream a,b`), spread keys the way those clients would.
 //!
 //! The continuum: for each server, 160 points at weight 1 (all servers here have equal
 //! weight). They come from MD5 digests of `"<host>:<port>-<i>"` for i in 0..40, each

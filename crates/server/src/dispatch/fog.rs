@@ -1,0 +1,645 @@
+//! The fog layer's writes (`--upstream`): a write goes to the upstream first; the edge's
+//! copy is updated (`--upstream-writes through`) or removed (`invalidate`) only once the
+//! upstream answered, and the client gets the upstream's answer in its own protocol.
+//!
+//! The first call of a write returns [`Step::Upstream`] with the request; the runtime
+//! parks the connection and calls again with the reply in `Session::upstream_reply`.
+//! Reads are handled where they are (`text::get`, `meta::meta_get`, `binary::read`): a
+//! miss becomes a `Step::Upstream` there.
+
+use engine::{Engine, ReadOptions, ReadOutcome, StoreMode, StoreOptions, StoreOutcome};
+use protocol::binary::{
+    self, BinaryRequest, Command, StoreKind as BinaryStoreKind, ARITH_EXPTIME_NO_CREATE,
+};
+use protocol::meta::{
+    push_key_flag, push_numeric_flag, push_opaque_flag, push_u64, ArithMode, MetaFlags, MetaKey,
+    MetaRequest, SetMode, SetValue,
+};
+use protocol::text::{Keys, StoreCommand, TextRequest};
+
+use crate::session::{Session, Step};
+use crate::upstream::{self, Failure, Op, Reply, Request, StoreKind, Upstream, WriteMode};
+
+/// `get gets gat gats` with an upstream: `text::get`'s loop (streaming at the output
+/// mark included) where a key that misses stops the request with [`Step::Upstream`]
+/// (the keys before it answered), asking for it and for the later keys that miss too;
+/// the call with the upstream's replies answers those keys from the replies and reads
+/// the others here. (A loop of its own, so that `text::get` without an upstream costs
+/// what it did.)
+pub fn get_read_through(
+    session: &mut Session<'_>,
+    keys: Keys<'_>,
+    return_cas: bool,
+    touch_exptime: Option<i64>,
+    consumed: usize,
+) -> Step {
+    let engine = session.engine;
+    let options = ReadOptions {
+        touch_exptime,
+        is_touch_command: touch_exptime.is_some(),
+        ..ReadOptions::default()
+    };
+    let upstream_replies = session.upstream_reply;
+    let out_high_water_bytes = session.out_high_water_bytes;
+    let out = &mut *session.out;
+    let keys_before = |key: &[u8]| {
+        keys.iter()
+            .take_while(|done| done.as_ptr() != key.as_ptr())
+            .count()
+    };
+    let mut mark_reached = false;
+    for key in keys.iter().skip(session.resume_keys) {
+        if mark_reached {
+            return Step::Partial {
+                keys_done: keys_before(key),
+            };
+        }
+        if let Some(reply) = upstream_replies.and_then(|replies| replies.get(key)) {
+            // This key missed here and was asked of the upstream (counted as a miss then).
+            if let Reply::Hit(fetched) = reply {
+                super::text::push_value(out, &fetched.view(), return_cas);
+                mark_reached = out.len() >= out_high_water_bytes;
+            }
+            continue;
+        }
+        let outcome = engine.read(key, &options, |item| {
+            super::text::push_value(out, item, return_cas);
+            mark_reached = out.len() >= out_high_water_bytes;
+        });
+        if let ReadOutcome::Miss { .. } = outcome {
+            let keys_done = keys_before(key);
+            // The keys after it that miss too go with it (a `gat` goes alone).
+            let request = match touch_exptime {
+                None => Request::get_batch(engine, key, keys.iter().skip(keys_done + 1)),
+                Some(_) => Request::get(key, touch_exptime),
+            };
+            return Step::Upstream {
+                keys_done,
+                request: Box::new(request),
+            };
+        }
+    }
+    out.extend_from_slice(super::text::END);
+    Step::Consumed(consumed)
+}
+
+/// What the edge does to its copy of a key the upstream accepted a write for.
+enum EdgeWrite<'a> {
+    Store {
+        kind: StoreKind,
+        client_flags: u32,
+        exptime: i64,
+        value: &'a [u8],
+    },
+    Touch {
+        exptime: i64,
+    },
+    /// `delete`, `incr`/`decr`: the edge copy goes.
+    Remove,
+}
+
+/// Updates or removes the edge copy of `key` after the upstream's `reply`. In
+/// write-through mode a whole-value store the upstream reports with its new CAS is kept
+/// at the edge with that CAS (so a `gets` at the edge returns a CAS the upstream
+/// accepts) and the capped TTL, and a touch retimes the edge copy; everything else —
+/// appends, counters, deletes, refusals, failures (the write may still have happened),
+/// and every write in invalidate mode — removes the edge copy, so the next read fetches
+/// the upstream's value.
+fn apply_to_edge(
+    engine: &Engine,
+    upstream: &Upstream,
+    key: &[u8],
+    write: &EdgeWrite<'_>,
+    reply: &Reply,
+) {
+    if upstream.config.writes == WriteMode::Through {
+        match (write, reply) {
+            (
+                EdgeWrite::Store {
+                    kind: StoreKind::Set | StoreKind::Add | StoreKind::Replace,
+                    client_flags,
+                    exptime,
+                    value,
+                },
+                Reply::Done { cas: Some(cas) },
+            ) => {
+                if let Some(edge_exptime) = upstream.edge_exptime(*exptime, upstream::now_unix_s())
+                {
+                    let mut options =
+                        StoreOptions::new(StoreMode::Set, *client_flags, edge_exptime);
+                    options.new_cas = Some(*cas);
+                    if let StoreOutcome::Stored { .. } = engine.store(key, value, &options) {
+                        return;
+                    }
+                }
+            }
+            (EdgeWrite::Touch { exptime }, Reply::Done { .. } | Reply::Hit(_)) => {
+                if let Some(edge_exptime) = upstream.edge_exptime(*exptime, upstream::now_unix_s())
+                {
+                    // No edge copy to retime is fine too.
+                    let _ = engine.touch(key, edge_exptime);
+                    return;
+                }
+            }
+            _ => {}
+        }
+    }
+    // Not counted as a delete: the client did not delete anything at the edge.
+    engine.unlink_key(key);
+}
+
+/// The text reply for an upstream's answer to a write whose success reads `done`.
+fn text_status<'r>(reply: &'r Reply, done: &'static [u8]) -> &'r [u8] {
+    match reply {
+        Reply::Done { .. } => done,
+        Reply::NotStored => b"NOT_STORED\r\n",
+        Reply::Exists => b"EXISTS\r\n",
+        Reply::NotFound => b"NOT_FOUND\r\n",
+        Reply::NonNumeric => b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+        Reply::Error(line) => line,
+        Reply::Failed(failure) => failure.server_error(),
+        Reply::Hit(_) | Reply::Miss | Reply::Number { .. } => Failure::Protocol.server_error(),
+    }
+}
+
+/// A write of the text protocol (`set add replace append prepend cas delete incr decr
+/// touch`), passed on to the upstream; `None` for every other request.
+pub fn text_write(
+    session: &mut Session<'_>,
+    upstream: &Upstream,
+    request: &TextRequest<'_>,
+    consumed: usize,
+) -> Option<Step> {
+    let reply = session.upstream_reply.and_then(|replies| replies.first());
+    let park = |key: &[u8], op: Op| Some(upstream_step(key, op));
+    let (key, edge, noreply, done): (&[u8], EdgeWrite<'_>, bool, &'static [u8]) = match *request {
+        TextRequest::Store {
+            command,
+            key,
+            client_flags,
+            exptime,
+            cas_unique,
+            value,
+            noreply,
+        } => {
+            let kind = match command {
+                StoreCommand::Set | StoreCommand::Cas => StoreKind::Set,
+                StoreCommand::Add => StoreKind::Add,
+                StoreCommand::Replace => StoreKind::Replace,
+                StoreCommand::Append => StoreKind::Append,
+                StoreCommand::Prepend => StoreKind::Prepend,
+            };
+            if reply.is_none() {
+                return park(
+                    key,
+                    Op::Store {
+                        kind,
+                        client_flags,
+                        exptime,
+                        compare_cas: (command == StoreCommand::Cas).then_some(cas_unique),
+                        value: value.to_vec(),
+                    },
+                );
+            }
+            let edge = EdgeWrite::Store {
+                kind,
+                client_flags,
+                exptime,
+                value,
+            };
+            (key, edge, noreply, b"STORED\r\n")
+        }
+        TextRequest::Delete { key, noreply } => {
+            if reply.is_none() {
+                return park(key, Op::Delete { compare_cas: None });
+            }
+            (key, EdgeWrite::Remove, noreply, b"DELETED\r\n")
+        }
+        TextRequest::Arith {
+            key,
+            increment,
+            delta,
+            noreply,
+        } => {
+            let Some(reply) = reply else {
+                let op = Op::Arith {
+                    increment,
+                    delta,
+                    create: None,
+                };
+                return park(key, op);
+            };
+            apply_to_edge(session.engine, upstream, key, &EdgeWrite::Remove, reply);
+            if !noreply {
+                if let Reply::Number { value, .. } = reply {
+                    push_u64(session.out, *value);
+                    session.out.extend_from_slice(b"\r\n");
+                } else {
+                    session.out.extend_from_slice(text_status(reply, b""));
+                }
+            }
+            return Some(Step::Consumed(consumed));
+        }
+        TextRequest::Touch {
+            key,
+            exptime,
+            noreply,
+        } => {
+            if reply.is_none() {
+                return park(key, Op::Touch { exptime });
+            }
+            (key, EdgeWrite::Touch { exptime }, noreply, b"TOUCHED\r\n")
+        }
+        _ => return None,
+    };
+    let reply = reply?;
+    apply_to_edge(session.engine, upstream, key, &edge, reply);
+    if !noreply {
+        session.out.extend_from_slice(text_status(reply, done));
+    }
+    Some(Step::Consumed(consumed))
+}
+
+/// The `O` and `k` echoes of a meta status, in request order, and `c` when asked.
+fn push_meta_echoes(out: &mut Vec<u8>, key: &MetaKey<'_>, flags: &MetaFlags<'_>, cas: u64) {
+    for &flag in flags.in_order() {
+        match flag {
+            b'O' => {
+                if let Some(opaque) = flags.opaque {
+                    push_opaque_flag(out, opaque);
+                }
+            }
+            b'k' => push_key_flag(out, key.as_bytes(), key.binary),
+            b'c' => push_numeric_flag(out, b'c', cas),
+            _ => {}
+        }
+    }
+}
+
+/// A meta status line (`HD`, `NS`, ...) or the error line of a failed write.
+fn meta_status(
+    out: &mut Vec<u8>,
+    reply: &Reply,
+    key: &MetaKey<'_>,
+    flags: &MetaFlags<'_>,
+    not_found: &[u8],
+) {
+    let (status, cas): (&[u8], u64) = match reply {
+        Reply::Done { cas } => {
+            if flags.quiet {
+                return;
+            }
+            (b"HD", cas.unwrap_or(0))
+        }
+        Reply::NotStored => (b"NS", 0),
+        Reply::Exists => (b"EX", 0),
+        Reply::NotFound => (not_found, 0),
+        other => {
+            out.extend_from_slice(text_status(other, b""));
+            return;
+        }
+    };
+    out.extend_from_slice(status);
+    push_meta_echoes(out, key, flags, cas);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Whether `request` is a meta write the fog layer passes on (the server has an
+/// upstream, and it is an `ms` with its data, an `md` or an `ma`).
+pub fn is_meta_write(session: &Session<'_>, request: &MetaRequest<'_>) -> bool {
+    session.settings.upstream.is_some()
+        && matches!(
+            request,
+            MetaRequest::Set {
+                value: SetValue::Data(_),
+                ..
+            } | MetaRequest::Delete { .. }
+                | MetaRequest::Arith { .. }
+        )
+}
+
+/// A meta write (`ms md ma`, see [`is_meta_write`]), passed on to the upstream.
+/// The flags that have no upstream form (`I`, `E`, `x`, `ms N`, `ma C`/`T`) are refused
+/// with `SERVER_ERROR not supported by the upstream`, never applied to the edge alone.
+pub fn meta_write(session: &mut Session<'_>, request: &MetaRequest<'_>, consumed: usize) -> Step {
+    let settings = session.settings;
+    let Some(upstream) = settings.upstream.as_deref() else {
+        // Not a fog-layer server: `is_meta_write` said no; nothing to pass on.
+        return Step::Consumed(consumed);
+    };
+    meta_write_to(session, upstream, request, consumed).unwrap_or(Step::Consumed(consumed))
+}
+
+fn meta_write_to(
+    session: &mut Session<'_>,
+    upstream: &Upstream,
+    request: &MetaRequest<'_>,
+    consumed: usize,
+) -> Option<Step> {
+    let reply = session.upstream_reply.and_then(|replies| replies.first());
+    let unsupported = |out: &mut Vec<u8>| {
+        out.extend_from_slice(Failure::Unsupported.server_error());
+        Some(Step::Consumed(consumed))
+    };
+    match request {
+        MetaRequest::Set {
+            key,
+            flags,
+            mode,
+            value: SetValue::Data(value),
+        } => {
+            if flags.invalidate || flags.new_cas.is_some() || flags.vivify_exptime.is_some() {
+                return unsupported(session.out);
+            }
+            let kind = match mode {
+                SetMode::Set => StoreKind::Set,
+                SetMode::Add => StoreKind::Add,
+                SetMode::Replace => StoreKind::Replace,
+                SetMode::Append => StoreKind::Append,
+                SetMode::Prepend => StoreKind::Prepend,
+            };
+            let client_flags = flags.client_flags.unwrap_or(0);
+            let exptime = flags.exptime.unwrap_or(0);
+            let Some(reply) = reply else {
+                let op = Op::Store {
+                    kind,
+                    client_flags,
+                    exptime,
+                    // memcached ignores a CAS on `ms` in add mode.
+                    compare_cas: if kind == StoreKind::Add {
+                        None
+                    } else {
+                        flags.compare_cas
+                    },
+                    value: value.to_vec(),
+                };
+                return Some(upstream_step(key.as_bytes(), op));
+            };
+            let edge = EdgeWrite::Store {
+                kind,
+                client_flags,
+                exptime,
+                value,
+            };
+            apply_to_edge(session.engine, upstream, key.as_bytes(), &edge, reply);
+            // append/prepend never report "not found".
+            let not_found: &[u8] = if matches!(kind, StoreKind::Append | StoreKind::Prepend) {
+                b"NS"
+            } else {
+                b"NF"
+            };
+            meta_status(session.out, reply, key, flags, not_found);
+        }
+        MetaRequest::Delete { key, flags } => {
+            if flags.invalidate || flags.remove_value || flags.new_cas.is_some() {
+                return unsupported(session.out);
+            }
+            let Some(reply) = reply else {
+                let op = Op::Delete {
+                    compare_cas: flags.compare_cas,
+                };
+                return Some(upstream_step(key.as_bytes(), op));
+            };
+            apply_to_edge(
+                session.engine,
+                upstream,
+                key.as_bytes(),
+                &EdgeWrite::Remove,
+                reply,
+            );
+            meta_status(session.out, reply, key, flags, b"NF");
+        }
+        MetaRequest::Arith { key, flags, mode } => {
+            if flags.compare_cas.is_some() || flags.new_cas.is_some() || flags.exptime.is_some() {
+                return unsupported(session.out);
+            }
+            let Some(reply) = reply else {
+                let op = Op::Arith {
+                    increment: *mode == ArithMode::Increment,
+                    delta: flags.delta.unwrap_or(1),
+                    create: flags
+                        .vivify_exptime
+                        .map(|exptime| (flags.initial.unwrap_or(0), exptime)),
+                };
+                return Some(upstream_step(key.as_bytes(), op));
+            };
+            apply_to_edge(
+                session.engine,
+                upstream,
+                key.as_bytes(),
+                &EdgeWrite::Remove,
+                reply,
+            );
+            let out = &mut *session.out;
+            match reply {
+                Reply::Number { value, cas } => {
+                    if flags.quiet {
+                        return Some(Step::Consumed(consumed));
+                    }
+                    let digits = value.to_string();
+                    if flags.return_value {
+                        out.extend_from_slice(b"VA ");
+                        push_u64(out, digits.len() as u64);
+                    } else {
+                        out.extend_from_slice(b"HD");
+                    }
+                    push_meta_echoes(out, key, flags, cas.unwrap_or(0));
+                    out.extend_from_slice(b"\r\n");
+                    if flags.return_value {
+                        out.extend_from_slice(digits.as_bytes());
+                        out.extend_from_slice(b"\r\n");
+                    }
+                }
+                Reply::NotStored | Reply::Exists | Reply::NotFound => {
+                    let status: &[u8] = if *reply == Reply::Exists {
+                        b"EX"
+                    } else {
+                        b"NF"
+                    };
+                    out.extend_from_slice(status);
+                    push_meta_echoes(out, key, flags, 0);
+                    out.extend_from_slice(b"\r\n");
+                }
+                other => out.extend_from_slice(text_status(other, b"")),
+            }
+        }
+        _ => return None,
+    }
+    Some(Step::Consumed(consumed))
+}
+
+fn upstream_step(key: &[u8], op: Op) -> Step {
+    Step::Upstream {
+        keys_done: 0,
+        request: Box::new(Request::new(key, op)),
+    }
+}
+
+/// A binary write (stores, `delete`, `incr`/`decr`, `touch`), passed on to the
+/// upstream; `None` for every other request. A failed write is answered with
+/// memcached's "temporary failure" status.
+pub fn binary_write(
+    session: &mut Session<'_>,
+    upstream: &Upstream,
+    request: &BinaryRequest<'_>,
+    consumed: usize,
+) -> Option<Step> {
+    let header = &request.header;
+    let reply = session.upstream_reply.and_then(|replies| replies.first());
+    let compare_cas = (header.cas != 0).then_some(header.cas);
+    let error = |out: &mut Vec<u8>, status: binary::Status| {
+        binary::encode_error(out, header.opcode, header.opaque, status);
+    };
+    let failed = |reply: &Reply| match reply {
+        Reply::NonNumeric => binary::Status::NonNumeric,
+        _ => binary::Status::TemporaryFailure,
+    };
+    match request.command {
+        Command::Store {
+            kind,
+            key,
+            value,
+            flags,
+            exptime,
+            quiet,
+        } => {
+            let upstream_kind = match kind {
+                BinaryStoreKind::Set => StoreKind::Set,
+                BinaryStoreKind::Add => StoreKind::Add,
+                BinaryStoreKind::Replace => StoreKind::Replace,
+                BinaryStoreKind::Append => StoreKind::Append,
+                BinaryStoreKind::Prepend => StoreKind::Prepend,
+            };
+            let exptime = i64::from(exptime);
+            let Some(reply) = reply else {
+                let op = Op::Store {
+                    kind: upstream_kind,
+                    client_flags: flags,
+                    exptime,
+                    compare_cas,
+                    value: value.to_vec(),
+                };
+                return Some(upstream_step(key, op));
+            };
+            let edge = EdgeWrite::Store {
+                kind: upstream_kind,
+                client_flags: flags,
+                exptime,
+                value,
+            };
+            apply_to_edge(session.engine, upstream, key, &edge, reply);
+            let concat = matches!(kind, BinaryStoreKind::Append | BinaryStoreKind::Prepend);
+            let status = match reply {
+                Reply::Done { cas } => {
+                    if !quiet {
+                        binary::encode_success(
+                            session.out,
+                            header.opcode,
+                            header.opaque,
+                            cas.unwrap_or(0),
+                        );
+                    }
+                    return Some(Step::Consumed(consumed));
+                }
+                Reply::Exists => binary::Status::KeyExists,
+                // memcached's `complete_update_bin` maps a refused store by opcode.
+                Reply::NotStored => match kind {
+                    BinaryStoreKind::Add => binary::Status::KeyExists,
+                    BinaryStoreKind::Replace => binary::Status::KeyNotFound,
+                    _ => binary::Status::NotStored,
+                },
+                Reply::NotFound if concat => binary::Status::NotStored,
+                Reply::NotFound => binary::Status::KeyNotFound,
+                other => failed(other),
+            };
+            error(session.out, status);
+        }
+        Command::Delete { key, quiet } => {
+            let Some(reply) = reply else {
+                return Some(upstream_step(key, Op::Delete { compare_cas }));
+            };
+            apply_to_edge(session.engine, upstream, key, &EdgeWrite::Remove, reply);
+            match reply {
+                Reply::Done { .. } => {
+                    if !quiet {
+                        binary::encode_success(session.out, header.opcode, header.opaque, 0);
+                    }
+                }
+                Reply::NotFound => error(session.out, binary::Status::KeyNotFound),
+                Reply::Exists => error(session.out, binary::Status::KeyExists),
+                other => error(session.out, failed(other)),
+            }
+        }
+        Command::Arith {
+            increment,
+            key,
+            delta,
+            initial,
+            exptime,
+            quiet,
+        } => {
+            if compare_cas.is_some() {
+                error(session.out, binary::Status::TemporaryFailure);
+                return Some(Step::Consumed(consumed));
+            }
+            let Some(reply) = reply else {
+                let create =
+                    (exptime != ARITH_EXPTIME_NO_CREATE).then_some((initial, i64::from(exptime)));
+                let op = Op::Arith {
+                    increment,
+                    delta,
+                    create,
+                };
+                return Some(upstream_step(key, op));
+            };
+            apply_to_edge(session.engine, upstream, key, &EdgeWrite::Remove, reply);
+            match reply {
+                Reply::Number { value, cas } => {
+                    if !quiet {
+                        binary::encode_counter(
+                            session.out,
+                            header.opcode,
+                            header.opaque,
+                            cas.unwrap_or(0),
+                            *value,
+                        );
+                    }
+                }
+                Reply::NotFound => error(session.out, binary::Status::KeyNotFound),
+                Reply::Exists => error(session.out, binary::Status::KeyExists),
+                other => error(session.out, failed(other)),
+            }
+        }
+        Command::Touch { key, exptime } => {
+            let exptime = i64::from(exptime);
+            // Sent as a `gat`: binary `touch` answers with the item's flags.
+            let Some(reply) = reply else {
+                let op = Op::Get {
+                    touch_exptime: Some(exptime),
+                };
+                return Some(upstream_step(key, op));
+            };
+            apply_to_edge(
+                session.engine,
+                upstream,
+                key,
+                &EdgeWrite::Touch { exptime },
+                reply,
+            );
+            match reply {
+                Reply::Hit(fetched) => binary::encode_item(
+                    session.out,
+                    header,
+                    fetched.client_flags,
+                    fetched.cas,
+                    b"",
+                    b"",
+                ),
+                Reply::Miss | Reply::NotFound => error(session.out, binary::Status::KeyNotFound),
+                other => error(session.out, failed(other)),
+            }
+        }
+        _ => return None,
+    }
+    Some(Step::Consumed(consumed))
+}
