@@ -98,19 +98,19 @@ struct EngineChoice {
 }
 
 /// Items every engine starts with, so that both tiers hold some before the payload
-/// arrives: keys `a0`..`a159` of 8000 bytes and `b0`..`b159` of 12000 bytes, stored in
-/// turns, fill one DRAM page each (about 115 and 75 items) and spill into the slow tier,
-/// so a payload that reads `a150` or `b100` a few times makes it migrate (the
-/// dictionary has such keys).
-const PREFILL: [(u8, usize); 2] = [(b'a', 8000), (b'b', 12000)];
-const PREFILL_ITEMS_PER_CLASS: usize = 160;
+/// arrives: keys `a0`..`a99` of 12000 bytes fill the one DRAM page (about 75 of them)
+/// and spill into the slow tier, so a payload that reads `a90` a few times makes it
+/// migrate (the dictionary has such keys). Other sizes start in the slow tier.
+const PREFILL_KEY_PREFIX: u8 = b'a';
+const PREFILL_VALUE_BYTES: usize = 12000;
+const PREFILL_ITEMS: usize = 100;
 
 fn make_engine(choice: EngineChoice) -> Arc<Engine> {
     let config = EngineConfig {
-        // A few DRAM pages and a slow tier: new items spill to the slow tier at once,
-        // hits on them offer promotions, and promotions make DRAM room by demoting
-        // (under two-level, every slow-tier hit promotes and every store may demote).
-        memory_limit_bytes: 2 * 1024 * 1024,
+        // One DRAM page and a slow tier: new items spill to the slow tier at once, hits
+        // on them offer promotions, and promotions make DRAM room by demoting (under
+        // two-level, every slow-tier hit promotes and every store may demote).
+        memory_limit_bytes: 1024 * 1024,
         policy: choice.policy,
         promotion_margin: choice.promotion_margin,
         slow_tier: Some(tier::RegionSpec {
@@ -135,27 +135,26 @@ fn prefill(engine: &Engine) {
     let stats = ServerStats::default();
     let mut out = Vec::new();
     let mut request = Vec::new();
-    for i in 0..PREFILL_ITEMS_PER_CLASS {
-        for (prefix, value_bytes) in PREFILL {
-            request.clear();
-            request.extend_from_slice(
-                format!("set {}{i} {i} 0 {value_bytes}\r\n", prefix as char).as_bytes(),
-            );
-            request.resize(request.len() + value_bytes, prefix);
-            request.extend_from_slice(b"\r\n");
-            out.clear();
-            let mut session = server::session::Session {
-                engine,
-                settings: &settings,
-                stats: &stats,
-                out: &mut out,
-                resume_keys: 0,
-                out_high_water_bytes: usize::MAX,
-            };
-            let step = server::dispatch::text::handle(&mut session, &request);
-            assert_eq!(step, server::session::Step::Consumed(request.len()));
-            assert_eq!(out, b"STORED\r\n", "prefill of {}{i}", prefix as char);
-        }
+    let prefix = PREFILL_KEY_PREFIX as char;
+    for i in 0..PREFILL_ITEMS {
+        request.clear();
+        request.extend_from_slice(
+            format!("set {prefix}{i} {i} 0 {PREFILL_VALUE_BYTES}\r\n").as_bytes(),
+        );
+        request.resize(request.len() + PREFILL_VALUE_BYTES, PREFILL_KEY_PREFIX);
+        request.extend_from_slice(b"\r\n");
+        out.clear();
+        let mut session = server::session::Session {
+            engine,
+            settings: &settings,
+            stats: &stats,
+            out: &mut out,
+            resume_keys: 0,
+            out_high_water_bytes: usize::MAX,
+        };
+        let step = server::dispatch::text::handle(&mut session, &request);
+        assert_eq!(step, server::session::Step::Consumed(request.len()));
+        assert_eq!(out, b"STORED\r\n", "prefill of {prefix}{i}");
     }
 }
 
