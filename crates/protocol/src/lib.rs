@@ -7,6 +7,8 @@
 //! - [`meta`]: the meta commands (`mg ms md ma mn me`), which share the text framing.
 //! - [`binary`]: the binary protocol (magic byte 0x80).
 
+#![forbid(unsafe_code)]
+
 pub mod binary;
 pub mod common;
 pub mod meta;
