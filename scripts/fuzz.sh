@@ -67,7 +67,7 @@ for target in "${targets[@]}"; do
     # A crash ends the run with a non-zero status; the merge still happens.
     nice -n 19 "${cargo_fuzz[@]}" fuzz run -s "$sanitizer" "$target" "$work" "$corpus" -- \
         "${dict[@]}" "${extra[@]}" "${parallel[@]}" -max_total_time="$seconds" \
-        -print_final_stats=1 -timeout=10 -rss_limit_mb=4096 >"$work.log" 2>&1 ||
+        -print_final_stats=1 -timeout=120 -rss_limit_mb=4096 >"$work.log" 2>&1 ||
         echo "fuzz.sh: $target stopped with status $? (see $work.log and fuzz/artifacts/$target)"
     grep -E '^(stat::|Done|#[0-9]+ *DONE)' "$work.log" | tail -5 || true
     if [ "$merge" -eq 1 ]; then
