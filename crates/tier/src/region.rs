@@ -386,9 +386,23 @@ impl Region {
         Some((ptr as usize - self.base.as_ptr() as usize) / PAGE_SIZE_BYTES)
     }
 
+    /// Debug builds: `[ptr, ptr + len)` lies inside the region. The accounting and the
+    /// persistence calls take raw ranges from the engine; one outside the region is an
+    /// engine bug that would count (or flush) someone else's bytes.
+    #[inline]
+    fn debug_assert_inside(&self, ptr: *const u8, len: usize) {
+        debug_assert!(
+            len == 0 || (self.contains(ptr) && self.contains(ptr.wrapping_add(len - 1))),
+            "range {ptr:?}+{len} outside the region at {:?} ({} bytes)",
+            self.base,
+            self.size_bytes()
+        );
+    }
+
     /// Counts the 64-byte lines of [ptr, ptr+len) as read, and busy-waits the cost.
     #[inline]
     pub fn charge_read(&self, ptr: *const u8, len: usize) {
+        self.debug_assert_inside(ptr, len);
         self.counters
             .add_read(len as u64, lines_touched(ptr as usize, len));
         if !self.costless {
@@ -401,6 +415,7 @@ impl Region {
     /// Counts the 64-byte lines of [ptr, ptr+len) as written, and busy-waits the cost.
     #[inline]
     pub fn charge_write(&self, ptr: *const u8, len: usize) {
+        self.debug_assert_inside(ptr, len);
         self.counters
             .add_write(len as u64, lines_touched(ptr as usize, len));
         if !self.costless {
