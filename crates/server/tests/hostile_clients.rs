@@ -29,6 +29,9 @@ const WITNESS_BYTES: usize = 20_000;
 /// After the last byte of a reply, how long a silent server is taken to have said all
 /// it will say.
 const QUIET: Duration = Duration::from_millis(300);
+/// How long a server that has said nothing yet is given before its silence counts as
+/// its answer.
+const QUIET_EMPTY: Duration = Duration::from_millis(1500);
 /// The longest a single exchange may take (a server that keeps talking is a bug).
 const EXCHANGE_MAX: Duration = Duration::from_secs(20);
 
@@ -217,7 +220,12 @@ fn exchange_with(
                     }
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                    if sentinel.is_none() && idle_since.elapsed() >= QUIET {
+                    // Silence ends a case once the server said something, or after
+                    // QUIET_EMPTY when it said nothing (a loaded machine may take a
+                    // while to answer at all).
+                    let silent = idle_since.elapsed() >= QUIET
+                        && (!reply.is_empty() || started.elapsed() >= QUIET_EMPTY);
+                    if sentinel.is_none() && silent {
                         return Ok(Seen {
                             reply,
                             closed: false,
