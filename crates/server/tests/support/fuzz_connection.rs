@@ -346,24 +346,15 @@ fn replies_depend_on_timing(payload: &[u8]) -> bool {
         .any(|word| payload.windows(word.len()).any(|w| w == *word))
 }
 
-/// Walks the binary frames (header + body length each, as the server frames them) and
-/// says whether one is a `stat`.
+/// Whether a `stat` request may be anywhere in a binary payload: a request magic
+/// followed by the stat opcode at any offset (a `stat` or `touch` with a body longer than
+/// its key has the rest of its body read as the next request, as memcached does, so
+/// walking the declared frames would miss one).
 fn binary_frames_ask_for_stats(payload: &[u8]) -> bool {
     const STAT_OPCODE: u8 = 0x10;
-    let mut at = 0usize;
-    while let Some(header) = payload.get(at..at + protocol::binary::HEADER_BYTES) {
-        if header[0] != protocol::binary::REQUEST_MAGIC {
-            return false;
-        }
-        if header[1] == STAT_OPCODE {
-            return true;
-        }
-        let body = u32::from_be_bytes([header[8], header[9], header[10], header[11]]) as usize;
-        at = at
-            .saturating_add(protocol::binary::HEADER_BYTES)
-            .saturating_add(body);
-    }
-    false
+    payload
+        .windows(2)
+        .any(|w| w == [protocol::binary::REQUEST_MAGIC, STAT_OPCODE])
 }
 
 /// Whatever came before, the engine stores and serves through a fresh connection.
