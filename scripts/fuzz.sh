@@ -10,7 +10,8 @@
 # command line). Each has a dictionary of protocol tokens in fuzz/dicts/.
 #
 # New inputs go to fuzz/work/<target>/ (not committed), seeded from fuzz/corpus/<target>/;
-# crashes to fuzz/artifacts/<target>/. Afterwards (unless --no-merge) the new inputs are
+# crashes to fuzz/artifacts/<target>/ (once understood and fixed, a crash is kept in
+# fuzz/regressions/<target>/, which the tests replay too and cmin never prunes). Afterwards (unless --no-merge) the new inputs are
 # merged into fuzz/corpus/<target>/ and that corpus is minimised with `cargo fuzz cmin`;
 # ordinary tests replay the committed corpora (crates/*/tests/fuzz_corpus_replay.rs).
 # The run's statistics (executions, coverage, crashes) are in fuzz/work/<target>.log.
