@@ -303,10 +303,33 @@ impl ItemMemory {
     pub unsafe fn key(&self, addr: ItemAddr) -> &[u8] {
         let header = self.header(addr);
         let key_len = header.key_len.load(Ordering::Relaxed) as usize;
-        let ptr = self.header_ptr(addr).wrapping_add(ITEM_HEADER_BYTES);
-        // SAFETY: the chunk holds header + key + value (invariant 1); no writer runs
-        // concurrently (caller's contract, invariant 3).
+        let ptr = self.item_bytes_ptr(addr, ITEM_HEADER_BYTES, key_len);
+        // SAFETY: in the region (checked by `item_bytes_ptr`) and in the chunk, which
+        // holds header + key + value (invariant 1); no writer runs concurrently (caller's
+        // contract, invariant 3).
         unsafe { std::slice::from_raw_parts(ptr, key_len) }
+    }
+
+    /// Pointer to bytes `[from, from + len)` of the live item at `addr`, checked to lie
+    /// inside the region whatever its header says (a header is only as good as the last
+    /// write to it: a torn or foreign pool record must not make a slice reach past the
+    /// mapping). In debug builds also checks that the chunk is not on a free list
+    /// (invariant 3: items are read only while published or being written).
+    fn item_bytes_ptr(&self, addr: ItemAddr, from: usize, len: usize) -> *const u8 {
+        let header = self.header(addr);
+        debug_assert!(
+            !header.has(state::FREE),
+            "reading the bytes of free chunk {addr:#x}"
+        );
+        let offset = Self::offset_of(addr);
+        assert!(
+            offset
+                .checked_add(from)
+                .and_then(|start| start.checked_add(len))
+                .is_some_and(|end| end <= self.region.size_bytes()),
+            "item {addr:#x} bytes {from}+{len} outside its region"
+        );
+        self.header_ptr(addr).wrapping_add(from)
     }
 
     /// The value bytes of the item at `addr`.
@@ -317,9 +340,7 @@ impl ItemMemory {
         let header = self.header(addr);
         let key_len = header.key_len.load(Ordering::Relaxed) as usize;
         let value_len = header.value_len.load(Ordering::Relaxed) as usize;
-        let ptr = self
-            .header_ptr(addr)
-            .wrapping_add(ITEM_HEADER_BYTES + key_len);
+        let ptr = self.item_bytes_ptr(addr, ITEM_HEADER_BYTES + key_len, value_len);
         // SAFETY: as in `key`.
         unsafe { std::slice::from_raw_parts(ptr, value_len) }
     }
@@ -333,7 +354,7 @@ impl ItemMemory {
         let header = self.header(addr);
         let len = header.key_len.load(Ordering::Relaxed) as usize
             + header.value_len.load(Ordering::Relaxed) as usize;
-        let ptr = self.header_ptr(addr).wrapping_add(ITEM_HEADER_BYTES);
+        let ptr = self.item_bytes_ptr(addr, ITEM_HEADER_BYTES, len);
         // SAFETY: as in `key`: the chunk holds header, key and value (invariant 1).
         unsafe { std::slice::from_raw_parts(ptr, len) }
     }
@@ -361,8 +382,8 @@ impl ItemMemory {
         );
         self.charge_write(addr, ITEM_HEADER_BYTES + key_len, value_len);
         let ptr = self
-            .header_ptr(addr)
-            .wrapping_add(ITEM_HEADER_BYTES + key_len);
+            .item_bytes_ptr(addr, ITEM_HEADER_BYTES + key_len, value_len)
+            .cast_mut();
         // SAFETY: `value_len` bytes from `ptr` lie in the chunk (invariant 1); exclusive
         // under the shard lock; `digits` is a caller buffer, never this chunk.
         unsafe {
@@ -394,6 +415,10 @@ impl ItemMemory {
             "item does not fit its chunk"
         );
         let header = self.header(addr);
+        debug_assert!(
+            !header.has(state::FREE) && !header.has(state::LINKED),
+            "writing an item into chunk {addr:#x}, which is free or published"
+        );
         header.key_len.store(key.len() as u8, Ordering::Relaxed);
         header.value_len.store(value_len as u32, Ordering::Relaxed);
         let mut ptr = self.header_ptr(addr).wrapping_add(ITEM_HEADER_BYTES);

@@ -9,6 +9,8 @@
 //! - [`client`]: the other side of meta and text, for forwarding to an upstream server.
 //! - [`auth`]: memcached's authentication exchanges (the `-Y` authfile token, binary SASL).
 
+#![forbid(unsafe_code)]
+
 pub mod auth;
 pub mod binary;
 pub mod client;

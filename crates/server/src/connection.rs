@@ -162,6 +162,10 @@ pub struct Connection {
     write_ready: bool,
     /// The peer has shut down its sending side.
     peer_closed: bool,
+    /// The socket reported the peer's shutdown (`EPOLLRDHUP`) while data may still be
+    /// unread: a short read then does not mean the socket is drained, because the
+    /// end of file that came with the same event is still to be read.
+    eof_reported: bool,
     /// Close once the output is written (`quit`, protocol error, end of input).
     closing: bool,
     /// The fog layer's request the front request waits for, and its replies; made at the
@@ -195,6 +199,7 @@ impl Connection {
             read_ready: true,
             write_ready: true,
             peer_closed: false,
+            eof_reported: false,
             closing: false,
             upstream: None,
             queued: false,
@@ -242,6 +247,16 @@ impl Connection {
     pub fn on_event(&mut self, readable: bool, writable: bool) {
         self.read_ready |= readable;
         self.write_ready |= writable;
+    }
+
+    /// Records that the socket reported the peer's shutdown (`EPOLLRDHUP`), with or
+    /// without data before it: the connection reads until it sees the end of file.
+    /// Without this, data and a FIN that arrive together are one edge-triggered event,
+    /// the read that takes the data is short, and the end of file is never read: a client
+    /// that half-closes in the middle of a value would hold its connection forever.
+    pub fn on_read_closed(&mut self) {
+        self.eof_reported = true;
+        self.read_ready = true;
     }
 
     fn output_pending(&self) -> usize {
@@ -532,9 +547,10 @@ impl Connection {
                 Ok(read) => {
                     WorkerCounters::add(&ctx.counters.bytes_read, read as u64);
                     self.input_end += read;
-                    if read < space {
+                    if read < space && !self.eof_reported {
                         // A short read means the socket was drained; edge-triggered
-                        // polling reports any later data as a new event.
+                        // polling reports any later data as a new event (not an end of
+                        // file that came with this data: `on_read_closed`).
                         self.read_ready = false;
                     }
                     return Fill::Data;

@@ -168,6 +168,9 @@ impl Worker {
                 let writable = event.is_writable() || event.is_write_closed();
                 if let Some(Some(connection)) = self.connections.get_mut(slot) {
                     connection.on_event(readable, writable);
+                    if event.is_read_closed() {
+                        connection.on_read_closed();
+                    }
                     let outcome = connection.service(&ctx);
                     self.apply(slot, outcome, &ctx);
                 }

@@ -10,6 +10,8 @@
 //! they stand for), `sim.rs` (the run and its windows), `report.rs` (tables, JSON,
 //! CSV).
 
+#![forbid(unsafe_code)]
+
 pub mod policy;
 pub mod report;
 pub mod sim;

@@ -2,6 +2,8 @@
 //! for one or more placement policies. Prints a table per policy and a comparison;
 //! `--json`/`--csv` write the same numbers to files.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

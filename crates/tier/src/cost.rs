@@ -229,7 +229,8 @@ pub(crate) fn busy_wait_ns(ns: u64) {
     if ns == 0 {
         return;
     }
-    #[cfg(target_arch = "x86_64")]
+    // Miri cannot execute rdtsc; it spins on the clock it emulates instead.
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
     if let Some(ticks_per_ns) = tsc::ticks_per_ns() {
         tsc::spin(ns, ticks_per_ns);
         return;
@@ -247,7 +248,7 @@ fn spin_on_instant(ns: u64) {
     }
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", not(miri)))]
 mod tsc {
     use std::sync::OnceLock;
     use std::time::{Duration, Instant};

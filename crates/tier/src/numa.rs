@@ -53,6 +53,35 @@ fn check_node_in(dir: &Path, node: u32) -> Result<(), TierError> {
     Err(TierError::NumaNodeMissing { node, nodes })
 }
 
+/// Ok when NUMA node `node` has at least `asked_bytes` of memory (its `MemTotal` in
+/// sysfs), else the start-up error "NUMA node N has ... fewer than ... asked for". A
+/// node whose size sysfs does not say is not refused.
+pub fn check_node_holds(node: u32, asked_bytes: u64) -> Result<(), TierError> {
+    check_node_holds_in(Path::new(NODE_SYSFS_DIR), node, asked_bytes)
+}
+
+fn check_node_holds_in(dir: &Path, node: u32, asked_bytes: u64) -> Result<(), TierError> {
+    match node_memory_bytes(dir, node) {
+        Some(node_bytes) if node_bytes < asked_bytes => Err(TierError::NumaNodeTooSmall {
+            node,
+            node_bytes,
+            asked_bytes,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The `MemTotal` of `<dir>/node<node>/meminfo` (a line `Node 0 MemTotal:  5597400 kB`),
+/// in bytes.
+fn node_memory_bytes(dir: &Path, node: u32) -> Option<u64> {
+    let meminfo = std::fs::read_to_string(dir.join(format!("node{node}")).join("meminfo")).ok()?;
+    meminfo.lines().find_map(|line| {
+        let (_, rest) = line.split_once("MemTotal:")?;
+        let kib: u64 = rest.trim().strip_suffix("kB")?.trim().parse().ok()?;
+        kib.checked_mul(1024)
+    })
+}
+
 /// `mbind(MPOL_BIND)` of `[base, base + len)` to `node`. The pages are not touched yet,
 /// so they will be faulted in on the node.
 pub(crate) fn bind(base: NonNull<u8>, len: usize, node: u32) -> Result<(), String> {
@@ -96,6 +125,30 @@ mod tests {
         assert!(check_node_in(&dir, 2).is_ok());
         let err = check_node_in(&dir, 7).unwrap_err().to_string();
         assert_eq!(err, "NUMA node 7 does not exist (nodes: 0, 2)");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_node_smaller_than_asked_is_refused_with_its_size() {
+        let dir = std::env::temp_dir().join(format!("tier-numa-size-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("node1")).unwrap();
+        std::fs::write(
+            dir.join("node1").join("meminfo"),
+            "Node 1 MemTotal:        2048 kB\nNode 1 MemFree:          1024 kB\n",
+        )
+        .unwrap();
+        assert!(check_node_holds_in(&dir, 1, 2048 * 1024).is_ok());
+        let err = check_node_holds_in(&dir, 1, 2048 * 1024 + 1)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "NUMA node 1 has 2097152 bytes of memory, fewer than the 2097153 asked for: \
+             lower --slow-size"
+        );
+        // A node whose size is not listed is not refused (nothing to compare with).
+        assert!(check_node_holds_in(&dir, 3, u64::MAX).is_ok());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

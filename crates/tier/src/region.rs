@@ -48,6 +48,15 @@ pub enum TierError {
     File { path: PathBuf, reason: String },
     #[error("NUMA node {node} does not exist (nodes: {nodes})")]
     NumaNodeMissing { node: u32, nodes: String },
+    #[error(
+        "NUMA node {node} has {node_bytes} bytes of memory, fewer than the {asked_bytes} \
+         asked for: lower --slow-size"
+    )]
+    NumaNodeTooSmall {
+        node: u32,
+        node_bytes: u64,
+        asked_bytes: u64,
+    },
     #[error("cannot bind memory to NUMA node {node}: {reason}")]
     Numa { node: u32, reason: String },
 }
@@ -205,6 +214,9 @@ impl Region {
 
     fn numa(node: u32, page_count: usize) -> Result<Region, TierError> {
         numa::check_node_exists(node)?;
+        // Pages bound to a node that cannot hold them are faulted in until the node runs
+        // out, and then the kernel kills the process: refuse at start instead.
+        numa::check_node_holds(node, page_count.saturating_mul(PAGE_SIZE_BYTES) as u64)?;
         if page_count == 0 {
             return Ok(Region::empty());
         }
@@ -374,9 +386,23 @@ impl Region {
         Some((ptr as usize - self.base.as_ptr() as usize) / PAGE_SIZE_BYTES)
     }
 
+    /// Debug builds: `[ptr, ptr + len)` lies inside the region. The accounting and the
+    /// persistence calls take raw ranges from the engine; one outside the region is an
+    /// engine bug that would count (or flush) someone else's bytes.
+    #[inline]
+    fn debug_assert_inside(&self, ptr: *const u8, len: usize) {
+        debug_assert!(
+            len == 0 || (self.contains(ptr) && self.contains(ptr.wrapping_add(len - 1))),
+            "range {ptr:?}+{len} outside the region at {:?} ({} bytes)",
+            self.base,
+            self.size_bytes()
+        );
+    }
+
     /// Counts the 64-byte lines of [ptr, ptr+len) as read, and busy-waits the cost.
     #[inline]
     pub fn charge_read(&self, ptr: *const u8, len: usize) {
+        self.debug_assert_inside(ptr, len);
         self.counters
             .add_read(len as u64, lines_touched(ptr as usize, len));
         if !self.costless {
@@ -389,6 +415,7 @@ impl Region {
     /// Counts the 64-byte lines of [ptr, ptr+len) as written, and busy-waits the cost.
     #[inline]
     pub fn charge_write(&self, ptr: *const u8, len: usize) {
+        self.debug_assert_inside(ptr, len);
         self.counters
             .add_write(len as u64, lines_touched(ptr as usize, len));
         if !self.costless {
@@ -720,7 +747,8 @@ fn open_pool_file(
         let wanted = header_bytes + data_bytes;
         if wanted > device_bytes {
             return Err(file_err(format!(
-                "the device holds {device_bytes} bytes, fewer than the {wanted} asked for                  (lower --slow-size)"
+                "the device holds {device_bytes} bytes, fewer than the {wanted} asked for \
+                 (lower --slow-size)"
             )));
         }
         // Device DAX refuses lengths that are not a multiple of its alignment.
@@ -768,11 +796,14 @@ fn reserve_blocks(file: &std::fs::File, len: u64) -> Result<(), String> {
     let (fs_free, fs_name) = free_space(fd);
     match error.raw_os_error() {
         Some(libc::ENOSPC) => Err(format!(
-            "the file system ({fs_name}) has {fs_free} bytes free, fewer than the pool's {len}:              free space there, put the pool elsewhere (--data-dir or --slow-path), or lower              --slow-size"
+            "the file system ({fs_name}) has {fs_free} bytes free, fewer than the pool's {len}: \
+             free space there, put the pool elsewhere (--data-dir or --slow-path), or lower \
+             --slow-size"
         )),
         Some(libc::EOPNOTSUPP) if fs_free >= len => Ok(()),
         Some(libc::EOPNOTSUPP) => Err(format!(
-            "the file system ({fs_name}) cannot preallocate and has {fs_free} bytes free,              fewer than the pool's {len}: lower --slow-size or put the pool elsewhere"
+            "the file system ({fs_name}) cannot preallocate and has {fs_free} bytes free, \
+             fewer than the pool's {len}: lower --slow-size or put the pool elsewhere"
         )),
         _ => Err(format!("fallocate: {error}")),
     }
@@ -1196,7 +1227,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("tmpfs"), "{err}");
+        assert!(err.contains("bytes free, fewer than the pool's"), "{err}");
         assert!(err.contains("--slow-size"), "{err}");
+        assert!(!err.contains("  "), "a message with a run of spaces: {err}");
         // One that fits opens, and every page can be written.
         let region = Region::open(&file_spec(&path, 16 * PAGE_SIZE_BYTES)).unwrap();
         for page in 0..region.page_count() {
@@ -1332,6 +1365,37 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!("NUMA node {absent} does not exist (nodes: {listed})")
+        );
+    }
+
+    /// A slow tier larger than its NUMA node is refused at open, naming the node's size
+    /// (the pages would be faulted in until the node ran out, and the kernel would kill
+    /// the server).
+    #[cfg(not(miri))]
+    #[test]
+    fn a_numa_node_smaller_than_asked_is_refused() {
+        let meminfo = Path::new("/sys/devices/system/node/node0/meminfo");
+        if !meminfo.is_file() {
+            testkit::skip!(
+                "a_numa_node_smaller_than_asked_is_refused",
+                "no /sys/devices/system/node/node0/meminfo: the node size check is untested"
+            );
+            return;
+        }
+        let asked = 64 * 1024 * 1024 * 1024 * 1024usize; // 64 TiB: more than any node here
+        let err = Region::open(&RegionSpec {
+            size_bytes: asked,
+            backing: RegionBacking::Numa { node: 0 },
+            cost: CostModel::NONE,
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("NUMA node 0 has "), "{err}");
+        assert!(
+            err.ends_with(&format!(
+                "fewer than the {asked} asked for: lower --slow-size"
+            )),
+            "{err}"
         );
     }
 

@@ -9,6 +9,8 @@
 //! seed), `zipf.rs` (exact zipf sampler over ranks), `keys.rs` (uniform, scrambled
 //! zipfian, alternating hot set over key ids, and the generator that draws them).
 
+#![forbid(unsafe_code)]
+
 pub mod keys;
 pub mod rng;
 pub mod zipf;
