@@ -167,6 +167,8 @@ pub struct RuntimeState {
     pub idle_timeout_s: AtomicU32,
     /// `-R` (for `stats settings`).
     pub reqs_per_event: AtomicU32,
+    /// The workers' event loop, once resolved at start-up (for `stats settings`).
+    io_engine: std::sync::OnceLock<&'static str>,
 }
 
 impl RuntimeState {
@@ -175,6 +177,15 @@ impl RuntimeState {
         let counters = Arc::new(WorkerCounters::default());
         self.workers.write().push(Arc::clone(&counters));
         counters
+    }
+
+    pub fn set_io_engine(&self, name: &'static str) {
+        let _ = self.io_engine.set(name);
+    }
+
+    /// `io_uring` or `epoll`; `none` before the workers start.
+    pub fn io_engine(&self) -> &'static str {
+        self.io_engine.get().copied().unwrap_or("none")
     }
 
     /// Sums one counter over all workers.

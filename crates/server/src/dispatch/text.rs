@@ -18,6 +18,7 @@ use engine::{
     ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, ItemView, ReadOptions, ReassignError,
     StoreMode, StoreOptions, StoreOutcome, TouchOutcome,
 };
+use protocol::meta::push_u64;
 use protocol::text::{self, Keys, ShutdownMode, StoreCommand, TextLimits, TextRequest};
 use protocol::Parsed;
 
@@ -302,21 +303,6 @@ fn push_value(out: &mut Vec<u8>, item: &ItemView<'_>, return_cas: bool) {
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(item.value);
     out.extend_from_slice(b"\r\n");
-}
-
-/// Appends `value` in decimal without going through `fmt` (this is on the `get` path).
-fn push_u64(out: &mut Vec<u8>, mut value: u64) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[start..]);
 }
 
 /// `stats [group]`.
