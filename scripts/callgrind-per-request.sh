@@ -27,7 +27,11 @@
 #   WORKLOADS ["get-hit get-miss set mget10"]
 #   VALUE_SIZES ["100 1024"]
 #   N_SMALL [500] N_LARGE [2500]        request counts that are differenced
-#   SERVER_THREADS [2]                  -t of every server
+#   SERVER_THREADS [1]                  -t of every server: one worker, because valgrind
+#                                       (3.19) runs one thread at a time and treats
+#                                       io_uring_enter as non-blocking, so an idle second
+#                                       io_uring worker would hold its lock in 5 ms slices
+#                                       (see running_under_valgrind in worker/uring.rs)
 #   FOGCACHED_ARGS [""]                 extra fogcached flags (e.g. --io-engine epoll)
 #   FOGCACHED [target/release/fogcached] the binary (built with `cargo build --release`
 #                                       when it is the default and missing)
@@ -42,7 +46,7 @@ WORKLOADS="${WORKLOADS:-get-hit get-miss set mget10}"
 VALUE_SIZES="${VALUE_SIZES:-100 1024}"
 N_SMALL="${N_SMALL:-500}"
 N_LARGE="${N_LARGE:-2500}"
-SERVER_THREADS="${SERVER_THREADS:-2}"
+SERVER_THREADS="${SERVER_THREADS:-1}"
 FOGCACHED_ARGS="${FOGCACHED_ARGS:-}"
 FOGCACHED="${FOGCACHED:-target/release/fogcached}"
 MEMCACHED="${MEMCACHED:-/usr/bin/memcached}"

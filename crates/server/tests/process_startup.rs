@@ -255,7 +255,14 @@ fn user_switch_drops_root() {
     let dir = Scratch::new("user");
     let port = free_port().unwrap();
     let (child, pid) = start(&dir.0, port, &["-u", "nobody", "--slow-size", "8m"], &[]);
-    let uids = pid.status_field("Uid");
+    // The port accepts from the bind on; the switch comes once every thread has started
+    // (after the bind, as memcached does it), so it is awaited (bounded).
+    let deadline = Instant::now() + WAIT;
+    let mut uids = pid.status_field("Uid");
+    while !uids.split_whitespace().all(|uid| uid == "65534") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        uids = pid.status_field("Uid");
+    }
     assert!(
         uids.split_whitespace().all(|uid| uid == "65534"),
         "Uid: {uids}"

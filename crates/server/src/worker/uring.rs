@@ -98,6 +98,23 @@ const RECV_BUFFERS: u16 = 128;
 /// The buffer group of a worker's ring (each ring has its own).
 const BUFFER_GROUP: u16 = 0;
 
+/// Longest a turn waits for completions beyond its quiet sends' (see `Uring::quiet_sends`).
+const QUIET_SEND_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Longest one wait under valgrind (see [`running_under_valgrind`]).
+const VALGRIND_WAIT_SLICE: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Whether the process runs under valgrind (its preload library is in `LD_PRELOAD`).
+/// Valgrind up to 3.20 does not know that `io_uring_enter` may block, and holds its
+/// one-thread-at-a-time lock through the wait, so no other thread (the listener handing
+/// over connections) would ever run: there the loop waits in slices of
+/// [`VALGRIND_WAIT_SLICE`] and yields after each (scripts/callgrind-per-request.sh
+/// measures the loop so; an idle slice costs a few hundred instructions).
+fn running_under_valgrind() -> bool {
+    std::env::var_os("LD_PRELOAD")
+        .is_some_and(|preload| preload.to_string_lossy().contains("vgpreload"))
+}
+
 /// What a completion is for: the low byte of its `user_data`; the slot is above it.
 const OP_RECV: u64 = 1;
 const OP_SEND: u64 = 2;
@@ -268,6 +285,11 @@ pub struct Uring {
     completions: Vec<(u64, i32, u32)>,
     /// Slots whose receive found no free buffer: asked for again next turn.
     recv_retry: Vec<usize>,
+    /// Sends queued this turn whose completion will need no work: the connection had
+    /// nothing more to send and waits for input. The turn's `io_uring_enter` waits for
+    /// that many completions more than one, so that a send finishing at once does not end
+    /// the wait (which would cost a second system call per request).
+    quiet_sends: u32,
 }
 
 impl Uring {
@@ -285,29 +307,19 @@ impl Uring {
             poll_armed: false,
             completions: Vec::with_capacity(RING_ENTRIES as usize),
             recv_retry: Vec::new(),
+            quiet_sends: 0,
         })
     }
 
     /// Queues a submission; when the queue is full, submits what it holds first.
     fn push(&mut self, entry: squeue::Entry) {
-        loop {
-            // SAFETY: every entry built in this file names memory that stays valid until
-            // its completion (see `arm_recv`, `start_send`; cancels and polls name none).
-            if unsafe { self.ring.submission().push(&entry) }.is_ok() {
-                return;
-            }
-            if let Err(e) = self.ring.submit() {
-                if e.kind() != ErrorKind::Interrupted {
-                    eprintln!("fogcached: io_uring submit failed: {e}");
-                }
-            }
-        }
+        push(&mut self.ring, entry);
     }
 
+    /// The slot's state; it exists from `attach` on (completions name only attached
+    /// slots, whose state is kept until their last completion).
+    #[inline]
     fn slot(&mut self, slot: usize) -> &mut SlotIo {
-        if self.slots.len() <= slot {
-            self.slots.resize_with(slot + 1, SlotIo::default);
-        }
         &mut self.slots[slot]
     }
 
@@ -321,33 +333,15 @@ impl Uring {
     }
 
     fn arm_recv(&mut self, slot: usize, fd: RawFd) {
-        self.slot(slot).recv_in_flight = true;
-        // The kernel picks the buffer from BUFFER_GROUP when data arrives; no memory of
-        // ours is named here.
-        let entry = opcode::Recv::new(
-            types::Fd(fd),
-            std::ptr::null_mut(),
-            RECV_BUFFER_BYTES as u32,
-        )
-        .buf_group(BUFFER_GROUP)
-        .build()
-        .flags(squeue::Flags::BUFFER_SELECT)
-        .user_data(user_data(slot, OP_RECV));
-        self.push(entry);
+        self.slots[slot].recv_in_flight = true;
+        push(&mut self.ring, recv_entry(slot, fd));
     }
 
     /// Sends `sending[sent..]` of `slot`.
     fn start_send(&mut self, slot: usize, fd: RawFd) {
-        let io = self.slot(slot);
+        let io = &mut self.slots[slot];
         io.send_in_flight = true;
-        let rest = &io.sending[io.sent..];
-        // `sending` is not touched until this send's completion (`send_in_flight`), and
-        // a Vec's heap buffer does not move while the `SlotIo` holding it does.
-        let entry = opcode::Send::new(types::Fd(fd), rest.as_ptr(), rest.len() as u32)
-            .flags(libc::MSG_NOSIGNAL)
-            .build()
-            .user_data(user_data(slot, OP_SEND));
-        self.push(entry);
+        push(&mut self.ring, send_entry(slot, fd, io));
     }
 
     /// Runs the worker until shutdown.
@@ -360,20 +354,40 @@ impl Uring {
         let idle_timeout_s = shared.config.idle_timeout_s;
         let mut last_sweep_s = shared.engine.clock().now_s();
         let sweep_timeout = types::Timespec::new().sec(super::IDLE_SWEEP_INTERVAL.as_secs());
+        let quiet_timeout = types::Timespec::from(QUIET_SEND_WAIT_MAX);
+        let valgrind_slice = types::Timespec::from(VALGRIND_WAIT_SLICE);
+        let under_valgrind = running_under_valgrind();
         loop {
             if !self.poll_armed {
                 self.arm_poll();
             }
             // One system call per turn: submit everything queued, and wait for a
             // completion unless a yielded connection is waiting for its turn.
+            let want = 1 + std::mem::take(&mut self.quiet_sends) as usize;
+            let timeout = if under_valgrind {
+                Some(&valgrind_slice)
+            } else if want > 1 {
+                // Bounded: a quiet send that did not finish at once (the peer stopped
+                // reading) must not hold up the waker or the other connections' turns
+                // for more than this.
+                Some(&quiet_timeout)
+            } else if idle_timeout_s > 0 {
+                Some(&sweep_timeout)
+            } else {
+                None
+            };
             let submitted = if !worker.yielded.is_empty() || !worker.held.is_empty() {
                 self.ring.submit()
-            } else if idle_timeout_s > 0 {
-                let args = types::SubmitArgs::new().timespec(&sweep_timeout);
-                self.ring.submitter().submit_with_args(1, &args)
+            } else if let Some(timeout) = timeout {
+                let args = types::SubmitArgs::new().timespec(timeout);
+                self.ring.submitter().submit_with_args(want, &args)
             } else {
-                self.ring.submit_and_wait(1)
+                self.ring.submit_and_wait(want)
             };
+            if under_valgrind {
+                // Lets valgrind hand its lock to the other threads (it does at a yield).
+                std::thread::yield_now();
+            }
             if let Err(e) = submitted {
                 // ETIME: the sweep timeout; EBUSY: completions must be reaped first.
                 let expected = matches!(e.raw_os_error(), Some(libc::ETIME | libc::EBUSY))
@@ -605,15 +619,64 @@ impl Uring {
     }
 }
 
+/// Queues a submission on `ring`; when the queue is full, submits what it holds first.
+#[inline]
+fn push(ring: &mut IoUring, entry: squeue::Entry) {
+    loop {
+        // SAFETY: every entry built in this file names memory that stays valid until its
+        // completion (see `recv_entry`, `send_entry`; cancels and polls name none).
+        if unsafe { ring.submission().push(&entry) }.is_ok() {
+            return;
+        }
+        if let Err(e) = ring.submit() {
+            if e.kind() != ErrorKind::Interrupted {
+                eprintln!("fogcached: io_uring submit failed: {e}");
+            }
+        }
+    }
+}
+
+/// A receive into a buffer the kernel picks from [`BUFFER_GROUP`] when data arrives: no
+/// memory of ours is named.
+#[inline]
+fn recv_entry(slot: usize, fd: RawFd) -> squeue::Entry {
+    opcode::Recv::new(
+        types::Fd(fd),
+        std::ptr::null_mut(),
+        RECV_BUFFER_BYTES as u32,
+    )
+    .buf_group(BUFFER_GROUP)
+    .build()
+    .flags(squeue::Flags::BUFFER_SELECT)
+    .user_data(user_data(slot, OP_RECV))
+}
+
+/// A send of `io.sending[io.sent..]`. The caller sets `send_in_flight`: `sending` is not
+/// touched until the send's completion, and a Vec's heap buffer does not move when the
+/// `SlotIo` holding it does. MSG_WAITALL: the kernel sends the rest of a short send
+/// itself, so a completion means the whole reply left (or the connection failed).
+#[inline]
+fn send_entry(slot: usize, fd: RawFd, io: &SlotIo) -> squeue::Entry {
+    let rest = &io.sending[io.sent..];
+    opcode::Send::new(types::Fd(fd), rest.as_ptr(), rest.len() as u32)
+        .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+        .build()
+        .user_data(user_data(slot, OP_SEND))
+}
+
 impl LoopIo for Uring {
     fn attach(&mut self, slot: usize, stream: &Stream) -> bool {
+        if self.slots.len() <= slot {
+            self.slots.resize_with(slot + 1, SlotIo::default);
+        }
         let completion_io = stream.completion_io();
-        let io = self.slot(slot);
+        let io = &mut self.slots[slot];
         debug_assert!(!io.in_flight() && io.retired.is_none());
         io.attached = completion_io;
         completion_io
     }
 
+    #[inline]
     fn after_service(
         &mut self,
         slot: usize,
@@ -621,23 +684,36 @@ impl LoopIo for Uring {
         outcome: Outcome,
         ctx: &ServiceContext<'_>,
     ) -> Outcome {
-        if !self.slot(slot).attached {
+        let Some(io) = self.slots.get_mut(slot) else {
+            return outcome;
+        };
+        if !io.attached {
             return outcome;
         }
         let fd = connection.fd();
-        let io = self.slot(slot);
+        let mut send = None;
         if !io.send_in_flight {
             match connection.take_output(ctx, &mut io.sending) {
                 TakeOutput::Taken => {
                     io.sent = 0;
-                    self.start_send(slot, fd);
+                    io.send_in_flight = true;
+                    send = Some(send_entry(slot, fd, io));
                 }
                 TakeOutput::Held => return Outcome::Held,
                 TakeOutput::Nothing => {}
             }
         }
-        if connection.input_wanted() && !self.slot(slot).recv_in_flight {
-            self.arm_recv(slot, fd);
+        let input_wanted = connection.input_wanted();
+        let recv = input_wanted && !io.recv_in_flight;
+        io.recv_in_flight |= recv;
+        if let Some(entry) = send {
+            if input_wanted {
+                self.quiet_sends += 1;
+            }
+            push(&mut self.ring, entry);
+        }
+        if recv {
+            push(&mut self.ring, recv_entry(slot, fd));
         }
         outcome
     }
