@@ -17,8 +17,9 @@
 # server's background threads do per second of wall time is not removed (it is small: a
 # few hundred instructions per request here; callgrind slows the server ~50x, so it is
 # inflated against a real run), and it is reported apart: the "serving" column counts only
-# the thread that ran the connection (the one with the most instructions), the "process"
-# column every thread.
+# the threads that ran the connection code (the workers), the "process" column every
+# thread (for both servers that includes the LRU maintainer's juggling, whose share of a
+# run varies with when it wakes: the "serving" column is the stable one).
 #
 # Settings (environment variables, defaults in brackets):
 #   SERVERS ["memcached dram hybrid"]   which servers; fogcached variants:
@@ -83,11 +84,20 @@ cleanup() {
 trap cleanup EXIT
 
 # Sums the `summary:` lines of the dump files of dump number $2 in directory $1; prints
-# "<all threads> <busiest thread>".
+# "<all threads> <serving threads>". A serving thread is one that ran the connection
+# code: fogcached's `Connection::service`, or memcached's `sendmsg` (its binary has no
+# symbols of its own, but its workers are the only threads that send).
 dump_totals() {
-    local dir="$1" n="$2"
-    awk '/^summary:/ { sum += $2; if ($2 > max) max = $2 } END { printf "%d %d\n", sum, max }' \
-        "$dir"/cg.out.*."$n"-* 2>/dev/null || die "no callgrind dump $n in $dir"
+    local dir="$1" n="$2" file all=0 serving=0 count
+    for file in "$dir"/cg.out.*."$n"-*; do
+        [ -e "$file" ] || die "no callgrind dump $n in $dir"
+        count="$(awk '/^summary:/ { print $2 }' "$file")"
+        all=$((all + ${count:-0}))
+        if grep -qE 'Connection::service|[^a-z_]sendmsg' "$file"; then
+            serving=$((serving + ${count:-0}))
+        fi
+    done
+    echo "$all $serving"
 }
 
 run_server() {
