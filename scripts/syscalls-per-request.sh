@@ -10,7 +10,10 @@
 # (so start-up and the preload are not counted), a bounded load runs, strace detaches,
 # and the count of every system call made meanwhile is divided by the requests the
 # server served in that window (the delta of `cmd_get + cmd_set` in its `stats`, read
-# outside the window). Loads:
+# outside the window). Before that, the same load runs without strace and the server's
+# CPU time (user + system, so the kernel's share of each call included) per request is
+# taken from /proc (on a shared machine, other processes' load changes it less than
+# throughput, but it is not an instruction count). Loads:
 #   depth1  scripts/fixed-requests.py: REQUESTS `get` hits (100 B), one connection, each
 #           request sent when the previous reply arrived
 #   conns   fogbench closed loop: CONNECTIONS connections over 2 threads, 90 % get /
@@ -68,6 +71,21 @@ print(int(stats["cmd_get"]) + int(stats["cmd_set"]))
 EOF
 }
 
+# utime + stime of process $1, in clock ticks.
+cpu_ticks() {
+    awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+run_load() {
+    local load="$1" port="$2"
+    case "$load" in
+        depth1) python3 "$client" --port "$port" --workload get-hit --value-bytes 100 --requests "$REQUESTS" ;;
+        conns) "$FOGBENCH" run --server "127.0.0.1:$port" --keys "$BENCH_KEYS" \
+            --duration-s "$DURATION_S" --connections "$CONNECTIONS" --threads 2 \
+            --get-ratio 0.9 --value-size 1024 --quiet --no-stats >/dev/null ;;
+    esac
+}
+
 server_pid=""
 strace_pid=""
 tmp_dir="$(mktemp -d)"
@@ -106,7 +124,7 @@ start_server() {
     echo "# $name: ${cmd[*]}" >&2
 }
 
-printf '%-10s %-7s %9s %9s  %s\n' server load requests calls/req "top calls per request"
+printf '%-10s %-7s %9s %9s %10s  %s\n' server load requests calls/req cpu_us/req "top calls per request"
 for server in $SERVERS; do
     for load in $LOADS; do
         port="$(free_port)"
@@ -117,17 +135,20 @@ for server in $SERVERS; do
                 --duration-s 0.1 --connections 4 --threads 1 --quiet --no-stats >/dev/null ;;
             *) die "unknown load $load (depth1, conns)" ;;
         esac
+        # First the load alone: the server's CPU time (user + system, from /proc) per
+        # request, which counts the kernel's side of each system call too.
+        before="$(served "$port")"
+        cpu_before="$(cpu_ticks "$server_pid")"
+        run_load "$load" "$port"
+        cpu_after="$(cpu_ticks "$server_pid")"
+        after="$(served "$port")"
+        cpu_us_per_request="$(python3 -c "print(f'{($cpu_after - $cpu_before) * 1e6 / $(getconf CLK_TCK) / max($after - $before, 1):.2f}')")"
         before="$(served "$port")"
         trace="$tmp_dir/strace.$server.$load"
         strace -c -f -q -o "$trace" -p "$server_pid" &
         strace_pid=$!
         sleep 1 # strace attaches every thread before the load starts
-        case "$load" in
-            depth1) python3 "$client" --port "$port" --workload get-hit --value-bytes 100 --requests "$REQUESTS" ;;
-            conns) "$FOGBENCH" run --server "127.0.0.1:$port" --keys "$BENCH_KEYS" \
-                --duration-s "$DURATION_S" --connections "$CONNECTIONS" --threads 2 \
-                --get-ratio 0.9 --value-size 1024 --quiet --no-stats >/dev/null ;;
-        esac
+        run_load "$load" "$port"
         sleep 0.5
         kill -INT "$strace_pid"
         wait "$strace_pid" 2>/dev/null || true
@@ -137,9 +158,9 @@ for server in $SERVERS; do
         wait "$server_pid" 2>/dev/null || true
         server_pid=""
         requests=$((after - before))
-        python3 - "$trace" "$requests" "$server" "$load" <<'EOF'
+        python3 - "$trace" "$requests" "$server" "$load" "$cpu_us_per_request" <<'EOF'
 import sys
-path, requests, server, load = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+path, requests, server, load, cpu = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 calls = {}
 for line in open(path):
     parts = line.split()
@@ -148,7 +169,7 @@ for line in open(path):
         calls[parts[-1]] = int(parts[3])
 total = sum(calls.values())
 top = sorted(calls.items(), key=lambda kv: -kv[1])[:5]
-print(f"{server:<10} {load:<7} {requests:>9} {total / max(requests, 1):>9.2f}  "
+print(f"{server:<10} {load:<7} {requests:>9} {total / max(requests, 1):>9.2f} {cpu:>10}  "
       + " ".join(f"{name}={n / max(requests, 1):.2f}" for name, n in top))
 EOF
     done

@@ -106,6 +106,8 @@ impl Server {
                 }
             );
         }
+        // Before the bind: from the bind on, clients can connect while the rest starts.
+        let io_engine = resolve_io_engine(config.io_engine, config.verbosity)?;
         let sockets = match &config.unix_socket {
             Some(path) => listener::bind_unix(path, config.unix_mode)?,
             None => listener::bind_all(&config.listen, config.tcp_port)?,
@@ -149,7 +151,6 @@ impl Server {
             shutdown_sender,
         });
 
-        let io_engine = resolve_io_engine(shared.config.io_engine, shared.verbosity())?;
         shared.stats.runtime.set_io_engine(io_engine.name());
         shared.engine.start_background();
         let mut workers = Vec::new();

@@ -228,6 +228,9 @@ impl Worker {
         held_now: &mut Vec<usize>,
         io: &mut impl LoopIo,
     ) {
+        if self.yielded.is_empty() && self.held.is_empty() {
+            return;
+        }
         std::mem::swap(&mut self.yielded, yielded_now);
         for slot in yielded_now.drain(..) {
             if let Some(Some(connection)) = self.connections.get_mut(slot) {

@@ -321,11 +321,19 @@ fn core_limit_memory_lock_and_large_pages() {
         soft_hard.next(),
         "-r: soft limit raised to the hard one: {core}"
     );
-    let locked_kb: u64 = pid
-        .status_field("VmLck")
-        .trim_end_matches(" kB")
-        .parse()
-        .unwrap();
+    // The port accepts from the bind on; `-k` locks once every thread has started, so it
+    // is awaited (bounded).
+    let locked_kb = || -> u64 {
+        pid.status_field("VmLck")
+            .trim_end_matches(" kB")
+            .parse()
+            .unwrap()
+    };
+    let deadline = Instant::now() + WAIT;
+    while locked_kb() < 6 * 1024 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let locked_kb = locked_kb();
     assert!(locked_kb >= 6 * 1024, "-k: VmLck {locked_kb} kB");
     assert!(
         dram_mapping_flags(&pid, 6 * 1024).contains(" hg"),

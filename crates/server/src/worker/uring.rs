@@ -283,6 +283,11 @@ pub struct Uring {
     poll_armed: bool,
     /// Completions of this turn, copied out of the queue so that handling them can submit.
     completions: Vec<(u64, i32, u32)>,
+    /// Submissions of this turn, moved to the submission queue at once before the turn's
+    /// `io_uring_enter` (one queue update per turn instead of one per entry). Every entry
+    /// names memory that stays valid until its completion (see `recv_entry`, `send_entry`;
+    /// cancels and polls name none).
+    staged: Vec<squeue::Entry>,
     /// Slots whose receive found no free buffer: asked for again next turn.
     recv_retry: Vec<usize>,
     /// Sends queued this turn whose completion will need no work: the connection had
@@ -307,13 +312,38 @@ impl Uring {
             poll_armed: false,
             completions: Vec::with_capacity(RING_ENTRIES as usize),
             recv_retry: Vec::new(),
+            staged: Vec::with_capacity(RING_ENTRIES as usize),
             quiet_sends: 0,
         })
     }
 
     /// Queues a submission; when the queue is full, submits what it holds first.
     fn push(&mut self, entry: squeue::Entry) {
-        push(&mut self.ring, entry);
+        self.staged.push(entry);
+    }
+
+    /// Moves the staged submissions to the submission queue; when it is full, submits what
+    /// it holds first.
+    fn flush_staged(&mut self) {
+        let mut start = 0;
+        while start < self.staged.len() {
+            let mut queue = self.ring.submission();
+            let end = (start + queue.capacity() - queue.len()).min(self.staged.len());
+            // SAFETY: see `staged`: each entry's memory outlives its completion.
+            let pushed = unsafe { queue.push_multiple(&self.staged[start..end]) };
+            drop(queue);
+            if pushed.is_ok() {
+                start = end;
+            }
+            if start < self.staged.len() {
+                if let Err(e) = self.ring.submit() {
+                    if e.kind() != ErrorKind::Interrupted {
+                        eprintln!("fogcached: io_uring submit failed: {e}");
+                    }
+                }
+            }
+        }
+        self.staged.clear();
     }
 
     /// The slot's state; it exists from `attach` on (completions name only attached
@@ -334,14 +364,14 @@ impl Uring {
 
     fn arm_recv(&mut self, slot: usize, fd: RawFd) {
         self.slots[slot].recv_in_flight = true;
-        push(&mut self.ring, recv_entry(slot, fd));
+        self.staged.push(recv_entry(slot, fd));
     }
 
     /// Sends `sending[sent..]` of `slot`.
     fn start_send(&mut self, slot: usize, fd: RawFd) {
         let io = &mut self.slots[slot];
         io.send_in_flight = true;
-        push(&mut self.ring, send_entry(slot, fd, io));
+        self.staged.push(send_entry(slot, fd, io));
     }
 
     /// Runs the worker until shutdown.
@@ -363,6 +393,7 @@ impl Uring {
             }
             // One system call per turn: submit everything queued, and wait for a
             // completion unless a yielded connection is waiting for its turn.
+            self.flush_staged();
             let want = 1 + std::mem::take(&mut self.quiet_sends) as usize;
             let timeout = if under_valgrind {
                 Some(&valgrind_slice)
@@ -427,13 +458,8 @@ impl Uring {
                     _ => {}
                 }
             }
-            for slot in std::mem::take(&mut self.recv_retry) {
-                if let Some(Some(connection)) = worker.connections.get(slot) {
-                    if connection.input_wanted() && !self.slot(slot).recv_in_flight {
-                        let fd = connection.fd();
-                        self.arm_recv(slot, fd);
-                    }
-                }
+            if !self.recv_retry.is_empty() {
+                self.retry_recvs(worker);
             }
             worker.service_queued(&ctx, &mut yielded_now, &mut held_now, self);
             if idle_timeout_s > 0 && ctx.now_s.saturating_sub(last_sweep_s) >= 1 {
@@ -443,6 +469,18 @@ impl Uring {
         }
         worker.close_all(self);
         self.drain_retired(worker);
+    }
+
+    /// Asks again for the receives that found no free buffer last turn.
+    fn retry_recvs(&mut self, worker: &Worker) {
+        for slot in std::mem::take(&mut self.recv_retry) {
+            if let Some(Some(connection)) = worker.connections.get(slot) {
+                if connection.input_wanted() && !self.slots[slot].recv_in_flight {
+                    let fd = connection.fd();
+                    self.arm_recv(slot, fd);
+                }
+            }
+        }
     }
 
     /// Serves the worker's `mio::Poll`: the waker's hand-offs and readiness connections.
@@ -581,6 +619,7 @@ impl Uring {
     fn drain_retired(&mut self, worker: &mut Worker) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
         let timeout = types::Timespec::new().nsec(10_000_000);
+        self.flush_staged();
         while self.slots.iter().any(|io| io.retired.is_some()) {
             if std::time::Instant::now() >= deadline {
                 // Whatever is still in flight is ended by closing the ring; the buffers
@@ -614,23 +653,6 @@ impl Uring {
                     }
                     _ => {}
                 }
-            }
-        }
-    }
-}
-
-/// Queues a submission on `ring`; when the queue is full, submits what it holds first.
-#[inline]
-fn push(ring: &mut IoUring, entry: squeue::Entry) {
-    loop {
-        // SAFETY: every entry built in this file names memory that stays valid until its
-        // completion (see `recv_entry`, `send_entry`; cancels and polls name none).
-        if unsafe { ring.submission().push(&entry) }.is_ok() {
-            return;
-        }
-        if let Err(e) = ring.submit() {
-            if e.kind() != ErrorKind::Interrupted {
-                eprintln!("fogcached: io_uring submit failed: {e}");
             }
         }
     }
@@ -710,10 +732,10 @@ impl LoopIo for Uring {
             if input_wanted {
                 self.quiet_sends += 1;
             }
-            push(&mut self.ring, entry);
+            self.staged.push(entry);
         }
         if recv {
-            push(&mut self.ring, recv_entry(slot, fd));
+            self.staged.push(recv_entry(slot, fd));
         }
         outcome
     }
