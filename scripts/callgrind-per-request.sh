@@ -32,6 +32,9 @@
 #   VALUE_SIZES ["100 1024"]
 #   N_SMALL [500] N_LARGE [2500]        request counts that are differenced
 #   REPEATS [3]                         runs of each count (the least is kept)
+#   CONNECTIONS [1]                     client connections, used in turn (several spread
+#                                       the requests over several workers: the -t scaling
+#                                       check in docs/results/speed.md)
 #   SERVER_THREADS [1]                  -t of every server: one worker, because valgrind
 #                                       (3.19) runs one thread at a time and treats
 #                                       io_uring_enter as non-blocking, so an idle second
@@ -52,6 +55,7 @@ VALUE_SIZES="${VALUE_SIZES:-100 1024}"
 N_SMALL="${N_SMALL:-500}"
 N_LARGE="${N_LARGE:-2500}"
 REPEATS="${REPEATS:-3}"
+CONNECTIONS="${CONNECTIONS:-1}"
 SERVER_THREADS="${SERVER_THREADS:-1}"
 FOGCACHED_ARGS="${FOGCACHED_ARGS:-}"
 FOGCACHED="${FOGCACHED:-target/release/fogcached}"
@@ -150,12 +154,12 @@ for server in $SERVERS; do
         python3 "$client" --port "$port" --workload preload --value-bytes "$size"
         for workload in $WORKLOADS; do
             # One untimed run so that every buffer and table the workload uses exists.
-            python3 "$client" --port "$port" --workload "$workload" --value-bytes "$size" --requests "$N_SMALL"
+            python3 "$client" --port "$port" --workload "$workload" --value-bytes "$size" --requests "$N_SMALL" --connections "$CONNECTIONS"
             declare -A process=() serving=()
             for _ in $(seq "$REPEATS"); do
                 for count in "$N_SMALL" "$N_LARGE"; do
                     callgrind_control -z "$server_pid" >/dev/null 2>&1
-                    python3 "$client" --port "$port" --workload "$workload" --value-bytes "$size" --requests "$count"
+                    python3 "$client" --port "$port" --workload "$workload" --value-bytes "$size" --requests "$count" --connections "$CONNECTIONS"
                     callgrind_control -d "$server_pid" >/dev/null 2>&1
                     dumps=$((dumps + 1))
                     read -r all in_workers < <(dump_totals "$dir" "$dumps")

@@ -75,6 +75,9 @@ pub struct ReadOptions {
     pub claim_recache_token: bool,
     /// Do not count statistics (used by `me`, the debug command).
     pub no_stats: bool,
+    /// The engine-clock second to read at (`Engine::clock().now_s()`, taken once by the
+    /// caller of a multi-key retrieval instead of once per key); None reads the clock.
+    pub now_s: Option<u32>,
 }
 
 /// Result of [`crate::Engine::read`].

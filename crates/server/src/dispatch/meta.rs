@@ -102,6 +102,7 @@ fn meta_get(session: &mut Session<'_>, key: &MetaKey<'_>, flags: &MetaFlags<'_>)
         // Only `mg` hands out the recache token of a stale item (`get` and `me` do not).
         claim_recache_token: true,
         no_stats: false,
+        now_s: None,
     };
     let outcome = engine.read(key.as_bytes(), &options, |item| {
         write_hit(out, key, flags, item, false)

@@ -254,6 +254,8 @@ fn get(
     let options = ReadOptions {
         touch_exptime,
         is_touch_command: touch_exptime.is_some(),
+        // One clock reading for all the keys of the line.
+        now_s: Some(engine.clock().now_s()),
         ..ReadOptions::default()
     };
     let resume_keys = session.resume_keys;
