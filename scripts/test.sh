@@ -222,10 +222,19 @@ if cargo nextest --version >/dev/null 2>&1; then
         --no-fail-fast --tool-config-file "fogcached-test:$repo_root/scripts/nextest.toml" \
         -E 'not test(/^external_tool_/)'
     # nextest does not run doctests.
+    # The server's tests once more under the other event loop: the run above used
+    # --io-engine's default (auto: io_uring where the kernel allows it, see
+    # tests/io_engine.rs), this one epoll, so both loops pass every wire test.
+    run_step "server tests under --io-engine epoll" bounded "$tests_timeout_s" \
+        env FOGCACHED_IO_ENGINE=epoll cargo nextest run -p server --no-fail-fast \
+        --tool-config-file "fogcached-test:$repo_root/scripts/nextest.toml" \
+        -E 'not test(/^external_tool_/)'
     run_step "doctests" bounded "$tests_timeout_s" cargo test --workspace --doc
 else
     run_step "rust tests" bounded "$tests_timeout_s" cargo test --workspace --no-fail-fast \
         -- --skip external_tool_
+    run_step "server tests under --io-engine epoll" bounded "$tests_timeout_s" \
+        env FOGCACHED_IO_ENGINE=epoll cargo test -p server --no-fail-fast -- --skip external_tool_
 fi
 
 # A subshell, so that a failed installation fails this step rather than ending the script.

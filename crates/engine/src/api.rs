@@ -78,6 +78,9 @@ pub struct ReadOptions {
     /// Who asks, as the event log reports it (the server passes the connection's file
     /// descriptor); the engine only copies it into [`crate::EventWhat::Fetched`].
     pub requester: i32,
+    /// The engine-clock second to read at (`Engine::clock().now_s()`, taken once by the
+    /// caller of a multi-key retrieval instead of once per key); None reads the clock.
+    pub now_s: Option<u32>,
 }
 
 /// Result of [`crate::Engine::read`].

@@ -6,7 +6,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Clock ticks per second of [`Clock::now_ticks`]: 1/32 s.
 pub const TICKS_PER_S: u64 = 32;
@@ -30,9 +30,12 @@ pub trait Clock: Send + Sync {
     fn uptime_s(&self) -> u32;
 }
 
-/// Wall-clock time, read from a monotonic clock.
+/// Wall-clock time, read from the coarse monotonic clock (`tier::monotonic_coarse_ns`):
+/// it is read on every request, and its few milliseconds of resolution are far finer than
+/// the engine's 1/32-second ticks.
 pub struct SystemClock {
-    started: Instant,
+    /// `monotonic_coarse_ns` when the clock was made.
+    started_ns: u64,
     /// Unix time of relative 0 when the clock was made (two seconds before it).
     made_zero_unix_s: u64,
     /// Seconds from the rebased zero to `made_zero_unix_s`.
@@ -48,26 +51,33 @@ impl SystemClock {
         // memcached starts its relative clock two seconds in the past so that an
         // absolute exptime in the current second is not mistaken for "never".
         Arc::new(SystemClock {
-            started: Instant::now(),
+            started_ns: tier::monotonic_coarse_ns(),
             made_zero_unix_s: now_unix_s.saturating_sub(2),
             rebase_s: AtomicU64::new(0),
         })
     }
 }
 
+impl SystemClock {
+    fn elapsed_ns(&self) -> u64 {
+        tier::monotonic_coarse_ns().saturating_sub(self.started_ns)
+    }
+}
+
 impl Clock for SystemClock {
+    #[inline]
     fn now_s(&self) -> u32 {
         let elapsed_s =
-            self.started.elapsed().as_secs() + 2 + self.rebase_s.load(Ordering::Relaxed);
+            self.elapsed_ns() / 1_000_000_000 + 2 + self.rebase_s.load(Ordering::Relaxed);
         u32::try_from(elapsed_s).unwrap_or(u32::MAX)
     }
     fn now_ticks(&self) -> u64 {
         // 2 s in the past, as `now_s`; floor(ticks / 32) is `now_s` (same saturation).
-        let elapsed = self.started.elapsed();
-        let ticks = u64::try_from(elapsed.as_nanos() * u128::from(TICKS_PER_S) / 1_000_000_000)
-            .unwrap_or(u64::MAX)
-            .saturating_add((2 + self.rebase_s.load(Ordering::Relaxed)) * TICKS_PER_S);
-        ticks.min(u64::from(u32::MAX) * TICKS_PER_S)
+        let ticks =
+            (u128::from(self.elapsed_ns()) * u128::from(TICKS_PER_S) / 1_000_000_000) as u64;
+        ticks
+            .saturating_add((2 + self.rebase_s.load(Ordering::Relaxed)) * TICKS_PER_S)
+            .min(u64::from(u32::MAX) * TICKS_PER_S)
     }
     fn start_unix_s(&self) -> u64 {
         self.made_zero_unix_s - self.rebase_s.load(Ordering::Relaxed)
@@ -82,7 +92,7 @@ impl Clock for SystemClock {
         }
     }
     fn uptime_s(&self) -> u32 {
-        u32::try_from(self.started.elapsed().as_secs()).unwrap_or(u32::MAX)
+        u32::try_from(self.elapsed_ns() / 1_000_000_000).unwrap_or(u32::MAX)
     }
 }
 

@@ -33,7 +33,7 @@ impl Engine {
         let touch_rel = opts.touch_exptime.map(|e| self.exptime_to_rel(e));
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
-        let now = self.clock.now_s();
+        let now = opts.now_s.unwrap_or_else(|| self.clock.now_s());
         let Some(addr) = self.find_live(&mut table, key_hash, key, now, count) else {
             if count {
                 if opts.is_touch_command && !opts.miss_counts_as_get {

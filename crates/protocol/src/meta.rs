@@ -592,20 +592,11 @@ fn parse_unsigned(token: &[u8]) -> Option<u64> {
 
 // ---- Reply encoding -------------------------------------------------------------------
 
-/// Appends the decimal digits of `n`.
+/// Appends the decimal digits of `n` (every number of every reply goes through here or
+/// [`push_i64`]; `itoa` writes two digits per step from a table, without `fmt`).
+#[inline]
 pub fn push_u64(out: &mut Vec<u8>, n: u64) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = n;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
 }
 
 /// Appends a signed decimal number.

@@ -33,7 +33,10 @@
 //! (`CLIENT_ERROR bad command line format`; see `common::is_valid_key`), and client flags
 //! above 2^32 - 1 are refused instead of truncated.
 
-use crate::common::{is_valid_key, parse_i64, parse_u32, parse_u64, COMMAND_LINE_MAX_BYTES};
+use crate::common::{
+    find_byte, find_either_byte, is_valid_key, parse_i64, parse_u32, parse_u64,
+    COMMAND_LINE_MAX_BYTES, KEY_LENGTH_MAX_BYTES,
+};
 use crate::Parsed;
 
 /// A `get`/`gets` line may be this long (memcached lets multi-get lines grow without
@@ -97,7 +100,31 @@ impl<'a> Keys<'a> {
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.span.split(|&b| b == b' ').filter(|k| !k.is_empty())
+        KeyIter { rest: self.span }
+    }
+}
+
+/// The space-separated keys of a span, empty ones skipped; `find_byte` finds each end,
+/// eight bytes per step.
+struct KeyIter<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for KeyIter<'a> {
+    type Item = &'a [u8];
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        while let [b' ', tail @ ..] = self.rest {
+            self.rest = tail;
+        }
+        if self.rest.is_empty() {
+            return None;
+        }
+        let end = find_byte(self.rest, b' ').unwrap_or(self.rest.len());
+        let (key, tail) = self.rest.split_at(end);
+        self.rest = tail;
+        Some(key)
     }
 }
 
@@ -285,6 +312,14 @@ pub fn parse<'a>(buf: &'a [u8], limits: &TextLimits<'_>) -> Parsed<TextRequest<'
     if let [rest @ .., b'\r'] = line {
         line = rest;
     }
+    // The common retrievals skip the tokenizer: their keys are the rest of the line.
+    // (The span keeps the space after the command, as `parse_get`'s does.)
+    if line.starts_with(b"get ") {
+        return get_request(Keys { span: &line[3..] }, false, None, true, line_consumed);
+    }
+    if line.starts_with(b"gets ") {
+        return get_request(Keys { span: &line[4..] }, true, None, true, line_consumed);
+    }
     let tokens = Tokens::new(line);
     let Some(command) = tokens.get(0).filter(|c| c.len() >= 2) else {
         return invalid(ERROR, line_consumed);
@@ -453,7 +488,7 @@ enum LineEnd {
 }
 
 fn find_newline(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&b| b == b'\n')
+    find_byte(bytes, b'\n')
 }
 
 /// Finds the end of the command line, applying memcached's 2048-byte rule.
@@ -587,9 +622,40 @@ fn parse_get<'a>(
     } else {
         None
     };
-    let keys = Keys { span: rest };
-    if !keys.iter().all(is_valid_key) {
-        // memcached answers only the error, even when earlier keys were hits.
+    // `ntokens` was checked above (a `gat` with its exptime and no key is valid).
+    get_request(
+        Keys { span: rest },
+        return_cas,
+        touch_exptime,
+        false,
+        line_consumed,
+    )
+}
+
+/// A retrieval of `keys`: `ERROR` without a key when `key_required` (memcached's
+/// `ntokens < 3` for `get`/`gets`), `CLIENT_ERROR bad command line format` if any key is
+/// invalid (memcached answers only the error, even when earlier keys were hits), else the
+/// request.
+fn get_request<'a>(
+    keys: Keys<'a>,
+    return_cas: bool,
+    touch_exptime: Option<i64>,
+    key_required: bool,
+    line_consumed: usize,
+) -> Parsed<TextRequest<'a>> {
+    // One pass over the keys for their lengths, one vector search for the bytes no key
+    // may hold (`is_valid_key`'s rule: a line holds no `\n`, and keys no space).
+    let mut any_key = false;
+    for key in keys.iter() {
+        if key.len() > KEY_LENGTH_MAX_BYTES {
+            return invalid(BAD_FORMAT, line_consumed);
+        }
+        any_key = true;
+    }
+    if key_required && !any_key {
+        return invalid(ERROR, line_consumed);
+    }
+    if find_either_byte(keys.span, b'\r', 0).is_some() {
         return invalid(BAD_FORMAT, line_consumed);
     }
     complete(
@@ -741,7 +807,6 @@ fn parse_slabs<'a>(tokens: &Tokens<'a>, line_consumed: usize) -> Parsed<TextRequ
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::common::KEY_LENGTH_MAX_BYTES;
     use proptest::prelude::*;
 
     /// Values up to 1 KiB fit, whatever the key.

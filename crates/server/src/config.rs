@@ -22,6 +22,8 @@ use engine::{EngineConfig, SLAB_PAGE_SIZE_BYTES};
 use std::sync::Arc;
 use tier::{CostModel, RegionBacking, RegionSpec};
 
+use crate::worker::IoEngine;
+
 /// sysexits.h `EX_USAGE`: the command line was wrong.
 pub const EXIT_USAGE: u8 = 64;
 /// sysexits.h `EX_OSERR`: memcached's exit code when it cannot listen.
@@ -334,6 +336,12 @@ struct Cli {
     /// connection to prevent starvation (default: 20)
     #[arg(short = 'R', long = "max-reqs-per-event", value_name = "num", default_value_t = REQS_PER_EVENT_DEFAULT, hide_default_value = true)]
     max_reqs_per_event: u32,
+    /// Event loop of the worker threads: io-uring (one system call per loop turn for all
+    /// of a worker's connections; Linux 5.19 or later, and a sandbox that allows it),
+    /// epoll, or auto (io-uring when the kernel allows it, else epoll). Default: auto, or
+    /// the FOGCACHED_IO_ENGINE environment variable.
+    #[arg(long = "io-engine", value_name = "ENGINE")]
+    io_engine: Option<String>,
     /// run as a daemon (the command returns once the server listens, and its exit status
     /// says whether it started; stdin, stdout and stderr go to /dev/null unless -v)
     #[arg(short = 'd', long = "daemon")]
@@ -450,6 +458,8 @@ pub struct Config {
     pub reqs_per_event: u32,
     /// `-o idle_timeout`: close connections idle this long; 0 = never.
     pub idle_timeout_s: u32,
+    /// `--io-engine` (resolved at start-up when `Auto`).
+    pub io_engine: IoEngine,
     /// `-d`.
     pub daemonize: bool,
     /// `-P`.
@@ -507,6 +517,12 @@ impl Default for Config {
             shutdown_enabled: false,
             reqs_per_event: REQS_PER_EVENT_DEFAULT,
             idle_timeout_s: 0,
+            // In-process test servers honour the variable as the command line does, so
+            // the whole suite can run against either loop.
+            io_engine: IoEngine::from_env()
+                .ok()
+                .flatten()
+                .unwrap_or(IoEngine::Auto),
             daemonize: false,
             pid_file: None,
             user: None,
@@ -615,6 +631,16 @@ where
     if cli.max_reqs_per_event == 0 {
         return Err(usage("max requests per event (-R) must be at least 1"));
     }
+    let io_engine = match &cli.io_engine {
+        Some(name) => IoEngine::parse(name).ok_or_else(|| {
+            usage(format!(
+                "unknown --io-engine {name:?} (valid: auto, io-uring, epoll)"
+            ))
+        })?,
+        None => IoEngine::from_env()
+            .map_err(usage)?
+            .unwrap_or(IoEngine::Auto),
+    };
 
     let mut config = Config {
         tcp_port: cli.port,
@@ -623,6 +649,7 @@ where
         verbosity: u32::from(cli.verbose),
         shutdown_enabled: cli.enable_shutdown,
         reqs_per_event: cli.max_reqs_per_event,
+        io_engine,
         daemonize: cli.daemon,
         pid_file: cli.pidfile.clone(),
         user: cli.user.clone(),

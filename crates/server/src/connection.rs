@@ -10,6 +10,12 @@
 //! one value.
 //! Sockets are registered edge-triggered, so `read_ready`/`write_ready` remember whether
 //! the socket may still have data or room without a new event.
+//!
+//! Under the io_uring loop (`worker/uring.rs`) a connection does no I/O of its own
+//! (*completion I/O*): the loop hands it received bytes ([`Connection::receive`]), runs
+//! [`Connection::service`] (which then only dispatches), takes its replies
+//! ([`Connection::take_output`]) and asks whether it wants more input
+//! ([`Connection::input_wanted`]). The request machinery is the same for both loops.
 
 use std::io::{ErrorKind, Read, Write};
 use std::sync::Arc;
@@ -109,6 +115,17 @@ pub struct ServiceContext<'a> {
     pub now_s: u32,
 }
 
+/// What [`Connection::take_output`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TakeOutput {
+    /// No reply is waiting.
+    Nothing,
+    /// The replies are in the caller's buffer now.
+    Taken,
+    /// Replies wait for the pool's durability: service the connection as `Outcome::Held`.
+    Held,
+}
+
 enum Dispatched {
     /// The input holds no complete request.
     NeedMore,
@@ -176,6 +193,10 @@ pub struct Connection {
     /// It asked to `watch` (and was counted as a watcher) but was not handed to the
     /// logger yet: a close gives the count back.
     pub watching: bool,
+    /// The io_uring loop moves this connection's bytes (see the module comment).
+    completion_io: bool,
+    /// Completion I/O: the last service ran out of complete requests and would have read.
+    input_wanted: bool,
     /// Engine-clock second of the last request or input, for `-o idle_timeout`.
     pub last_active_s: u32,
 }
@@ -204,8 +225,93 @@ impl Connection {
             upstream: None,
             queued: false,
             watching: false,
+            completion_io: false,
+            input_wanted: false,
             last_active_s: now_s,
         }
+    }
+
+    /// Switches the connection to completion I/O: from now on the io_uring loop does its
+    /// reads and writes (and `read_ready`/`write_ready` stay false, so `service` never
+    /// touches the socket).
+    pub fn use_completion_io(&mut self) {
+        self.completion_io = true;
+        self.read_ready = false;
+        self.write_ready = false;
+        // Whatever the client sent before the switch is still in the socket.
+        self.input_wanted = true;
+    }
+
+    /// Completion I/O: the connection has run every complete request it holds and waits
+    /// for more input (the point where the epoll loop would read). False while it is
+    /// closing, stopped by unwritten output, or yielded with requests left.
+    pub fn input_wanted(&self) -> bool {
+        self.input_wanted && !self.closing && !self.peer_closed
+    }
+
+    /// Completion I/O: appends received bytes to the input. False when they do not fit
+    /// (one request larger than the largest allowed buffer, as `fill`'s `TooLarge`); the
+    /// caller closes the connection. The input may exceed `input_limit_bytes` by at most
+    /// one receive buffer, since a receive is asked for only when the input holds no
+    /// complete request.
+    pub fn receive(&mut self, ctx: &ServiceContext<'_>, bytes: &[u8]) -> bool {
+        if self.input_start == self.input_end {
+            self.input_start = 0;
+            self.input_end = 0;
+        }
+        if self.input_end + bytes.len() > self.input.len() {
+            if self.input_start > 0 {
+                self.input.copy_within(self.input_start..self.input_end, 0);
+                self.input_end -= self.input_start;
+                self.input_start = 0;
+            }
+            let needed = self.input_end + bytes.len();
+            if needed > self.input.len() {
+                if self.input_end > ctx.input_limit_bytes {
+                    // More than any request and still incomplete.
+                    return false;
+                }
+                let grown = (self.input.len() * 2)
+                    .min(ctx.input_limit_bytes)
+                    .max(needed);
+                self.input.resize(grown, 0);
+            }
+        }
+        self.input[self.input_end..self.input_end + bytes.len()].copy_from_slice(bytes);
+        self.input_end += bytes.len();
+        self.last_active_s = ctx.now_s;
+        WorkerCounters::add(&ctx.counters.bytes_read, bytes.len() as u64);
+        true
+    }
+
+    /// Completion I/O: the peer closed its sending side (a receive returned 0 bytes).
+    pub fn on_peer_closed(&mut self) {
+        self.peer_closed = true;
+    }
+
+    /// Completion I/O: hands the unwritten replies over for sending by swapping them with
+    /// `spare` (an empty buffer, whose capacity the connection keeps), so no reply byte is
+    /// copied. [`TakeOutput::Held`] when the slow-tier pool must be made durable first
+    /// (`--slow-durability power`), exactly as `service` holds a write.
+    pub fn take_output(&mut self, ctx: &ServiceContext<'_>, spare: &mut Vec<u8>) -> TakeOutput {
+        if self.output_pending() == 0 {
+            return TakeOutput::Nothing;
+        }
+        let mark = ctx.engine.durability_mark();
+        if !ctx.engine.is_durable(mark) {
+            return TakeOutput::Held;
+        }
+        debug_assert!(spare.is_empty());
+        spare.clear();
+        if spare.capacity() > OUTPUT_RETAIN_BYTES {
+            spare.shrink_to(OUTPUT_RETAIN_BYTES);
+        }
+        std::mem::swap(&mut self.output, spare);
+        if self.output_written > 0 {
+            spare.drain(..self.output_written);
+            self.output_written = 0;
+        }
+        TakeOutput::Taken
     }
 
     pub fn fd(&self) -> i32 {
@@ -276,6 +382,7 @@ impl Connection {
         }
         let mut requests = 0u32;
         let mut reads = 0u32;
+        self.input_wanted = false;
         loop {
             let dispatched = self.dispatch(ctx, &mut requests);
             if requests > 0 {
@@ -321,6 +428,7 @@ impl Connection {
                 return self.finish_closing(ctx);
             }
             if !self.read_ready {
+                self.input_wanted = self.completion_io;
                 return Outcome::Wait;
             }
             if reads >= READS_PER_SERVICE_MAX {

@@ -178,6 +178,8 @@ pub struct RuntimeState {
     pub watcher_lines_sent: AtomicU64,
     /// Lines a watcher missed because its buffer was full (`log_watcher_skipped`).
     pub watcher_lines_skipped: AtomicU64,
+    /// The workers' event loop, once resolved at start-up (for `stats settings`).
+    io_engine: std::sync::OnceLock<&'static str>,
 }
 
 impl RuntimeState {
@@ -186,6 +188,15 @@ impl RuntimeState {
         let counters = Arc::new(WorkerCounters::default());
         self.workers.write().push(Arc::clone(&counters));
         counters
+    }
+
+    pub fn set_io_engine(&self, name: &'static str) {
+        let _ = self.io_engine.set(name);
+    }
+
+    /// `io_uring` or `epoll`; `none` before the workers start.
+    pub fn io_engine(&self) -> &'static str {
+        self.io_engine.get().copied().unwrap_or("none")
     }
 
     /// Sums one counter over all workers.

@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::connection::Dispatchers;
 use crate::listener;
 use crate::session::{ServerSettings, ServerStats};
-use crate::worker::{self, WorkerHandle};
+use crate::worker::{self, probe_io_uring, IoEngine, WorkerHandle};
 
 /// File descriptors kept beyond `-c` for listeners, the engine and the process itself.
 const RESERVED_FDS: u64 = 64;
@@ -111,6 +111,8 @@ impl Server {
                 }
             );
         }
+        // Before the bind: from the bind on, clients can connect while the rest starts.
+        let io_engine = resolve_io_engine(config.io_engine, config.verbosity)?;
         let sockets = match &config.unix_socket {
             Some(path) => listener::bind_unix(path, config.unix_mode)?,
             None => {
@@ -191,6 +193,7 @@ impl Server {
             let _ = shared.metrics.set(metrics);
         }
 
+        shared.stats.runtime.set_io_engine(io_engine.name());
         shared.engine.start_background();
         if let Some(upstream) = &shared.settings.upstream {
             upstream
@@ -199,7 +202,7 @@ impl Server {
         }
         let mut workers = Vec::new();
         for index in 0..shared.config.worker_threads as usize {
-            match worker::spawn(index, Arc::clone(&shared)) {
+            match worker::spawn(index, Arc::clone(&shared), io_engine) {
                 Ok(worker) => workers.push(worker),
                 Err(e) => {
                     stop_threads(&shared, None, workers);
@@ -322,6 +325,32 @@ fn stop_threads(
         Ok(_) => {}
         Err(e) => eprintln!("fogcached: the slow-tier pool could not be marked clean: {e}"),
     }
+}
+
+/// The event loop the workers run: `--io-engine auto` is io_uring when [`probe_io_uring`]
+/// finds the kernel allows it (said at `-v`, with the reason when it does not), else
+/// epoll; an explicit `io-uring` the kernel refuses stops the start with the reason.
+fn resolve_io_engine(asked: IoEngine, verbosity: u32) -> anyhow::Result<IoEngine> {
+    let engine = match asked {
+        IoEngine::Epoll => IoEngine::Epoll,
+        IoEngine::IoUring => {
+            probe_io_uring().map_err(|reason| anyhow::anyhow!("--io-engine io-uring: {reason}"))?;
+            IoEngine::IoUring
+        }
+        IoEngine::Auto => match probe_io_uring() {
+            Ok(()) => IoEngine::IoUring,
+            Err(reason) => {
+                if verbosity > 0 {
+                    eprintln!("fogcached: io_uring not used ({reason}); the workers run epoll");
+                }
+                IoEngine::Epoll
+            }
+        },
+    };
+    if verbosity > 0 {
+        eprintln!("fogcached: I/O engine {}", engine.name());
+    }
+    Ok(engine)
 }
 
 /// Raises the open-file limit to hold `-c` connections, as memcached does.

@@ -270,6 +270,7 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
         "idle_timeout",
         U64(u64::from(runtime.idle_timeout_s.load(Ordering::Relaxed))),
     );
+    emit("io_engine", Text(runtime.io_engine().to_owned()));
     tls_settings(&settings.tls_options, emit);
 }
 

@@ -59,6 +59,18 @@ impl Stream {
     }
 }
 
+impl Stream {
+    /// Whether the io_uring loop may move this stream's bytes itself (plain sockets: the
+    /// bytes on the wire are the protocol's). A stream that must transform them (e.g.
+    /// TLS) is served by readiness through the worker's `mio::Poll` under either loop.
+    pub fn completion_io(&self) -> bool {
+        match self {
+            Stream::Tcp(_) | Stream::Unix(_) => true,
+            Stream::Tls(_) => false,
+        }
+    }
+}
+
 impl AsRawFd for Stream {
     fn as_raw_fd(&self) -> RawFd {
         match self {

@@ -1,5 +1,13 @@
 //! A worker thread: its own `mio::Poll`, the connections the listener handed it, and a
 //! queue of connections that yielded their turn.
+//!
+//! Two event loops drive the same connections and dispatchers (`--io-engine`): the epoll
+//! loop here ([`Worker::run_epoll`]: readiness events, each connection reads and writes its
+//! own socket) and the io_uring loop in `worker/uring.rs` (completions: received bytes
+//! are handed to the connection, replies are taken from it and sent, one `io_uring_enter`
+//! per turn for all of them). The io_uring loop keeps the `mio::Poll` as one of its
+//! sources, so the waker, the listener's hand-off, and any connection that cannot use
+//! completion I/O work unchanged under both.
 
 use std::io::ErrorKind;
 use std::net::SocketAddr;
@@ -11,6 +19,10 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use mio::{Events, Interest, Poll, Token, Waker};
+
+mod uring;
+
+pub use uring::{probe as probe_io_uring, IoEngine, IO_ENGINE_ENV};
 
 use crate::connection::{Connection, Outcome, ServiceContext, INPUT_HEADROOM_BYTES};
 use crate::registry::{ConnEntry, ConnState, WorkerCounters};
@@ -72,10 +84,20 @@ pub fn conn_addr(addr: &SocketAddr) -> String {
     }
 }
 
-/// Starts worker `index`.
-pub fn spawn(index: usize, shared: Arc<Shared>) -> std::io::Result<(WorkerHandle, JoinHandle<()>)> {
+/// Starts worker `index` with the event loop `engine` (resolved at start-up: never
+/// `Auto`). An io_uring the kernel refuses here fails the start, as the probe said it
+/// would not.
+pub fn spawn(
+    index: usize,
+    shared: Arc<Shared>,
+    engine: IoEngine,
+) -> std::io::Result<(WorkerHandle, JoinHandle<()>)> {
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER_TOKEN)?);
+    let io = match engine {
+        IoEngine::IoUring => Io::Uring(Box::new(uring::Uring::new(&poll)?)),
+        IoEngine::Epoll | IoEngine::Auto => Io::Epoll,
+    };
     let (sender, receiver) = crossbeam_channel::bounded(HANDOFF_CAPACITY);
     let counters = shared.stats.runtime.add_worker();
     let upstream = shared
@@ -97,9 +119,18 @@ pub fn spawn(index: usize, shared: Arc<Shared>) -> std::io::Result<(WorkerHandle
                 held: Vec::new(),
                 upstream,
             };
-            worker.run();
+            match io {
+                Io::Epoll => worker.run_epoll(),
+                Io::Uring(mut uring) => uring.run(&mut worker),
+            }
         })?;
     Ok((WorkerHandle { sender, waker }, thread))
+}
+
+/// The event loop a worker runs.
+enum Io {
+    Epoll,
+    Uring(Box<uring::Uring>),
 }
 
 struct Worker {
@@ -119,7 +150,21 @@ struct Worker {
 }
 
 impl Worker {
-    fn run(&mut self) {
+    /// The service context of one loop turn.
+    fn context<'a>(shared: &'a Shared, counters: &'a WorkerCounters) -> ServiceContext<'a> {
+        ServiceContext {
+            engine: &shared.engine,
+            settings: &shared.settings,
+            stats: &shared.stats,
+            counters,
+            dispatchers: shared.dispatchers,
+            reqs_per_event: shared.config.reqs_per_event,
+            input_limit_bytes: shared.config.engine.item_size_max_bytes + INPUT_HEADROOM_BYTES,
+            now_s: shared.engine.clock().now_s(),
+        }
+    }
+
+    fn run_epoll(&mut self) {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         let mut yielded_now: Vec<usize> = Vec::new();
         let mut held_now: Vec<usize> = Vec::new();
@@ -147,66 +192,98 @@ impl Worker {
             if shared.settings.shutdown_requested.load(Ordering::Acquire) {
                 break;
             }
-            let ctx = ServiceContext {
-                engine: &shared.engine,
-                settings: &shared.settings,
-                stats: &shared.stats,
-                counters: &counters,
-                dispatchers: shared.dispatchers,
-                reqs_per_event: shared.config.reqs_per_event,
-                input_limit_bytes: shared.config.engine.item_size_max_bytes + INPUT_HEADROOM_BYTES,
-                now_s: shared.engine.clock().now_s(),
-            };
-            for event in events.iter() {
-                if event.token() == WAKER_TOKEN {
-                    self.accept_handed_off(&ctx);
-                    self.deliver_upstream(&ctx);
-                    continue;
-                }
-                let slot = event.token().0 - 1;
-                let readable = event.is_readable() || event.is_read_closed() || event.is_error();
-                let writable = event.is_writable() || event.is_write_closed();
-                if let Some(Some(connection)) = self.connections.get_mut(slot) {
-                    connection.on_event(readable, writable);
-                    if event.is_read_closed() {
-                        connection.on_read_closed();
-                    }
-                    let outcome = connection.service(&ctx);
-                    self.apply(slot, outcome, &ctx);
-                }
-            }
-            // Connections that yielded get one more turn each, after the new events.
-            std::mem::swap(&mut self.yielded, &mut yielded_now);
-            for slot in yielded_now.drain(..) {
-                if let Some(Some(connection)) = self.connections.get_mut(slot) {
-                    connection.queued = false;
-                    let outcome = connection.service(&ctx);
-                    self.apply(slot, outcome, &ctx);
-                }
-            }
-            // Replies held for the slow-tier pool's durability: one flush for all of them
-            // (shared with the other workers'), then they go out.
-            if !self.held.is_empty() {
-                if let Err(e) = ctx.engine.make_durable() {
-                    eprintln!("fogcached: cannot flush the slow-tier pool: {e}");
-                }
-                std::mem::swap(&mut self.held, &mut held_now);
-                for slot in held_now.drain(..) {
-                    if let Some(Some(connection)) = self.connections.get_mut(slot) {
-                        let outcome = connection.service(&ctx);
-                        self.apply(slot, outcome, &ctx);
-                    }
-                }
-            }
+            let ctx = Self::context(&shared, &counters);
+            self.handle_poll_events(&events, &ctx, &mut Epoll);
+            self.service_queued(&ctx, &mut yielded_now, &mut held_now, &mut Epoll);
             if idle_timeout_s > 0 && ctx.now_s.saturating_sub(last_sweep_s) >= 1 {
                 last_sweep_s = ctx.now_s;
-                self.close_idle(&ctx, idle_timeout_s);
+                self.close_idle(&ctx, idle_timeout_s, &mut Epoll);
             }
         }
-        self.close_all();
+        self.close_all(&mut Epoll);
     }
 
-    fn apply(&mut self, slot: usize, outcome: Outcome, ctx: &ServiceContext<'_>) {
+    /// Serves the readiness events of one `mio` poll: hand-offs on the waker's token,
+    /// socket events for the connections registered with the poll.
+    fn handle_poll_events(
+        &mut self,
+        events: &Events,
+        ctx: &ServiceContext<'_>,
+        io: &mut impl LoopIo,
+    ) {
+        for event in events.iter() {
+            if event.token() == WAKER_TOKEN {
+                self.accept_handed_off(ctx, io);
+                self.deliver_upstream(ctx, io);
+                continue;
+            }
+            let slot = event.token().0 - 1;
+            let readable = event.is_readable() || event.is_read_closed() || event.is_error();
+            let writable = event.is_writable() || event.is_write_closed();
+            if let Some(Some(connection)) = self.connections.get_mut(slot) {
+                connection.on_event(readable, writable);
+                if event.is_read_closed() {
+                    connection.on_read_closed();
+                }
+                let outcome = connection.service(ctx);
+                self.apply(slot, outcome, ctx, io);
+            }
+        }
+    }
+
+    /// The second half of every loop turn: connections that yielded get one more turn
+    /// each, after the new events; then replies held for the slow-tier pool's durability
+    /// get one flush for all of them (shared with the other workers') and go out.
+    fn service_queued(
+        &mut self,
+        ctx: &ServiceContext<'_>,
+        yielded_now: &mut Vec<usize>,
+        held_now: &mut Vec<usize>,
+        io: &mut impl LoopIo,
+    ) {
+        if self.yielded.is_empty() && self.held.is_empty() {
+            return;
+        }
+        std::mem::swap(&mut self.yielded, yielded_now);
+        for slot in yielded_now.drain(..) {
+            if let Some(Some(connection)) = self.connections.get_mut(slot) {
+                connection.queued = false;
+                let outcome = connection.service(ctx);
+                self.apply(slot, outcome, ctx, io);
+            }
+        }
+        if !self.held.is_empty() {
+            if let Err(e) = ctx.engine.make_durable() {
+                eprintln!("fogcached: cannot flush the slow-tier pool: {e}");
+            }
+            std::mem::swap(&mut self.held, held_now);
+            for slot in held_now.drain(..) {
+                if let Some(Some(connection)) = self.connections.get_mut(slot) {
+                    let outcome = connection.service(ctx);
+                    self.apply(slot, outcome, ctx, io);
+                }
+            }
+        }
+    }
+
+    /// Acts on what servicing a connection returned, then lets the loop move its bytes
+    /// (the io_uring loop sends its replies and asks for more input; epoll does nothing).
+    fn apply(
+        &mut self,
+        slot: usize,
+        outcome: Outcome,
+        ctx: &ServiceContext<'_>,
+        io: &mut impl LoopIo,
+    ) {
+        let outcome = match outcome {
+            // A watcher's `OK` stays in its output and goes to the logger with it, after
+            // anything the loop is still sending.
+            Outcome::Close | Outcome::Shutdown | Outcome::Watch(_) => outcome,
+            _ => match self.connections.get_mut(slot) {
+                Some(Some(connection)) => io.after_service(slot, connection, outcome, ctx),
+                _ => outcome,
+            },
+        };
         match outcome {
             Outcome::Wait => {}
             Outcome::Yielded => {
@@ -218,8 +295,8 @@ impl Worker {
                     }
                 }
             }
-            Outcome::Close => self.close(slot),
-            Outcome::Watch(kinds) => self.start_watching(slot, kinds),
+            Outcome::Close => self.close(slot, io),
+            Outcome::Watch(kinds) => self.start_watching(slot, kinds, io),
             Outcome::Held => self.held.push(slot),
             Outcome::Parked => {
                 let port = self.upstream.as_ref();
@@ -233,7 +310,9 @@ impl Worker {
             }
             Outcome::Shutdown => {
                 if let Some(Some(connection)) = self.connections.get_mut(slot) {
-                    connection.flush_on_shutdown(ctx);
+                    if io.may_write_directly(slot) {
+                        connection.flush_on_shutdown(ctx);
+                    }
                 }
                 self.shared.request_shutdown();
             }
@@ -242,7 +321,7 @@ impl Worker {
 
     /// Gives the upstream's replies to the connections parked on them and runs those
     /// connections on (the fog layer's resume; see `crate::upstream`).
-    fn deliver_upstream(&mut self, ctx: &ServiceContext<'_>) {
+    fn deliver_upstream(&mut self, ctx: &ServiceContext<'_>, io: &mut impl LoopIo) {
         // Only what is there now: a reply that arrives meanwhile wakes the worker again.
         let pending = self
             .upstream
@@ -260,24 +339,24 @@ impl Worker {
             if let Some(Some(connection)) = self.connections.get_mut(slot) {
                 if connection.deliver_upstream(delivery) {
                     let outcome = connection.service(ctx);
-                    self.apply(slot, outcome, ctx);
+                    self.apply(slot, outcome, ctx, io);
                 }
             }
         }
     }
 
     /// Registers the connections the listener queued for this worker.
-    fn accept_handed_off(&mut self, ctx: &ServiceContext<'_>) {
+    fn accept_handed_off(&mut self, ctx: &ServiceContext<'_>, io: &mut impl LoopIo) {
         // Bounded by the channel's capacity: the listener may keep adding meanwhile.
         for _ in 0..HANDOFF_CAPACITY {
             let Ok(incoming) = self.receiver.try_recv() else {
                 return;
             };
-            self.register(incoming, ctx);
+            self.register(incoming, ctx, io);
         }
     }
 
-    fn register(&mut self, incoming: Incoming, ctx: &ServiceContext<'_>) {
+    fn register(&mut self, incoming: Incoming, ctx: &ServiceContext<'_>, io: &mut impl LoopIo) {
         let Incoming {
             mut stream,
             peer,
@@ -294,11 +373,17 @@ impl Worker {
                 self.connections.len() - 1
             }
         };
-        if let Err(e) = self.poll.registry().register(
-            &mut stream,
-            Token(slot + 1),
-            Interest::READABLE | Interest::WRITABLE,
-        ) {
+        let completion_io = io.attach(slot, &stream);
+        let registered = if completion_io {
+            Ok(())
+        } else {
+            self.poll.registry().register(
+                &mut stream,
+                Token(slot + 1),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+        };
+        if let Err(e) = registered {
             if self.shared.verbosity() > 0 {
                 eprintln!("failed to register connection from {peer}: {e}");
             }
@@ -325,18 +410,20 @@ impl Worker {
             eprintln!("<{fd} new auto-negotiating client connection");
         }
         let mut connection = Connection::new(stream, fd, entry, ctx.now_s);
+        if completion_io {
+            connection.use_completion_io();
+        }
         // Serve anything the client sent before registration without waiting for an
         // event (edge-triggered registration reports it too; servicing twice is cheap).
         let outcome = connection.service(ctx);
         self.connections[slot] = Some(connection);
-        self.apply(slot, outcome, ctx);
+        self.apply(slot, outcome, ctx, io);
     }
 
-    fn close(&mut self, slot: usize) {
-        let Some(mut connection) = self.connections.get_mut(slot).and_then(Option::take) else {
+    fn close(&mut self, slot: usize, io: &mut impl LoopIo) {
+        let Some(connection) = self.connections.get_mut(slot).and_then(Option::take) else {
             return;
         };
-        let _ = self.poll.registry().deregister(connection.stream_mut());
         let fd = connection.fd();
         if connection.watching {
             // It asked to watch but closed before reaching the logger.
@@ -354,17 +441,30 @@ impl Worker {
         if self.shared.verbosity() > 1 {
             eprintln!("<{fd} connection closed.");
         }
-        // Dropping the stream closes the socket.
-        drop(connection);
-        self.free_slots.push(slot);
+        // The loop closes the socket (by dropping the connection) once nothing of its
+        // is in flight, and gives the slot back then.
+        if let Some(mut connection) = io.detach(slot, connection) {
+            let _ = self.poll.registry().deregister(connection.stream_mut());
+            drop(connection);
+            self.free_slots.push(slot);
+        }
     }
 
     /// Hands the connection in `slot` to the logger thread as a watcher of `kinds`. The
     /// connection stays counted and listed (`conn_watch`) until the logger closes it.
-    fn start_watching(&mut self, slot: usize, kinds: u32) {
-        let Some(mut connection) = self.connections.get_mut(slot).and_then(Option::take) else {
+    fn start_watching(&mut self, slot: usize, kinds: u32, io: &mut impl LoopIo) {
+        let Some(connection) = self.connections.get_mut(slot).and_then(Option::take) else {
             return;
         };
+        if let Some(connection) = io.detach_watcher(slot, connection, kinds) {
+            self.hand_to_logger(slot, connection, kinds);
+        }
+    }
+
+    /// The second half of [`Worker::start_watching`], once no operation of the event loop
+    /// is in flight on the connection: it leaves the worker (its slot is freed) for the
+    /// logger thread.
+    fn hand_to_logger(&mut self, slot: usize, mut connection: Connection, kinds: u32) {
         let _ = self.poll.registry().deregister(connection.stream_mut());
         self.free_slots.push(slot);
         let (stream, fd, entry, pending) = connection.into_watcher();
@@ -394,7 +494,7 @@ impl Worker {
         }
     }
 
-    fn close_idle(&mut self, ctx: &ServiceContext<'_>, idle_timeout_s: u32) {
+    fn close_idle(&mut self, ctx: &ServiceContext<'_>, idle_timeout_s: u32, io: &mut impl LoopIo) {
         for slot in 0..self.connections.len() {
             let idle = matches!(
                 &self.connections[slot],
@@ -402,12 +502,12 @@ impl Worker {
             );
             if idle {
                 WorkerCounters::add(&self.counters.idle_kicks, 1);
-                self.close(slot);
+                self.close(slot, io);
             }
         }
     }
 
-    fn close_all(&mut self) {
+    fn close_all(&mut self, io: &mut impl LoopIo) {
         let shared = Arc::clone(&self.shared);
         let counters = Arc::clone(&self.counters);
         let ctx = ServiceContext {
@@ -420,11 +520,15 @@ impl Worker {
             input_limit_bytes: 0,
             now_s: 0,
         };
-        for connection in self.connections.iter_mut().flatten() {
-            connection.flush_on_shutdown(&ctx);
+        for (slot, connection) in self.connections.iter_mut().enumerate() {
+            if let Some(connection) = connection {
+                if io.may_write_directly(slot) {
+                    connection.flush_on_shutdown(&ctx);
+                }
+            }
         }
         for slot in 0..self.connections.len() {
-            self.close(slot);
+            self.close(slot, io);
         }
         // Connections handed over but never registered are closed by dropping them.
         while let Ok(incoming) = self.receiver.try_recv() {
@@ -434,5 +538,78 @@ impl Worker {
                 .curr_connections
                 .fetch_sub(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// What a worker's event loop does beside the shared connection handling: the seam
+/// between the connection state machine (`connection.rs`, the dispatchers) and the loop
+/// that moves bytes. The epoll loop's is empty: its connections read and write their own
+/// sockets, and `mio` registration is the worker's.
+trait LoopIo {
+    /// A new connection in `slot`: true if the loop moves its bytes (completion I/O), false
+    /// if it is to be registered with the worker's `mio::Poll` (readiness).
+    fn attach(&mut self, slot: usize, stream: &Stream) -> bool;
+    /// Called after every service of a connection that stays open: the loop sends its
+    /// replies and asks for input as it needs; returns the outcome to act on (the io_uring
+    /// loop turns a reply held for durability into `Outcome::Held`).
+    fn after_service(
+        &mut self,
+        slot: usize,
+        connection: &mut Connection,
+        outcome: Outcome,
+        ctx: &ServiceContext<'_>,
+    ) -> Outcome;
+    /// The connection in `slot` is closed: returns it to be dropped now, or keeps it
+    /// until the operations in flight on it are over (the loop frees the slot then).
+    fn detach(&mut self, slot: usize, connection: Connection) -> Option<Connection>;
+    /// The connection in `slot` becomes a watcher of `kinds` (`watch`): returns it to be
+    /// handed to the logger now, or keeps it until the operations in flight on it are
+    /// over (the loop hands it over and frees the slot then, through
+    /// [`Worker::hand_to_logger`]).
+    fn detach_watcher(
+        &mut self,
+        slot: usize,
+        connection: Connection,
+        kinds: u32,
+    ) -> Option<Connection>;
+    /// Whether a last write at shutdown may go straight to the socket (no send of the
+    /// loop's is in flight that it could overtake).
+    fn may_write_directly(&self, slot: usize) -> bool;
+}
+
+/// The epoll loop's side of [`LoopIo`].
+struct Epoll;
+
+impl LoopIo for Epoll {
+    fn attach(&mut self, _slot: usize, _stream: &Stream) -> bool {
+        false
+    }
+
+    #[inline]
+    fn after_service(
+        &mut self,
+        _slot: usize,
+        _connection: &mut Connection,
+        outcome: Outcome,
+        _ctx: &ServiceContext<'_>,
+    ) -> Outcome {
+        outcome
+    }
+
+    fn detach(&mut self, _slot: usize, connection: Connection) -> Option<Connection> {
+        Some(connection)
+    }
+
+    fn detach_watcher(
+        &mut self,
+        _slot: usize,
+        connection: Connection,
+        _kinds: u32,
+    ) -> Option<Connection> {
+        Some(connection)
+    }
+
+    fn may_write_directly(&self, _slot: usize) -> bool {
+        true
     }
 }

@@ -90,9 +90,13 @@ fn a_storm_of_random_size_sets_keeps_memory_within_the_tiers_and_a_bounded_overh
     const CONNECTIONS: usize = 64;
     const SETS_PER_CONNECTION: usize = 150;
     const VALUE_MAX_BYTES: u64 = 64 * 1024;
+    const WORKERS: u64 = 4;
+    // The io_uring loop's provided receive buffers (128 x 16 KiB per worker,
+    // `worker/uring.rs`): allocated at start, faulted in once traffic uses them.
+    const LOOP_BUFFERS_PER_WORKER_BYTES: u64 = 128 * 16 * 1024;
     let server = ServerProcess::fogcached(&[
         "-t",
-        "4",
+        &WORKERS.to_string(),
         "--dram",
         &DRAM_MIB.to_string(),
         "--slow-size",
@@ -161,6 +165,7 @@ fn a_storm_of_random_size_sets_keeps_memory_within_the_tiers_and_a_bounded_overh
     let storm_connection_bytes = 256 * KIB;
     let bound = base
         + tiers
+        + WORKERS * LOOP_BUFFERS_PER_WORKER_BYTES
         + CONNECTIONS as u64 * storm_connection_bytes
         + items * ITEM_OVERHEAD_BYTES_MAX;
     println!(

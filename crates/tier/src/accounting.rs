@@ -2,6 +2,7 @@
 //! own stripe (a cache-line-padded set of counters), so no shared counter line bounces
 //! between cores on every access; a snapshot sums the stripes.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Size of the lines counted (and of a CPU cache line on the machines we target).
@@ -10,6 +11,7 @@ pub const LINE_SIZE_BYTES: usize = 64;
 /// Stripes per region. More threads than this share stripes (still correct, since the
 /// counters are atomic, only slower).
 const STRIPE_COUNT: usize = 64;
+const _: () = assert!(STRIPE_COUNT.is_power_of_two());
 
 /// Snapshot of a region's access accounting.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -33,7 +35,8 @@ struct Stripe {
 }
 
 pub(crate) struct StripedCounters {
-    stripes: Box<[Stripe]>,
+    /// A fixed-size array, so that a stripe index masked to it needs no bounds check.
+    stripes: Box<[Stripe; STRIPE_COUNT]>,
 }
 
 impl std::fmt::Debug for StripedCounters {
@@ -48,7 +51,23 @@ impl std::fmt::Debug for StripedCounters {
 static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
 
 thread_local! {
-    static THREAD_STRIPE: usize = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPE_COUNT;
+    /// The thread's stripe, `usize::MAX` until its first access. A `const` thread-local
+    /// without a destructor is one thread-pointer-relative load: every item access of a
+    /// request reads it (three to five times per request).
+    static THREAD_STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+#[inline]
+fn thread_stripe() -> usize {
+    THREAD_STRIPE.with(|stripe| {
+        let index = stripe.get();
+        if index != usize::MAX {
+            return index;
+        }
+        let index = NEXT_STRIPE.fetch_add(1, Ordering::Relaxed) % STRIPE_COUNT;
+        stripe.set(index);
+        index
+    })
 }
 
 /// The 64-byte lines `[addr, addr + len)` touches (0 for an empty range).
@@ -65,15 +84,14 @@ pub fn lines_touched(addr: usize, len_bytes: usize) -> u64 {
 impl StripedCounters {
     pub(crate) fn new() -> StripedCounters {
         StripedCounters {
-            stripes: (0..STRIPE_COUNT).map(|_| Stripe::default()).collect(),
+            stripes: Box::new(std::array::from_fn(|_| Stripe::default())),
         }
     }
 
     #[inline]
     fn stripe(&self) -> &Stripe {
-        let index = THREAD_STRIPE.with(|s| *s);
-        // `index < STRIPE_COUNT == stripes.len()` by construction.
-        &self.stripes[index % self.stripes.len()]
+        // STRIPE_COUNT is a power of two: the mask keeps the index in bounds.
+        &self.stripes[thread_stripe() & (STRIPE_COUNT - 1)]
     }
 
     #[inline]

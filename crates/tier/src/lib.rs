@@ -12,6 +12,7 @@ mod accounting;
 mod cost;
 mod numa;
 mod region;
+mod time;
 
 pub use accounting::{lines_touched, AccessCounts, LINE_SIZE_BYTES};
 pub use cost::{CostModel, PRESET_NAMES};
@@ -20,3 +21,4 @@ pub use region::{
     flush_cache_lines, MapMode, PoolHeader, Region, RegionBacking, RegionSpec, TierError,
     PAGE_SIZE_BYTES,
 };
+pub use time::monotonic_coarse_ns;

@@ -167,6 +167,7 @@ fn meta_get(
         claim_recache_token: true,
         no_stats: false,
         requester: session.client_fd,
+        now_s: None,
     };
     let outcome = engine.read(key.as_bytes(), &options, |item| {
         write_hit(out, key, flags, item, false)

@@ -18,6 +18,7 @@ use engine::{
     ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, ItemView, ReadOptions, ReassignError,
     StoreMode, StoreOptions, StoreOutcome, TouchOutcome,
 };
+use protocol::meta::push_u64;
 use protocol::text::{self, Keys, ShutdownMode, StoreCommand, TextLimits, TextRequest};
 use protocol::Parsed;
 
@@ -305,6 +306,8 @@ fn get(
         touch_exptime,
         is_touch_command: touch_exptime.is_some(),
         requester: session.client_fd,
+        // One clock reading for all the keys of the line.
+        now_s: Some(engine.clock().now_s()),
         ..ReadOptions::default()
     };
     // `stats detail` counts each key; looked up once per request while it is off.
@@ -364,21 +367,6 @@ pub(super) fn push_value(out: &mut Vec<u8>, item: &ItemView<'_>, return_cas: boo
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(item.value);
     out.extend_from_slice(b"\r\n");
-}
-
-/// Appends `value` in decimal without going through `fmt` (this is on the `get` path).
-fn push_u64(out: &mut Vec<u8>, mut value: u64) {
-    let mut digits = [0u8; 20];
-    let mut start = digits.len();
-    loop {
-        start -= 1;
-        digits[start] = b'0' + (value % 10) as u8;
-        value /= 10;
-        if value == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[start..]);
 }
 
 /// memcached's `refresh_certs`: `OK`, or the reason the certificates were not reloaded

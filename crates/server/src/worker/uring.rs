@@ -1,0 +1,789 @@
+//! The io_uring event loop (`--io-engine io-uring`, chosen by `auto` when the kernel
+//! allows it).
+//!
+//! One ring per worker. Each turn of the loop is one `io_uring_enter`: it submits every
+//! receive and send the last turn asked for, across all of the worker's connections, and
+//! waits for at least one completion. The completions are then handed to the same
+//! connection state machine the epoll loop drives (`Connection::receive`, `service`,
+//! `take_output`), so the protocols cannot tell the loops apart.
+//!
+//! - **Receive**: a receive with a buffer chosen by the kernel from a provided buffer ring
+//!   (`IORING_REGISTER_PBUF_RING`, Linux 5.19), asked for when the connection has run
+//!   every complete request it holds (the point where the epoll loop reads). The bytes
+//!   are copied into the connection's input and the buffer goes back to the ring at
+//!   once, so the ring's buffers are shared by all the worker's connections and an idle
+//!   connection holds none. One receive at a time per connection keeps input bounded
+//!   exactly as the epoll loop does (a client that pipelines without reading replies
+//!   stops being read once its replies reach the output high-water mark).
+//! - **Send**: the connection's reply buffer is swapped out (no copy) and sent; while it
+//!   is in flight the connection fills its other buffer.
+//! - **Everything else** arrives through the worker's `mio::Poll`, which the ring watches
+//!   with a multishot poll of its file descriptor: the waker (the listener's hand-off,
+//!   shutdown, any thread that must wake the worker) and connections that cannot use
+//!   completion I/O ([`Stream::completion_io`], e.g. a TLS stream), which are served by
+//!   readiness exactly as under epoll.
+//! - **Closing**: a closed connection's receive is cancelled and the connection kept (its
+//!   socket open, its slot taken) until the kernel returned every operation on it (a
+//!   send in flight finishes, as the epoll loop writes a closing connection's last
+//!   replies), so the kernel never writes into or reads from memory freed or reused.
+//!
+//! Every `unsafe` block of the server's event loop is in this file; each says why the
+//! memory it hands the kernel stays valid.
+
+use std::io::ErrorKind;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use mio::{Events, Poll};
+
+use super::{LoopIo, Worker, EVENTS_CAPACITY};
+use crate::connection::{Connection, Outcome, ServiceContext, TakeOutput};
+use crate::registry::WorkerCounters;
+use crate::stream::Stream;
+
+/// Which event loop the workers run (`--io-engine`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoEngine {
+    /// io_uring when the kernel allows it (see [`probe`]), else epoll.
+    Auto,
+    IoUring,
+    Epoll,
+}
+
+impl IoEngine {
+    /// The name `--io-engine` takes and `stats settings` shows.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoEngine::Auto => "auto",
+            IoEngine::IoUring => "io_uring",
+            IoEngine::Epoll => "epoll",
+        }
+    }
+
+    /// The `--io-engine` the environment variable [`IO_ENGINE_ENV`] asks for, if set.
+    pub fn from_env() -> Result<Option<IoEngine>, String> {
+        match std::env::var(IO_ENGINE_ENV) {
+            Ok(value) if !value.is_empty() => IoEngine::parse(&value).map(Some).ok_or_else(|| {
+                format!("unknown {IO_ENGINE_ENV}={value:?} (valid: auto, io-uring, epoll)")
+            }),
+            _ => Ok(None),
+        }
+    }
+
+    /// Parses `--io-engine` (`io-uring` and `io_uring` both accepted).
+    pub fn parse(value: &str) -> Option<IoEngine> {
+        match value {
+            "auto" => Some(IoEngine::Auto),
+            "io-uring" | "io_uring" | "uring" => Some(IoEngine::IoUring),
+            "epoll" => Some(IoEngine::Epoll),
+            _ => None,
+        }
+    }
+}
+
+/// The environment variable that sets `--io-engine`'s default (the test suite runs
+/// against each loop with it).
+pub const IO_ENGINE_ENV: &str = "FOGCACHED_IO_ENGINE";
+
+/// Submission queue entries per ring (the completion queue has twice as many).
+const RING_ENTRIES: u32 = 1024;
+/// Size of each provided receive buffer: a typical request batch fits in one.
+const RECV_BUFFER_BYTES: usize = 16 * 1024;
+/// Provided receive buffers per worker (a power of two). Buffers are returned as soon as
+/// their completion is handled, so this bounds only how many connections can receive in
+/// one turn; a receive that finds none left is asked for again the next turn.
+const RECV_BUFFERS: u16 = 128;
+/// The buffer group of a worker's ring (each ring has its own).
+const BUFFER_GROUP: u16 = 0;
+
+/// Longest a turn waits for completions beyond its quiet sends' (see `Uring::quiet_sends`).
+const QUIET_SEND_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// Longest one wait under valgrind (see [`running_under_valgrind`]).
+const VALGRIND_WAIT_SLICE: std::time::Duration = std::time::Duration::from_millis(5);
+
+/// Whether the process runs under valgrind (its preload library is in `LD_PRELOAD`).
+/// Valgrind up to 3.20 does not know that `io_uring_enter` may block, and holds its
+/// one-thread-at-a-time lock through the wait, so no other thread (the listener handing
+/// over connections) would ever run: there the loop waits in slices of
+/// [`VALGRIND_WAIT_SLICE`] and yields after each (scripts/callgrind-per-request.sh
+/// measures the loop so; an idle slice costs a few hundred instructions).
+fn running_under_valgrind() -> bool {
+    std::env::var_os("LD_PRELOAD")
+        .is_some_and(|preload| preload.to_string_lossy().contains("vgpreload"))
+}
+
+/// What a completion is for: the low byte of its `user_data`; the slot is above it.
+const OP_RECV: u64 = 1;
+const OP_SEND: u64 = 2;
+const OP_CANCEL: u64 = 3;
+/// The multishot poll of the worker's `mio::Poll` (no slot).
+const OP_POLL: u64 = 4;
+
+fn user_data(slot: usize, op: u64) -> u64 {
+    ((slot as u64) << 8) | op
+}
+
+/// Checks that this kernel and its sandbox let the server run the io_uring loop: a ring
+/// can be made (containers' seccomp profiles often forbid it), the operations the loop
+/// uses exist, and provided buffer rings (Linux 5.19) can be registered. The error says
+/// what is missing.
+pub fn probe() -> Result<(), String> {
+    let ring = IoUring::new(8).map_err(|e| format!("io_uring_setup failed: {e}"))?;
+    let mut probe = io_uring::Probe::new();
+    ring.submitter()
+        .register_probe(&mut probe)
+        .map_err(|e| format!("io_uring probe failed: {e}"))?;
+    for (code, name) in [
+        (opcode::Recv::CODE, "recv"),
+        (opcode::Send::CODE, "send"),
+        (opcode::PollAdd::CODE, "poll"),
+        (opcode::AsyncCancel::CODE, "cancel"),
+    ] {
+        if !probe.is_supported(code) {
+            return Err(format!("the kernel's io_uring has no {name} operation"));
+        }
+    }
+    if !ring.params().is_feature_ext_arg() {
+        return Err("the kernel's io_uring cannot wait with a timeout (Linux 5.11)".to_owned());
+    }
+    BufRing::new(2, 64)
+        .and_then(|buffers| buffers.register(&ring))
+        .map_err(|e| format!("provided buffer rings unavailable (Linux 5.19): {e}"))?;
+    Ok(())
+}
+
+/// A provided buffer ring: `count` buffers of `size` bytes, and the ring of descriptors
+/// through which they are lent to the kernel.
+struct BufRing {
+    /// The buffers' bytes. The kernel writes into a buffer between lending (`provide`) and
+    /// the completion that names it; this code reads it only after that completion.
+    memory: Box<[u8]>,
+    /// The descriptor ring, page-aligned as the kernel requires; owned by this struct.
+    ring: std::ptr::NonNull<types::BufRingEntry>,
+    count: u16,
+    size: usize,
+    /// Our copy of the ring's tail: descriptors published so far.
+    tail: u16,
+}
+
+// SAFETY: the descriptor ring is memory this struct owns exclusively (as a Box would);
+// it is only touched through `&mut self`, by the thread that owns the worker.
+unsafe impl Send for BufRing {}
+
+impl BufRing {
+    fn layout(count: u16) -> std::alloc::Layout {
+        let bytes = usize::from(count) * std::mem::size_of::<types::BufRingEntry>();
+        // A valid layout: 4096 is a power of two and `bytes` is small.
+        std::alloc::Layout::from_size_align(bytes.max(4096), 4096)
+            .unwrap_or(std::alloc::Layout::new::<[u8; 4096]>())
+    }
+
+    fn new(count: u16, size: usize) -> std::io::Result<BufRing> {
+        debug_assert!(count.is_power_of_two());
+        let layout = Self::layout(count);
+        // SAFETY: the layout has a non-zero size.
+        let ring = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<types::BufRingEntry>();
+        let ring = std::ptr::NonNull::new(ring)
+            .ok_or_else(|| std::io::Error::new(ErrorKind::OutOfMemory, "buffer ring"))?;
+        let mut buffers = BufRing {
+            memory: vec![0u8; usize::from(count) * size].into_boxed_slice(),
+            ring,
+            count,
+            size,
+            tail: 0,
+        };
+        for bid in 0..count {
+            buffers.provide(bid);
+        }
+        Ok(buffers)
+    }
+
+    /// Registers the ring with `ring` as [`BUFFER_GROUP`].
+    fn register(&self, ring: &IoUring) -> std::io::Result<()> {
+        // SAFETY: the descriptor ring and the buffers live as long as `self`, and every
+        // `Uring` drops its `IoUring` (which unregisters them) before its `BufRing`.
+        unsafe {
+            ring.submitter().register_buf_ring_with_flags(
+                self.ring.as_ptr() as u64,
+                self.count,
+                BUFFER_GROUP,
+                0,
+            )
+        }
+    }
+
+    /// Lends buffer `bid` to the kernel again.
+    fn provide(&mut self, bid: u16) {
+        let index = usize::from(self.tail & (self.count - 1));
+        let addr = self.memory[usize::from(bid) * self.size..].as_mut_ptr() as u64;
+        // SAFETY: `index < count`, so the entry is inside the descriptor ring we own; the
+        // kernel reads only entries below the published tail, and this one is not yet.
+        unsafe {
+            let entry = &mut *self.ring.as_ptr().add(index);
+            entry.set_addr(addr);
+            entry.set_len(self.size as u32);
+            entry.set_bid(bid);
+        }
+        self.tail = self.tail.wrapping_add(1);
+        // SAFETY: the tail is the `resv` field of the first descriptor, a naturally
+        // aligned u16 the kernel reads with acquire ordering; the release store publishes
+        // the descriptor written above.
+        unsafe {
+            let tail = types::BufRingEntry::tail(self.ring.as_ptr()).cast_mut();
+            AtomicU16::from_ptr(tail).store(self.tail, Ordering::Release);
+        }
+    }
+
+    /// The first `len` bytes of buffer `bid`, which a completion just returned.
+    fn bytes(&self, bid: u16, len: usize) -> &[u8] {
+        let start = usize::from(bid) * self.size;
+        &self.memory[start..start + len.min(self.size)]
+    }
+}
+
+impl Drop for BufRing {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, and freed only here.
+        unsafe { std::alloc::dealloc(self.ring.as_ptr().cast(), Self::layout(self.count)) };
+    }
+}
+
+/// The loop's state for one connection slot.
+#[derive(Default)]
+struct SlotIo {
+    /// Completion I/O is on for the connection in this slot.
+    attached: bool,
+    recv_in_flight: bool,
+    send_in_flight: bool,
+    /// The replies being sent: the kernel reads `sending[sent..]` while a send is in
+    /// flight, so the buffer is not touched until its completion.
+    sending: Vec<u8>,
+    sent: usize,
+    /// A closed connection kept until its operations in flight have completed.
+    retired: Option<Connection>,
+    /// The retired connection is not closed but handed to the logger as a watcher of
+    /// these kinds once its operations completed (`watch`).
+    retired_watch: Option<u32>,
+}
+
+impl SlotIo {
+    fn in_flight(&self) -> bool {
+        self.recv_in_flight || self.send_in_flight
+    }
+}
+
+/// A worker's io_uring loop.
+pub struct Uring {
+    /// Declared before `buffers`: dropped (closing the ring) first.
+    ring: IoUring,
+    buffers: BufRing,
+    slots: Vec<SlotIo>,
+    /// The worker's `mio::Poll`, watched by a multishot poll.
+    poll_fd: RawFd,
+    poll_armed: bool,
+    /// Completions of this turn, copied out of the queue so that handling them can submit.
+    completions: Vec<(u64, i32, u32)>,
+    /// Submissions of this turn, moved to the submission queue at once before the turn's
+    /// `io_uring_enter` (one queue update per turn instead of one per entry). Every entry
+    /// names memory that stays valid until its completion (see `recv_entry`, `send_entry`;
+    /// cancels and polls name none).
+    staged: Vec<squeue::Entry>,
+    /// Slots whose receive found no free buffer: asked for again next turn.
+    recv_retry: Vec<usize>,
+    /// Sends queued this turn whose completion will need no work: the connection had
+    /// nothing more to send and waits for input. The turn's `io_uring_enter` waits for
+    /// that many completions more than one, so that a send finishing at once does not end
+    /// the wait (which would cost a second system call per request).
+    quiet_sends: u32,
+}
+
+impl Uring {
+    pub fn new(poll: &Poll) -> std::io::Result<Uring> {
+        let ring = IoUring::builder()
+            .setup_cqsize(RING_ENTRIES * 2)
+            .build(RING_ENTRIES)?;
+        let buffers = BufRing::new(RECV_BUFFERS, RECV_BUFFER_BYTES)?;
+        buffers.register(&ring)?;
+        Ok(Uring {
+            ring,
+            buffers,
+            slots: Vec::new(),
+            poll_fd: poll.as_raw_fd(),
+            poll_armed: false,
+            completions: Vec::with_capacity(RING_ENTRIES as usize),
+            recv_retry: Vec::new(),
+            staged: Vec::with_capacity(RING_ENTRIES as usize),
+            quiet_sends: 0,
+        })
+    }
+
+    /// Queues a submission; when the queue is full, submits what it holds first.
+    fn push(&mut self, entry: squeue::Entry) {
+        self.staged.push(entry);
+    }
+
+    /// Moves the staged submissions to the submission queue; when it is full, submits what
+    /// it holds first.
+    fn flush_staged(&mut self) {
+        let mut start = 0;
+        while start < self.staged.len() {
+            let mut queue = self.ring.submission();
+            let end = (start + queue.capacity() - queue.len()).min(self.staged.len());
+            // SAFETY: see `staged`: each entry's memory outlives its completion.
+            let pushed = unsafe { queue.push_multiple(&self.staged[start..end]) };
+            drop(queue);
+            if pushed.is_ok() {
+                start = end;
+            }
+            if start < self.staged.len() {
+                if let Err(e) = self.ring.submit() {
+                    if e.kind() != ErrorKind::Interrupted {
+                        eprintln!("fogcached: io_uring submit failed: {e}");
+                    }
+                }
+            }
+        }
+        self.staged.clear();
+    }
+
+    /// The slot's state; it exists from `attach` on (completions name only attached
+    /// slots, whose state is kept until their last completion).
+    #[inline]
+    fn slot(&mut self, slot: usize) -> &mut SlotIo {
+        &mut self.slots[slot]
+    }
+
+    fn arm_poll(&mut self) {
+        let entry = opcode::PollAdd::new(types::Fd(self.poll_fd), libc::POLLIN as u32)
+            .multi(true)
+            .build()
+            .user_data(user_data(0, OP_POLL));
+        self.push(entry);
+        self.poll_armed = true;
+    }
+
+    fn arm_recv(&mut self, slot: usize, fd: RawFd) {
+        self.slots[slot].recv_in_flight = true;
+        self.staged.push(recv_entry(slot, fd));
+    }
+
+    /// Sends `sending[sent..]` of `slot`.
+    fn start_send(&mut self, slot: usize, fd: RawFd) {
+        let io = &mut self.slots[slot];
+        io.send_in_flight = true;
+        self.staged.push(send_entry(slot, fd, io));
+    }
+
+    /// Runs the worker until shutdown.
+    pub fn run(&mut self, worker: &mut Worker) {
+        let mut events = Events::with_capacity(EVENTS_CAPACITY);
+        let mut yielded_now: Vec<usize> = Vec::new();
+        let mut held_now: Vec<usize> = Vec::new();
+        let shared = Arc::clone(&worker.shared);
+        let counters = Arc::clone(&worker.counters);
+        let idle_timeout_s = shared.config.idle_timeout_s;
+        let mut last_sweep_s = shared.engine.clock().now_s();
+        let sweep_timeout = types::Timespec::new().sec(super::IDLE_SWEEP_INTERVAL.as_secs());
+        let quiet_timeout = types::Timespec::from(QUIET_SEND_WAIT_MAX);
+        let valgrind_slice = types::Timespec::from(VALGRIND_WAIT_SLICE);
+        let under_valgrind = running_under_valgrind();
+        loop {
+            if !self.poll_armed {
+                self.arm_poll();
+            }
+            // One system call per turn: submit everything queued, and wait for a
+            // completion unless a yielded connection is waiting for its turn.
+            self.flush_staged();
+            let want = 1 + std::mem::take(&mut self.quiet_sends) as usize;
+            let timeout = if under_valgrind {
+                Some(&valgrind_slice)
+            } else if want > 1 {
+                // Bounded: a quiet send that did not finish at once (the peer stopped
+                // reading) must not hold up the waker or the other connections' turns
+                // for more than this.
+                Some(&quiet_timeout)
+            } else if idle_timeout_s > 0 {
+                Some(&sweep_timeout)
+            } else {
+                None
+            };
+            let submitted = if !worker.yielded.is_empty() || !worker.held.is_empty() {
+                self.ring.submit()
+            } else if let Some(timeout) = timeout {
+                let args = types::SubmitArgs::new().timespec(timeout);
+                self.ring.submitter().submit_with_args(want, &args)
+            } else {
+                self.ring.submit_and_wait(want)
+            };
+            if under_valgrind {
+                // Lets valgrind hand its lock to the other threads (it does at a yield).
+                std::thread::yield_now();
+            }
+            if let Err(e) = submitted {
+                // ETIME: the sweep timeout; EBUSY: completions must be reaped first.
+                let expected = matches!(e.raw_os_error(), Some(libc::ETIME | libc::EBUSY))
+                    || e.kind() == ErrorKind::Interrupted;
+                if !expected {
+                    eprintln!("fogcached: io_uring wait failed: {e}");
+                    break;
+                }
+            }
+            if shared.settings.shutdown_requested.load(Ordering::Acquire) {
+                break;
+            }
+            let ctx = Worker::context(&shared, &counters);
+            self.completions.clear();
+            self.completions.extend(
+                self.ring
+                    .completion()
+                    .map(|cqe| (cqe.user_data(), cqe.result(), cqe.flags())),
+            );
+            let mut polled = false;
+            for index in 0..self.completions.len() {
+                let (data, result, flags) = self.completions[index];
+                let slot = (data >> 8) as usize;
+                match data & 0xff {
+                    OP_RECV => self.on_recv(worker, slot, result, flags, &ctx),
+                    OP_SEND => self.on_send(worker, slot, result, &ctx),
+                    OP_POLL => {
+                        if !cqueue::more(flags) {
+                            self.poll_armed = false;
+                        }
+                        // Several wake-ups in one turn need one look at the poll.
+                        if !polled {
+                            polled = true;
+                            self.poll_sources(worker, &mut events, &ctx);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if !self.recv_retry.is_empty() {
+                self.retry_recvs(worker);
+            }
+            worker.service_queued(&ctx, &mut yielded_now, &mut held_now, self);
+            if idle_timeout_s > 0 && ctx.now_s.saturating_sub(last_sweep_s) >= 1 {
+                last_sweep_s = ctx.now_s;
+                worker.close_idle(&ctx, idle_timeout_s, self);
+            }
+        }
+        worker.close_all(self);
+        self.drain_retired(worker);
+    }
+
+    /// Asks again for the receives that found no free buffer last turn.
+    fn retry_recvs(&mut self, worker: &Worker) {
+        for slot in std::mem::take(&mut self.recv_retry) {
+            if let Some(Some(connection)) = worker.connections.get(slot) {
+                if connection.input_wanted() && !self.slots[slot].recv_in_flight {
+                    let fd = connection.fd();
+                    self.arm_recv(slot, fd);
+                }
+            }
+        }
+    }
+
+    /// Serves the worker's `mio::Poll`: the waker's hand-offs and readiness connections.
+    fn poll_sources(&mut self, worker: &mut Worker, events: &mut Events, ctx: &ServiceContext<'_>) {
+        loop {
+            match worker.poll.poll(events, Some(std::time::Duration::ZERO)) {
+                Ok(()) => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    eprintln!("fogcached: worker poll failed: {e}");
+                    return;
+                }
+            }
+        }
+        worker.handle_poll_events(events, ctx, self);
+    }
+
+    fn on_recv(
+        &mut self,
+        worker: &mut Worker,
+        slot: usize,
+        result: i32,
+        flags: u32,
+        ctx: &ServiceContext<'_>,
+    ) {
+        let io = self.slot(slot);
+        io.recv_in_flight = false;
+        let retired = io.retired.is_some();
+        let received = if result > 0 {
+            match cqueue::buffer_select(flags) {
+                Some(bid) => Some((bid, result as usize)),
+                None => {
+                    debug_assert!(false, "a receive of {result} bytes without a buffer");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        if retired {
+            if let Some((bid, _)) = received {
+                self.buffers.provide(bid);
+            }
+            self.finish_retired(worker, slot);
+            return;
+        }
+        let Some(Some(connection)) = worker.connections.get_mut(slot) else {
+            if let Some((bid, _)) = received {
+                self.buffers.provide(bid);
+            }
+            return;
+        };
+        let outcome = match received {
+            Some((bid, len)) => {
+                let fits = connection.receive(ctx, self.buffers.bytes(bid, len));
+                self.buffers.provide(bid);
+                if fits {
+                    connection.service(ctx)
+                } else {
+                    Outcome::Close
+                }
+            }
+            None if result == 0 => {
+                connection.on_peer_closed();
+                connection.service(ctx)
+            }
+            None if result == -libc::ENOBUFS => {
+                // Every buffer is in use this turn: they are back by the next.
+                self.recv_retry.push(slot);
+                return;
+            }
+            None if result == -libc::EINTR || result == -libc::EAGAIN => {
+                let fd = connection.fd();
+                self.arm_recv(slot, fd);
+                return;
+            }
+            // A reset or any other error: as a failed read under epoll.
+            None => Outcome::Close,
+        };
+        worker.apply(slot, outcome, ctx, self);
+    }
+
+    fn on_send(&mut self, worker: &mut Worker, slot: usize, result: i32, ctx: &ServiceContext<'_>) {
+        let io = self.slot(slot);
+        io.send_in_flight = false;
+        if io.retired.is_some() {
+            io.sending.clear();
+            io.sent = 0;
+            self.finish_retired(worker, slot);
+            return;
+        }
+        let Some(Some(connection)) = worker.connections.get_mut(slot) else {
+            return;
+        };
+        let fd = connection.fd();
+        if result == -libc::EINTR || result == -libc::EAGAIN {
+            self.start_send(slot, fd);
+            return;
+        }
+        if result < 0 {
+            worker.apply(slot, Outcome::Close, ctx, self);
+            return;
+        }
+        WorkerCounters::add(&ctx.counters.bytes_written, result as u64);
+        let io = self.slot(slot);
+        io.sent += result as usize;
+        if io.sent < io.sending.len() {
+            // The socket took part of it: send the rest.
+            self.start_send(slot, fd);
+            return;
+        }
+        io.sending.clear();
+        io.sent = 0;
+        // The connection may have stopped at the output high-water mark, or be closing
+        // once its last reply is out: let it go on.
+        let outcome = connection.service(ctx);
+        worker.apply(slot, outcome, ctx, self);
+    }
+
+    /// Frees a retired slot once nothing is in flight on it: closes its socket and gives
+    /// the slot back to the worker.
+    fn finish_retired(&mut self, worker: &mut Worker, slot: usize) {
+        let io = self.slot(slot);
+        if io.in_flight() {
+            return;
+        }
+        io.attached = false;
+        let watch = io.retired_watch.take();
+        if let Some(connection) = io.retired.take() {
+            match watch {
+                Some(kinds) => worker.hand_to_logger(slot, connection, kinds),
+                None => {
+                    drop(connection);
+                    worker.free_slots.push(slot);
+                }
+            }
+        }
+    }
+
+    /// At shutdown: waits (a bounded time) for the cancelled operations of closed
+    /// connections, so that no buffer is freed under the kernel.
+    fn drain_retired(&mut self, worker: &mut Worker) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+        let timeout = types::Timespec::new().nsec(10_000_000);
+        self.flush_staged();
+        while self.slots.iter().any(|io| io.retired.is_some()) {
+            if std::time::Instant::now() >= deadline {
+                // Whatever is still in flight is ended by closing the ring; the buffers
+                // outlive it (`ring` is dropped first).
+                break;
+            }
+            let args = types::SubmitArgs::new().timespec(&timeout);
+            let _ = self.ring.submitter().submit_with_args(1, &args);
+            self.completions.clear();
+            self.completions.extend(
+                self.ring
+                    .completion()
+                    .map(|cqe| (cqe.user_data(), cqe.result(), cqe.flags())),
+            );
+            for index in 0..self.completions.len() {
+                let (data, result, flags) = self.completions[index];
+                let slot = (data >> 8) as usize;
+                match data & 0xff {
+                    OP_RECV => {
+                        self.slot(slot).recv_in_flight = false;
+                        if result > 0 {
+                            if let Some(bid) = cqueue::buffer_select(flags) {
+                                self.buffers.provide(bid);
+                            }
+                        }
+                        self.finish_retired(worker, slot);
+                    }
+                    OP_SEND => {
+                        self.slot(slot).send_in_flight = false;
+                        self.finish_retired(worker, slot);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// A receive into a buffer the kernel picks from [`BUFFER_GROUP`] when data arrives: no
+/// memory of ours is named.
+#[inline]
+fn recv_entry(slot: usize, fd: RawFd) -> squeue::Entry {
+    opcode::Recv::new(
+        types::Fd(fd),
+        std::ptr::null_mut(),
+        RECV_BUFFER_BYTES as u32,
+    )
+    .buf_group(BUFFER_GROUP)
+    .build()
+    .flags(squeue::Flags::BUFFER_SELECT)
+    .user_data(user_data(slot, OP_RECV))
+}
+
+/// A send of `io.sending[io.sent..]`. The caller sets `send_in_flight`: `sending` is not
+/// touched until the send's completion, and a Vec's heap buffer does not move when the
+/// `SlotIo` holding it does. MSG_WAITALL: the kernel sends the rest of a short send
+/// itself, so a completion means the whole reply left (or the connection failed).
+#[inline]
+fn send_entry(slot: usize, fd: RawFd, io: &SlotIo) -> squeue::Entry {
+    let rest = &io.sending[io.sent..];
+    opcode::Send::new(types::Fd(fd), rest.as_ptr(), rest.len() as u32)
+        .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+        .build()
+        .user_data(user_data(slot, OP_SEND))
+}
+
+impl LoopIo for Uring {
+    fn attach(&mut self, slot: usize, stream: &Stream) -> bool {
+        if self.slots.len() <= slot {
+            self.slots.resize_with(slot + 1, SlotIo::default);
+        }
+        let completion_io = stream.completion_io();
+        let io = &mut self.slots[slot];
+        debug_assert!(!io.in_flight() && io.retired.is_none());
+        io.attached = completion_io;
+        completion_io
+    }
+
+    #[inline]
+    fn after_service(
+        &mut self,
+        slot: usize,
+        connection: &mut Connection,
+        outcome: Outcome,
+        ctx: &ServiceContext<'_>,
+    ) -> Outcome {
+        let Some(io) = self.slots.get_mut(slot) else {
+            return outcome;
+        };
+        if !io.attached {
+            return outcome;
+        }
+        let fd = connection.fd();
+        let mut send = None;
+        if !io.send_in_flight {
+            match connection.take_output(ctx, &mut io.sending) {
+                TakeOutput::Taken => {
+                    io.sent = 0;
+                    io.send_in_flight = true;
+                    send = Some(send_entry(slot, fd, io));
+                }
+                TakeOutput::Held => return Outcome::Held,
+                TakeOutput::Nothing => {}
+            }
+        }
+        let input_wanted = connection.input_wanted();
+        let recv = input_wanted && !io.recv_in_flight;
+        io.recv_in_flight |= recv;
+        if let Some(entry) = send {
+            if input_wanted {
+                self.quiet_sends += 1;
+            }
+            self.staged.push(entry);
+        }
+        if recv {
+            self.staged.push(recv_entry(slot, fd));
+        }
+        outcome
+    }
+
+    fn detach(&mut self, slot: usize, connection: Connection) -> Option<Connection> {
+        let io = self.slot(slot);
+        if !io.attached || !io.in_flight() {
+            io.attached = false;
+            io.sending.clear();
+            io.sent = 0;
+            return Some(connection);
+        }
+        let recv = io.recv_in_flight;
+        io.retired = Some(connection);
+        // A send in flight finishes (or fails when the peer goes): the epoll loop, too,
+        // writes a closing connection's last replies before closing it.
+        if recv {
+            let cancel = opcode::AsyncCancel::new(user_data(slot, OP_RECV))
+                .build()
+                .user_data(user_data(slot, OP_CANCEL));
+            self.push(cancel);
+        }
+        None
+    }
+
+    fn detach_watcher(
+        &mut self,
+        slot: usize,
+        connection: Connection,
+        kinds: u32,
+    ) -> Option<Connection> {
+        let connection = self.detach(slot, connection);
+        if connection.is_none() {
+            self.slot(slot).retired_watch = Some(kinds);
+        }
+        connection
+    }
+
+    fn may_write_directly(&self, slot: usize) -> bool {
+        !matches!(self.slots.get(slot), Some(io) if io.send_in_flight)
+    }
+}
