@@ -16,6 +16,7 @@
 #
 # Settings (environment, defaults in brackets): OPS [10000000] requests per run,
 # PHASE_OPS [20000000], SCALE [0.1], SEED [42], OUT_DIR [docs/results/sim-hmcached],
+# FORCE [unset: settings whose JSON exists are kept],
 # FOGSIM [target/release/fogsim] (build it first: cargo build --release -p sim).
 # Runs under `nice -n 19`, one at a time.
 set -euo pipefail
@@ -38,6 +39,12 @@ mkdir -p "$OUT_DIR"
 fogsim() {
     local out="$1"
     shift
+    # A setting already measured is kept (delete its JSON, or set FORCE=1, to redo it),
+    # so an interrupted run resumes where it stopped.
+    if [ -e "$out" ] && [ -z "${FORCE:-}" ]; then
+        echo "==> kept $out" >&2
+        return
+    fi
     echo "==> fogsim $* --json $out" >&2
     nice -n 19 "$FOGSIM" --seed "$SEED" --scale "$SCALE" "$@" --json "$out.tmp" >"${out%.json}.txt"
     mv "$out.tmp" "$out"
