@@ -202,6 +202,10 @@ fn check_hmcached(dir: &Path) {
                 assert!(round["ops_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{label}");
                 assert!(round["gets"].as_u64().unwrap_or(0) > 0, "{label}");
                 assert_eq!(round["problems"].as_u64(), Some(0), "{label}");
+                assert!(
+                    round["server_cpu_s"].as_f64().is_some_and(|s| s >= 0.0),
+                    "{label}: the server's CPU time is measured"
+                );
             }
         }
         if raw == "uni-3-2k-95-5" {
