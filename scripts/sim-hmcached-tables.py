@@ -97,8 +97,8 @@ def sweep_table(d):
     print(
         "| dataset | DRAM / data | "
         + " | ".join(shown)
-        + " | uniform (lines / req) |\n|---|---|"
-        + "---|" * (len(shown) + 1)
+        + " | uniform (lines / req) | requests |\n|---|---|"
+        + "---|" * (len(shown) + 2)
     )
     for dataset in DATASETS:
         for key, label in fractions:
@@ -109,10 +109,16 @@ def sweep_table(d):
             uni = rw(runs["uniform"]["steady"])
             cells = []
             for p in shown:
+                if p not in runs:
+                    cells.append("–")
+                    continue
                 w = runs[p]["steady"]
                 cells.append(f"{rw(w) / uni * 100:.1f} % ({w['dram_hit_share'] * 100:.0f} %)")
-            print(f"| {dataset.upper()} | {label} | " + " | ".join(cells) + f" | {uni:.2f} |")
-    print("\nEach cell: share of uniform (DRAM share of get hits).\n")
+            ops = doc["config"]["ops"]
+            print(
+                f"| {dataset.upper()} | {label} | " + " | ".join(cells) + f" | {uni:.2f} | {ops / 1e6:.0f} M |"
+            )
+    print("\nEach cell: share of uniform (DRAM share of get hits); – : not run at that size.\n")
 
 
 def phase_tables(d):

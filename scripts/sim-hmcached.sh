@@ -16,7 +16,8 @@
 #
 # Settings (environment, defaults in brackets): OPS [10000000] requests per run,
 # PHASE_OPS [20000000], SCALE [0.1], SEED [42], OUT_DIR [docs/results/sim-hmcached],
-# FORCE [unset: settings whose JSON exists are kept],
+# FORCE [unset: settings whose JSON exists are kept], SWEEP_DATASETS [all five],
+# SWEEP_POLICIES [all six], SWEEP_OPS [OPS],
 # FOGSIM [target/release/fogsim] (build it first: cargo build --release -p sim).
 # Runs under `nice -n 19`, one at a time.
 set -euo pipefail
@@ -31,6 +32,9 @@ SEED="${SEED:-42}"
 OUT_DIR="${OUT_DIR:-$repo_root/docs/results/sim-hmcached}"
 POLICIES="hotspot,dual-lru,uniform,two-level,hyperbolic,kernel-tiering"
 DATASETS=(uni-3-2k uni-3-4k uni-3-8k uni-2-8k uni-1-8k)
+read -r -a SWEEP_DATASETS <<<"${SWEEP_DATASETS:-${DATASETS[*]}}"
+SWEEP_POLICIES="${SWEEP_POLICIES:-$POLICIES}"
+SWEEP_OPS="${SWEEP_OPS:-$OPS}"
 what="${1:-all}"
 
 [ -x "$FOGSIM" ] || { echo "sim-hmcached.sh: $FOGSIM missing (cargo build --release -p sim)" >&2; exit 1; }
@@ -62,10 +66,11 @@ if [ "$what" = main ] || [ "$what" = all ]; then
 fi
 
 if [ "$what" = sweep ] || [ "$what" = all ]; then
-    for dataset in "${DATASETS[@]}"; do
+    for dataset in "${SWEEP_DATASETS[@]}"; do
         for fraction in 1/16 1/8 1/2; do
             fogsim "$OUT_DIR/$dataset-95-5-dram-${fraction/\//-}.json" --dataset "$dataset" \
-                --dram-fraction "$fraction" --update-ratio 0.05 --ops "$OPS" --policy "$POLICIES"
+                --dram-fraction "$fraction" --update-ratio 0.05 --ops "$SWEEP_OPS" \
+                --policy "$SWEEP_POLICIES"
         done
     done
 fi
