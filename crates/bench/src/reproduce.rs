@@ -56,6 +56,15 @@ impl Experiment {
         }
     }
 
+    /// The `--policy` of a tiered fogcached when the configuration names none: the
+    /// Fogcached papers' experiments reproduce Dual-LRU, whatever the server's default.
+    pub fn paper_policy(self) -> Option<&'static str> {
+        match self {
+            Experiment::Hmcached => None,
+            _ => Some("dual-lru"),
+        }
+    }
+
     /// The `--slow-cost` of fogcached's slow tier when the command line gives none: the
     /// emulation of the experiment's paper.
     pub fn default_slow_cost(self) -> &'static str {
@@ -193,6 +202,8 @@ struct Lab<'a> {
     options: &'a ReproduceOptions,
     /// The slow-tier cost of this experiment's fogcached servers.
     slow_cost: String,
+    /// The placement policy of its tiered fogcached servers that name none.
+    policy: Option<&'static str>,
     data_root: &'a Path,
     report_dir: &'a Path,
     logs_dir: PathBuf,
@@ -215,6 +226,7 @@ fn run_experiment(
             .slow_cost
             .clone()
             .unwrap_or_else(|| experiment.default_slow_cost().to_owned()),
+        policy: experiment.paper_policy(),
         data_root,
         report_dir,
         logs_dir,
@@ -278,6 +290,9 @@ impl Lab<'_> {
                 "--slow-cost".to_owned(),
                 self.slow_cost.clone(),
             ]);
+            if let Some(policy) = self.policy.filter(|_| !extra.contains(&"--policy")) {
+                args.extend(["--policy".to_owned(), policy.to_owned()]);
+            }
         }
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         ServerSpec {
