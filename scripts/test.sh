@@ -4,8 +4,8 @@
 #   scripts/test.sh
 #
 # On a fresh Debian machine it first installs what is missing (as root, or through sudo):
-# the Rust toolchain (rustup, with rustfmt and clippy), Debian's memcached and
-# libmemcached-tools (memccapable, memcaslap), and a Python virtualenv under target/ with
+# the Rust toolchain (rustup, with rustfmt and clippy), Debian's memcached,
+# libmemcached-tools (memccapable, memcaslap) and sasl2-bin (memcached's SASL users), and a Python virtualenv under target/ with
 # pymemcache and pytest. Then it runs, in order:
 #
 #   1. cargo fmt --all -- --check
@@ -71,6 +71,8 @@ ensure_debian_packages() {
         missing+=(libmemcached-tools)
     fi
     command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-venv)
+    # saslpasswd2 sets up memcached's SASL for the side-by-side SASL test (wire_auth.rs).
+    command -v saslpasswd2 >/dev/null 2>&1 || missing+=(sasl2-bin)
     if ! command -v cargo >/dev/null 2>&1 && ! [ -x "$HOME/.cargo/bin/cargo" ]; then
         # rustup needs curl to download itself, and rustc needs a C linker.
         command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)

@@ -359,3 +359,84 @@ def test_concurrent_incr_from_threads(server, client):
     pool.close()
     assert not errors
     assert int(client.get("shared")) == threads_count * increments_per_thread
+
+
+def test_authfile_token_through_set():
+    """-Y: pymemcache authenticates the way memcached's docs say, with a `set` whose value
+    is "user password"; until then every command is refused, after it everything works."""
+    with tempfile.TemporaryDirectory(prefix="fogcached-pytest-auth-") as scratch:
+        authfile = Path(scratch) / "authfile"
+        authfile.write_text("bob:other\nalice:s3cret pw-part\n")
+        process, port = start_server(fogcached_binary(), ["-Y", str(authfile)])
+        try:
+            stranger = make_client(port)
+            with pytest.raises(MemcacheClientError, match="unauthenticated"):
+                stranger.get("k")
+            with pytest.raises(MemcacheClientError, match="authentication failure"):
+                stranger.set("auth", "alice wrong")
+            # The password runs to the end of the authfile line, but the token is split
+            # on spaces: "s3cret pw-part" cannot be sent, "bob other" can.
+            with pytest.raises(MemcacheClientError, match="authentication failure"):
+                stranger.set("auth", "alice s3cret")
+            stranger.close()
+
+            owner = make_client(port)
+            assert owner.set("auth", "bob other") is True
+            assert owner.set("k", b"v1") is True
+            assert owner.get("k") == b"v1"
+            assert owner.get("auth") is None, "the authentication set stores nothing"
+            assert owner.get_many(["k", "auth"]) == {"k": b"v1"}
+            stats = owner.stats()
+            assert stats[b"auth_cmds"] == 3
+            assert stats[b"auth_errors"] == 2
+            owner.close()
+        finally:
+            stop_server(process)
+        assert process.returncode == 0
+
+
+def test_tls_with_a_certificate_made_here():
+    """-Z: pymemcache over TLS (Python's ssl, i.e. OpenSSL) with a certificate the test
+    makes with Debian's openssl CLI; the server's certificate is verified."""
+    import shutil
+    import ssl
+
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl CLI to make a certificate")
+    with tempfile.TemporaryDirectory(prefix="fogcached-pytest-tls-") as scratch:
+        cert = Path(scratch) / "cert.pem"
+        key = Path(scratch) / "key.pem"
+        subprocess.run(
+            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+             "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+             "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+             "-keyout", str(key), "-out", str(cert)],
+            check=True, capture_output=True,
+        )
+        process, port = start_server(
+            fogcached_binary(),
+            ["-Z", "-o", f"ssl_chain_cert={cert},ssl_key={key}"],
+        )
+        try:
+            context = ssl.create_default_context(cafile=str(cert))
+            client = make_client(port, tls_context=context)
+            assert client.set("k", b"v" * 100_000) is True
+            assert client.get("k") == b"v" * 100_000
+            assert client.get_many([f"missing{i}" for i in range(50)] + ["k"]) == {
+                "k": b"v" * 100_000
+            }
+            stats = client.stats("settings")
+            assert stats[b"ssl_enabled"] == b"yes"
+            client.close()
+            # A plaintext client on the TLS port gets nowhere, and the server carries on.
+            plain = make_client(port)
+            with pytest.raises(Exception):
+                plain.get("k")
+            plain.close()
+            again = make_client(port, tls_context=context)
+            assert again.get("k") == b"v" * 100_000
+            assert again.stats()[b"ssl_handshake_errors"] >= 1
+            again.close()
+        finally:
+            stop_server(process)
+        assert process.returncode == 0

@@ -126,6 +126,10 @@ pub enum Status {
     InvalidArguments = 0x0004,
     NotStored = 0x0005,
     NonNumeric = 0x0006,
+    /// SASL (`-S`): authentication failed, or a command came before it succeeded.
+    AuthError = 0x0020,
+    /// SASL: the mechanism needs another step (`SASL_STEP`).
+    AuthContinue = 0x0021,
     UnknownCommand = 0x0081,
     OutOfMemory = 0x0082,
 }
@@ -145,6 +149,8 @@ impl Status {
             Status::InvalidArguments => b"Invalid arguments",
             Status::NotStored => b"Not stored.",
             Status::NonNumeric => b"Non-numeric server-side value for incr or decr",
+            Status::AuthError => b"Auth failure.",
+            Status::AuthContinue => b"",
             Status::UnknownCommand => b"Unknown command",
             Status::OutOfMemory => b"Out of memory",
         }
@@ -176,7 +182,7 @@ pub struct RequestHeader {
 }
 
 impl RequestHeader {
-    fn decode(bytes: &[u8; HEADER_BYTES]) -> RequestHeader {
+    pub(crate) fn decode(bytes: &[u8; HEADER_BYTES]) -> RequestHeader {
         RequestHeader {
             opcode: bytes[1],
             key_len: u16::from_be_bytes([bytes[2], bytes[3]]),

@@ -6,7 +6,9 @@
 //! - [`text`]: the classic ASCII commands (`get`, `set`, `incr`, `stats`, ...).
 //! - [`meta`]: the meta commands (`mg ms md ma mn me`), which share the text framing.
 //! - [`binary`]: the binary protocol (magic byte 0x80).
+//! - [`auth`]: memcached's authentication exchanges (the `-Y` authfile token, binary SASL).
 
+pub mod auth;
 pub mod binary;
 pub mod common;
 pub mod meta;

@@ -172,6 +172,10 @@ pub enum TextRequest<'a> {
         group: &'a [u8],
     },
     Version,
+    /// `refresh_certs [noreply]`: reload the TLS certificates (`-Z`).
+    RefreshCerts {
+        noreply: bool,
+    },
     /// `verbosity N [noreply]`; `level` is already capped at [`VERBOSITY_MAX`].
     Verbosity {
         level: u32,
@@ -308,6 +312,12 @@ pub fn parse<'a>(buf: &'a [u8], limits: &TextLimits<'_>) -> Parsed<TextRequest<'
             line_consumed,
         ),
         b"version" => complete(TextRequest::Version, line_consumed),
+        b"refresh_certs" => complete(
+            TextRequest::RefreshCerts {
+                noreply: tokens.noreply(),
+            },
+            line_consumed,
+        ),
         b"quit" => complete(TextRequest::Quit, line_consumed),
         b"verbosity" => {
             if ntokens != 3 && ntokens != 4 {
@@ -1128,6 +1138,14 @@ mod tests {
             TextRequest::Stats { group: b"items" }
         );
         assert_eq!(ok(b"version\r\n").0, TextRequest::Version);
+        assert_eq!(
+            ok(b"refresh_certs\r\n").0,
+            TextRequest::RefreshCerts { noreply: false }
+        );
+        assert_eq!(
+            ok(b"refresh_certs noreply\r\n").0,
+            TextRequest::RefreshCerts { noreply: true }
+        );
         assert_eq!(ok(b"quit\r\n").0, TextRequest::Quit);
         assert_eq!(
             ok(b"verbosity 1\r\n").0,

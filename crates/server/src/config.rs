@@ -14,9 +14,12 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use crate::auth::{AuthSettings, SASL_PWDB_ENV};
+use crate::tls::{TlsContext, TlsOptions};
 use clap::{ArgAction, Parser};
 use engine::config::{Durability, PlacementPolicy, MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT};
 use engine::{EngineConfig, SLAB_PAGE_SIZE_BYTES};
+use std::sync::Arc;
 use tier::{CostModel, RegionBacking, RegionSpec};
 
 /// sysexits.h `EX_USAGE`: the command line was wrong.
@@ -100,7 +103,6 @@ const SUBOPTIONS_WITHOUT_EFFECT: &[(&str, &str)] = &[
 const SUBOPTIONS_REFUSED: &[(&str, &str)] = &[
     ("ext_", "extstore: fogcached's slow tier takes its place (--slow-size, --slow-path)"),
     ("memory_file", "memcached's restartable mode: fogcached's slow-tier pool survives restarts instead (--slow-path, --data-dir; see \"Restart\" in the README)"),
-    ("ssl_", "TLS is not built into fogcached yet: terminate TLS in front of it (stunnel, a proxy)"),
     ("proxy_", "memcached's built-in proxy: run it (or nutcracker) in front of fogcached instead"),
 ];
 
@@ -266,6 +268,21 @@ struct Cli {
     /// Try to use large memory pages for the DRAM tier (transparent huge pages).
     #[arg(short = 'L', long = "enable-largepages")]
     enable_largepages: bool,
+    /// Turn on Sasl authentication (binary protocol, mechanism PLAIN; users from the file
+    /// named by $MEMCACHED_SASL_PWDB, lines user:password, else from the -Y file).
+    #[arg(short = 'S', long = "enable-sasl")]
+    enable_sasl: bool,
+    /// Enable ASCII protocol authentication. format: user:pass\nuser2:pass2\n (a client
+    /// authenticates with `set <any> 0 0 <len>` carrying `user pass`).
+    #[arg(short = 'Y', long = "auth-file", value_name = "FILE")]
+    auth_file: Option<PathBuf>,
+    /// Enable TLS/SSL (rustls): -o ssl_chain_cert=<PEM>,ssl_key=<PEM>; also ssl_keyformat
+    /// (1 PEM, 2 DER), ssl_verify_mode (0 none, 1 request, 2 require, 3 once) with
+    /// ssl_ca_cert=<PEM>, ssl_ciphers, ssl_min_version (2 tlsv1.2, 3 tlsv1.3),
+    /// ssl_session_cache, ssl_wbuf_size (KB). A -l entry prefixed notls:
+    /// (notls:<ip>:<port>) stays plain.
+    #[arg(short = 'Z', long = "enable-ssl")]
+    enable_ssl: bool,
     /// Extended options, comma separated (may be repeated).
     #[arg(short = 'o', long = "extended", action = ArgAction::Append)]
     extended: Vec<String>,
@@ -315,6 +332,16 @@ pub struct Config {
     /// `--data-dir`: where the default pool file lives; created by [`prepare_storage`]
     /// when the slow tier uses it.
     pub data_dir: PathBuf,
+    /// `-Y`: the text protocol's authfile.
+    pub auth_file: Option<PathBuf>,
+    /// `-S`: SASL authentication of the binary protocol.
+    pub sasl: bool,
+    /// The credentials `-Y` and `-S` name, read by [`load_security`] (empty until then).
+    pub auth: AuthSettings,
+    /// `-Z` and the `ssl_*` suboptions.
+    pub tls: TlsOptions,
+    /// The certificates `tls` names, loaded by [`load_security`] when `-Z` is given.
+    pub tls_context: Option<Arc<TlsContext>>,
 }
 
 impl Default for Config {
@@ -340,6 +367,11 @@ impl Default for Config {
             large_pages: false,
             warnings: Vec::new(),
             data_dir: PathBuf::from(DATA_DIR_DEFAULT),
+            auth_file: None,
+            sasl: false,
+            auth: AuthSettings::default(),
+            tls: TlsOptions::default(),
+            tls_context: None,
         }
     }
 }
@@ -359,6 +391,11 @@ impl Config {
         self.data_dir = absolute(&self.data_dir);
         self.pid_file = self.pid_file.as_ref().map(absolute);
         self.unix_socket = self.unix_socket.as_ref().map(absolute);
+        self.auth_file = self.auth_file.as_ref().map(absolute);
+        // `refresh_certs` reads these again, possibly after -d changed to `/`.
+        self.tls.chain_cert = self.tls.chain_cert.as_ref().map(absolute);
+        self.tls.key = self.tls.key.as_ref().map(absolute);
+        self.tls.ca_cert = self.tls.ca_cert.as_ref().map(absolute);
         if let Some(spec) = self.engine.slow_tier.as_mut() {
             if let RegionBacking::File { path } = &mut spec.backing {
                 *path = absolute(path);
@@ -440,6 +477,12 @@ where
         large_pages: cli.enable_largepages,
         data_dir: cli.data_dir.clone(),
         unix_socket: cli.unix_socket.clone(),
+        auth_file: cli.auth_file.clone(),
+        sasl: cli.enable_sasl,
+        tls: TlsOptions {
+            enabled: cli.enable_ssl,
+            ..TlsOptions::default()
+        },
         unix_mode: u32::from_str_radix(&cli.unix_mask, 8)
             .ok()
             .filter(|mode| *mode <= 0o777)
@@ -495,6 +538,17 @@ where
         for suboption in group.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             apply_suboption(&mut config, suboption, &mut slab_chunk_max_set)?;
         }
+    }
+    if !config.tls.enabled
+        && config.tls
+            != (TlsOptions {
+                enabled: false,
+                ..TlsOptions::default()
+            })
+    {
+        config
+            .warnings
+            .push("-o ssl_* options have no effect without -Z (TLS is off)".to_owned());
     }
     check(&config, slab_chunk_max_set)?;
     Ok(config)
@@ -636,6 +690,41 @@ pub fn prepare_storage(config: &Config) -> Result<(), StorageError> {
     }
 }
 
+/// Reads the credentials (`-Y`, `-S` with `$MEMCACHED_SASL_PWDB`) the configuration names
+/// into `config.auth`. Separate from [`parse`] so that parsing reads no file; a file that
+/// is missing, unreadable, too large or malformed is a usage error naming the file.
+pub fn load_security(config: &mut Config) -> Result<(), String> {
+    let sasl_pwdb = std::env::var_os(SASL_PWDB_ENV)
+        .filter(|value| !value.is_empty())
+        .map(PathBuf::from);
+    config.auth = AuthSettings::load(
+        config.auth_file.as_deref(),
+        config.sasl,
+        sasl_pwdb.as_deref(),
+    )
+    .map_err(|e| e.to_string())?;
+    if config.tls.enabled {
+        // `refresh_certs` reads the files again later, perhaps after -d moved to `/`.
+        let mut options = config.tls.clone();
+        if let Ok(cwd) = std::env::current_dir() {
+            for path in [
+                &mut options.chain_cert,
+                &mut options.key,
+                &mut options.ca_cert,
+            ]
+            .into_iter()
+            .flatten()
+            {
+                if path.is_relative() {
+                    *path = cwd.join(&*path);
+                }
+            }
+        }
+        config.tls_context = Some(Arc::new(TlsContext::load(options)?));
+    }
+    Ok(())
+}
+
 fn create_data_dir(dir: &Path) -> Result<(), StorageError> {
     std::fs::create_dir_all(dir).map_err(|e| {
         StorageError::Os(format!(
@@ -687,6 +776,14 @@ fn apply_suboption(
             *slab_chunk_max_set = true;
         }
         "idle_timeout" => config.idle_timeout_s = number(name, value)?,
+        _ if name.starts_with("ssl_") => {
+            let known = config.tls.apply_suboption(name, value).map_err(usage)?;
+            if !known {
+                return Err(usage(format!(
+                    "Illegal suboption \"{suboption}\" (unknown -o option \"{name}\")"
+                )));
+            }
+        }
         "no_maxconns_fast" => {
             // fogcached always refuses over-limit connections at once, as memcached's
             // default maxconns_fast does; the slow mode (stop accepting) is not offered.
@@ -736,6 +833,12 @@ fn number<T: std::str::FromStr>(name: &str, value: Option<&str>) -> Result<T, Cl
 
 /// Cross-option checks memcached makes at start-up, then the engine's own.
 fn check(config: &Config, slab_chunk_max_set: bool) -> Result<(), CliExit> {
+    config.tls.check().map_err(usage)?;
+    if config.tls.enabled && config.unix_socket.is_some() {
+        return Err(usage(
+            "TLS (-Z) needs TCP: connections to a unix socket (-s) are never encrypted",
+        ));
+    }
     let engine = &config.engine;
     // An item must fit in every tier that can hold it (new items go to DRAM, demoted
     // ones to the slow tier); a tier of size 0 holds nothing.
@@ -965,6 +1068,57 @@ mod tests {
     }
 
     #[test]
+    fn tls_flag_and_suboptions() {
+        let config = parse_ok(&[
+            "-Z",
+            "-o",
+            "ssl_chain_cert=c.pem,ssl_key=k.pem,ssl_verify_mode=2,ssl_ca_cert=ca.pem",
+        ]);
+        assert!(config.tls.enabled);
+        assert_eq!(config.tls.chain_cert.as_deref(), Some(Path::new("c.pem")));
+        assert_eq!(config.tls.ca_cert.as_deref(), Some(Path::new("ca.pem")));
+        assert!(config.tls_context.is_none(), "parsing reads no file");
+        assert!(parse_usage(&["-Z"]).contains("ssl_chain_cert"));
+        assert!(
+            parse_usage(&["-Z", "-o", "ssl_chain_cert=c.pem", "-s", "/tmp/s"])
+                .contains("unix socket")
+        );
+        assert!(parse_usage(&["-o", "ssl_min_version=1"]).contains("TLS 1.2"));
+        assert!(parse_usage(&["-o", "ssl_nonsense=1"]).contains("Illegal suboption"));
+        let without_z = parse_ok(&["-o", "ssl_chain_cert=c.pem"]);
+        assert!(
+            without_z.warnings.iter().any(|w| w.contains("without -Z")),
+            "{:?}",
+            without_z.warnings
+        );
+        let mut missing = parse_ok(&["-Z", "-o", "ssl_chain_cert=/nonexistent/fogcached.pem"]);
+        let error = load_security(&mut missing).unwrap_err();
+        assert!(
+            error.starts_with("Error loading the certificate chain: /nonexistent/fogcached.pem"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn auth_flags_name_the_files_and_loading_checks_them() {
+        let config = parse_ok(&["-Y", "users.txt", "-S"]);
+        assert_eq!(config.auth_file.as_deref(), Some(Path::new("users.txt")));
+        assert!(config.sasl);
+        assert!(!config.auth.enabled(), "parsing reads no file");
+        let mut sasl_only = parse_ok(&["-S"]);
+        if std::env::var_os(SASL_PWDB_ENV).is_none() {
+            let error = load_security(&mut sasl_only).unwrap_err();
+            assert!(error.contains("-S needs a password file"), "{error}");
+        }
+        let mut missing = parse_ok(&["-Y", "/nonexistent/fogcached-users"]);
+        let error = load_security(&mut missing).unwrap_err();
+        assert!(error.contains("/nonexistent/fogcached-users"), "{error}");
+        let mut none = parse_ok(&[]);
+        assert_eq!(load_security(&mut none), Ok(()));
+        assert!(!none.auth.enabled());
+    }
+
+    #[test]
     fn unknown_suboption_is_named() {
         let message = parse_usage(&["-o", "modern,frobnicate=3"]);
         assert!(message.contains("\"frobnicate=3\""), "{message}");
@@ -984,7 +1138,6 @@ mod tests {
         for (suboption, names) in [
             ("ext_path=/tmp/x:1g", "--slow-size"),
             ("memory_file=/dev/shm/mc", "survives restarts"),
-            ("ssl_chain_cert=/etc/cert.pem", "TLS"),
             ("proxy_config=/etc/p.lua", "proxy"),
         ] {
             let message = parse_usage(&["-o", suboption]);

@@ -14,6 +14,7 @@
 use std::io::{ErrorKind, Read, Write};
 use std::sync::Arc;
 
+use crate::auth::{self, ConnAuth};
 use crate::dispatch;
 use crate::registry::{ConnEntry, ConnState, WorkerCounters};
 use crate::session::{ServerSettings, ServerStats, Session, Step};
@@ -129,6 +130,8 @@ pub struct Connection {
     fd: i32,
     entry: Arc<ConnEntry>,
     protocol: Protocol,
+    /// Whether the client authenticated (`-Y`, `-S`).
+    auth: ConnAuth,
     /// Input bytes live in `input[input_start..input_end]`; the Vec is fully initialised
     /// (its length is its capacity) so reads need no unsafe code.
     input: Vec<u8>,
@@ -163,6 +166,7 @@ impl Connection {
             fd,
             entry,
             protocol: Protocol::Unknown,
+            auth: ConnAuth::default(),
             input: vec![0; INPUT_INITIAL_BYTES],
             input_start: 0,
             input_end: 0,
@@ -202,6 +206,11 @@ impl Connection {
         self.output.len() - self.output_written
     }
 
+    /// Replies, or bytes of the stream's own (TLS ciphertext), wait to be written.
+    fn has_output(&self) -> bool {
+        self.output_pending() > 0 || self.stream.wants_write()
+    }
+
     /// Runs requests, writes replies and reads input until the connection must wait for
     /// the socket, has used its turn, or must close.
     pub fn service(&mut self, ctx: &ServiceContext<'_>) -> Outcome {
@@ -226,7 +235,7 @@ impl Connection {
                 }
             }
             // One write per batch of pipelined replies.
-            if self.output_pending() > 0 && self.write_ready && self.flush(ctx).is_err() {
+            if self.has_output() && self.write_ready && self.flush(ctx).is_err() {
                 return Outcome::Close;
             }
             match dispatched {
@@ -270,10 +279,10 @@ impl Connection {
     fn finish_closing(&mut self, ctx: &ServiceContext<'_>) -> Outcome {
         self.entry.set_state(ConnState::Closing);
         make_durable_now(ctx);
-        if self.output_pending() > 0 && self.write_ready && self.flush(ctx).is_err() {
+        if self.has_output() && self.write_ready && self.flush(ctx).is_err() {
             return Outcome::Close;
         }
-        if self.output_pending() == 0 {
+        if !self.has_output() {
             Outcome::Close
         } else {
             Outcome::Wait
@@ -333,9 +342,12 @@ impl Connection {
                 resume_keys: self.resume_keys,
                 out_high_water_bytes: OUTPUT_HIGH_WATER_BYTES,
             };
-            let step = match self.protocol {
-                Protocol::Binary => (ctx.dispatchers.binary)(&mut session, input),
-                Protocol::Text | Protocol::Unknown => (ctx.dispatchers.text)(&mut session, input),
+            let binary = self.protocol == Protocol::Binary;
+            // `-Y`/`-S`: authentication answers first (one branch when it is off).
+            let step = match auth::intercept(&mut self.auth, binary, &mut session, input) {
+                Some(step) => step,
+                None if binary => (ctx.dispatchers.binary)(&mut session, input),
+                None => (ctx.dispatchers.text)(&mut session, input),
             };
             let available = input.len();
             match step {
@@ -387,8 +399,12 @@ impl Connection {
     /// One `write` of the pending output.
     fn flush(&mut self, ctx: &ServiceContext<'_>) -> std::io::Result<()> {
         for _ in 0..EINTR_RETRIES_MAX {
-            match (&self.stream).write(&self.output[self.output_written..]) {
+            match self.stream.write(&self.output[self.output_written..]) {
                 Ok(written) => {
+                    // TLS: ciphertext the socket could not take waits for a writable event.
+                    if self.stream.wants_write() {
+                        self.write_ready = false;
+                    }
                     WorkerCounters::add(&ctx.counters.bytes_written, written as u64);
                     self.output_written += written;
                     if self.output_written == self.output.len() {
@@ -435,7 +451,7 @@ impl Connection {
         let mut interrupts = 0;
         loop {
             let space = self.input.len() - self.input_end;
-            match (&self.stream).read(&mut self.input[self.input_end..]) {
+            match self.stream.read(&mut self.input[self.input_end..]) {
                 Ok(0) => return Fill::Eof,
                 Ok(read) => {
                     WorkerCounters::add(&ctx.counters.bytes_read, read as u64);
@@ -462,7 +478,7 @@ impl Connection {
     /// Best-effort final write when the server stops.
     pub fn flush_on_shutdown(&mut self, ctx: &ServiceContext<'_>) {
         make_durable_now(ctx);
-        if self.output_pending() > 0 {
+        if self.has_output() {
             let _ = self.flush(ctx);
         }
     }

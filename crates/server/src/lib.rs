@@ -1,6 +1,7 @@
 //! The fogcached server: sockets, connections, command dispatch and configuration.
 //! It contains no cache policy; every cache decision is the engine's.
 
+pub mod auth;
 pub mod config;
 pub mod connection;
 pub mod dispatch;
@@ -11,4 +12,5 @@ pub mod runtime;
 pub mod session;
 pub mod stats;
 pub mod stream;
+pub mod tls;
 pub mod worker;

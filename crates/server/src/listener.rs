@@ -1,7 +1,7 @@
 //! The listener thread: accepts connections on every `-l` address (or on the `-s` unix
 //! socket), enforces `-c`, and hands each connection to a worker, round-robin.
 
-use std::io::{ErrorKind, Write};
+use std::io::ErrorKind;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -18,6 +18,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use crate::registry::{ConnEntry, ConnState};
 use crate::runtime::Shared;
 use crate::stream::Stream;
+use crate::tls::TlsContext;
 use crate::worker::{conn_addr, Incoming, WorkerHandle};
 
 /// memcached's reply to a connection over the `-c` limit (its `maxconns_fast` mode).
@@ -36,7 +37,12 @@ pub struct ListenSocket {
     listener: Listening,
     /// `tcp:<ip>:<port>` or `unix:<path>`, for `stats conns`.
     label: Arc<str>,
+    /// `-Z`: connections accepted here speak TLS (not on a `notls:` address).
+    tls: Option<Arc<TlsContext>>,
 }
+
+/// memcached's prefix of a `-l` address that stays plain when `-Z` is on.
+pub const NOTLS_PREFIX: &str = "notls:";
 
 enum Listening {
     Tcp(TcpListener),
@@ -65,7 +71,17 @@ impl ListenSocket {
         match &self.listener {
             Listening::Tcp(listener) => {
                 let (stream, peer) = listener.accept()?;
-                Ok((Stream::Tcp(stream), conn_addr(&peer)))
+                let stream = match &self.tls {
+                    None => Stream::Tcp(stream),
+                    // Fails only for a configuration rustls refuses, which loading the
+                    // certificates already checked; the client just sees the close.
+                    Some(tls) => {
+                        Stream::Tls(Box::new(tls.accept(stream).map_err(|e| {
+                            std::io::Error::new(ErrorKind::ConnectionAborted, e)
+                        })?))
+                    }
+                };
+                Ok((stream, conn_addr(&peer)))
             }
             // A unix client is anonymous (memcached prints `?:<AF 0>` for it); the
             // socket's path says which listener it came through.
@@ -119,6 +135,7 @@ pub fn bind_unix(path: &Path, mode: u32) -> anyhow::Result<Vec<ListenSocket>> {
     Ok(vec![ListenSocket {
         listener: Listening::Unix(listener, path.to_path_buf()),
         label: format!("unix:{}", path.display()).into(),
+        tls: None,
     }])
 }
 
@@ -144,10 +161,19 @@ pub fn resolve(entry: &str, default_port: u16) -> anyhow::Result<Vec<SocketAddr>
     Ok(addrs)
 }
 
-/// Binds every `-l` address; fails if any cannot be bound, as memcached does.
-pub fn bind_all(entries: &[String], default_port: u16) -> anyhow::Result<Vec<ListenSocket>> {
+/// Binds every `-l` address; fails if any cannot be bound, as memcached does. With `tls`
+/// (`-Z`), connections are TLS except on addresses prefixed `notls:`.
+pub fn bind_all(
+    entries: &[String],
+    default_port: u16,
+    tls: Option<&Arc<TlsContext>>,
+) -> anyhow::Result<Vec<ListenSocket>> {
     let mut sockets = Vec::new();
     for entry in entries {
+        let (entry, tls) = match entry.strip_prefix(NOTLS_PREFIX) {
+            Some(plain) => (plain, None),
+            None => (entry.as_str(), tls),
+        };
         for addr in resolve(entry, default_port)? {
             // mio binds with SO_REUSEADDR and a backlog of 1024, memcached's default.
             let listener = TcpListener::bind(addr)
@@ -156,6 +182,7 @@ pub fn bind_all(entries: &[String], default_port: u16) -> anyhow::Result<Vec<Lis
             sockets.push(ListenSocket {
                 listener: Listening::Tcp(listener),
                 label: conn_addr(&bound).into(),
+                tls: tls.cloned(),
             });
         }
     }
@@ -337,11 +364,11 @@ impl Listener {
         Accepted::More
     }
 
-    fn admit(&mut self, index: usize, stream: Stream, peer: String) {
+    fn admit(&mut self, index: usize, mut stream: Stream, peer: String) {
         let stats = &self.shared.stats;
         let max_connections = u64::from(self.shared.settings.max_connections);
         if stats.curr_connections.load(Ordering::Relaxed) >= max_connections {
-            reject(&stream);
+            reject(&mut stream);
             stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -365,17 +392,15 @@ impl Listener {
             }
         }
         // Every worker's queue is full: the server is overloaded, refuse like -c.
-        reject(&incoming.stream);
+        reject(&mut incoming.stream);
         stats.curr_connections.fetch_sub(1, Ordering::Relaxed);
         stats.rejected_connections.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 /// Tells a refused client why, then closes (by dropping the stream).
-fn reject(stream: &Stream) {
-    // A fresh socket has room for 33 bytes; if not, the client just sees the close.
-    let mut stream = stream;
-    let _ = stream.write(TOO_MANY_CONNECTIONS);
+fn reject(stream: &mut Stream) {
+    stream.refuse(TOO_MANY_CONNECTIONS);
 }
 
 #[cfg(test)]

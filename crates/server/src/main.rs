@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use server::config::{self, CliExit, StorageError, EXIT_OS_ERROR, EXIT_USAGE};
 use server::process::{self, Readiness, StartupError};
 use server::runtime::Server;
-use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 fn main() -> ExitCode {
@@ -37,6 +37,11 @@ fn main() -> ExitCode {
             eprintln!("fogcached: {message}");
             return ExitCode::from(EXIT_OS_ERROR);
         }
+    }
+    // Credentials files are read before daemonizing, so a bad one is reported here.
+    if let Err(message) = config::load_security(&mut config) {
+        eprintln!("fogcached: {message}");
+        return ExitCode::from(EXIT_USAGE);
     }
     if config.enable_coredumps {
         if let Err((code, message)) = process::raise_core_limit() {
@@ -85,7 +90,8 @@ fn run(config: config::Config, readiness: Option<Readiness>) -> ExitCode {
     // Signals are caught before any thread starts, so every thread inherits the mask
     // state signal-hook expects and no SIGTERM can arrive unhandled.
     // SIGUSR1 is memcached's graceful stop (for its warm restart): the same clean stop.
-    let mut signals = match Signals::new([SIGTERM, SIGINT, SIGUSR1]) {
+    // SIGHUP reloads the TLS certificates (`refresh_certs`), for `systemctl reload`.
+    let mut signals = match Signals::new([SIGTERM, SIGINT, SIGUSR1, SIGHUP]) {
         Ok(signals) => signals,
         Err(e) => {
             let message = format!("cannot install signal handlers: {e}");
@@ -99,6 +105,7 @@ fn run(config: config::Config, readiness: Option<Readiness>) -> ExitCode {
         config.pid_file.clone(),
     );
     let verbose = config.verbosity > 0;
+    let tls = config.tls_context.clone();
     let server = match Server::start(config) {
         Ok(server) => server,
         Err(e) => return fail(readiness, (EXIT_OS_ERROR, format!("{e:#}"))),
@@ -137,8 +144,18 @@ fn run(config: config::Config, readiness: Option<Readiness>) -> ExitCode {
     let signal_thread = std::thread::Builder::new()
         .name("fogcached-signals".to_owned())
         .spawn(move || {
-            if signals.forever().next().is_some() {
-                shutdown.request();
+            for signal in signals.forever() {
+                if signal != SIGHUP {
+                    shutdown.request();
+                    break;
+                }
+                match &tls {
+                    Some(tls) => match tls.refresh() {
+                        Ok(()) => eprintln!("fogcached: SIGHUP: TLS certificates reloaded"),
+                        Err(e) => eprintln!("fogcached: SIGHUP: certificates kept: {e}"),
+                    },
+                    None => eprintln!("fogcached: SIGHUP ignored: TLS (-Z) is off"),
+                }
             }
         });
     if let Err(e) = signal_thread {

@@ -108,7 +108,9 @@ impl Server {
         }
         let sockets = match &config.unix_socket {
             Some(path) => listener::bind_unix(path, config.unix_mode)?,
-            None => listener::bind_all(&config.listen, config.tcp_port)?,
+            None => {
+                listener::bind_all(&config.listen, config.tcp_port, config.tls_context.as_ref())?
+            }
         };
         let mut local_addrs = Vec::new();
         for socket in &sockets {
@@ -129,6 +131,9 @@ impl Server {
                 .map(|path| path.display().to_string()),
             unix_mode: config.unix_mode,
             shutdown_requested: AtomicBool::new(false),
+            auth: config.auth.clone(),
+            tls_options: config.tls.clone(),
+            tls: config.tls_context.clone(),
         };
         let stats = ServerStats::default();
         stats

@@ -35,6 +35,12 @@ pub struct ServerSettings {
     pub unix_mode: u32,
     /// Set when a shutdown was requested (command or signal).
     pub shutdown_requested: AtomicBool,
+    /// `-Y`, `-S`: who may use the server.
+    pub auth: crate::auth::AuthSettings,
+    /// `-Z` and `-o ssl_*` as given (for `stats settings`).
+    pub tls_options: crate::tls::TlsOptions,
+    /// The certificates in use when `-Z` is on (`refresh_certs`, TLS statistics).
+    pub tls: Option<std::sync::Arc<crate::tls::TlsContext>>,
 }
 
 impl Default for ServerSettings {
@@ -50,6 +56,9 @@ impl Default for ServerSettings {
             domain_socket: None,
             unix_mode: 0o700,
             shutdown_requested: AtomicBool::new(false),
+            auth: crate::auth::AuthSettings::default(),
+            tls_options: crate::tls::TlsOptions::default(),
+            tls: None,
         }
     }
 }
@@ -66,6 +75,10 @@ pub struct ServerStats {
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     pub accepting_conns: AtomicBool,
+    /// Authentication attempts that completed (memcached's `auth_cmds`) and those that
+    /// failed (`auth_errors`).
+    pub auth_cmds: AtomicU64,
+    pub auth_errors: AtomicU64,
     /// Per-worker counters and the connection table (added by the runtime; `Default`
     /// gives an empty one for dispatcher tests).
     pub runtime: crate::registry::RuntimeState,

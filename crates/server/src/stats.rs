@@ -59,6 +59,13 @@ pub fn reset(session: &Session<'_>) {
     stats.listen_disabled_num.store(0, Ordering::Relaxed);
     stats.bytes_read.store(0, Ordering::Relaxed);
     stats.bytes_written.store(0, Ordering::Relaxed);
+    stats.auth_cmds.store(0, Ordering::Relaxed);
+    stats.auth_errors.store(0, Ordering::Relaxed);
+    // memcached resets its TLS counters too (not the time since the last refresh).
+    if let Some(tls) = &session.settings.tls {
+        tls.handshake_errors.store(0, Ordering::Relaxed);
+        tls.new_sessions.store(0, Ordering::Relaxed);
+    }
     stats.runtime.reset_counters();
     session.engine.reset_stats();
 }
@@ -109,6 +116,25 @@ fn general(session: &Session<'_>, emit: &mut Emit<'_>) {
         U64(u64::from(stats.accepting_conns.load(Ordering::Relaxed))),
     );
     emit("threads", U64(u64::from(session.settings.worker_threads)));
+    emit("auth_cmds", U64(load(&stats.auth_cmds)));
+    emit("auth_errors", U64(load(&stats.auth_errors)));
+    // memcached prints these two only when TLS is on.
+    if let Some(tls) = &session.settings.tls {
+        if tls.options().session_cache {
+            emit(
+                "ssl_new_sessions",
+                U64(tls.new_sessions.load(Ordering::Relaxed)),
+            );
+        }
+        emit(
+            "ssl_handshake_errors",
+            U64(tls.handshake_errors.load(Ordering::Relaxed)),
+        );
+        emit(
+            "time_since_server_cert_refresh",
+            U64(tls.seconds_since_refresh()),
+        );
+    }
     emit(
         "bytes_read",
         U64(load(&stats.bytes_read).wrapping_add(runtime.sum(|w: &WorkerCounters| &w.bytes_read))),
@@ -153,12 +179,51 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
         "reqs_per_event",
         U64(u64::from(runtime.reqs_per_event.load(Ordering::Relaxed))),
     );
-    emit("binding_protocol", Text("auto-negotiate".to_owned()));
+    emit(
+        "binding_protocol",
+        Text(settings.auth.binding_protocol().to_owned()),
+    );
+    emit("auth_enabled_sasl", yes_no(settings.auth.sasl.is_some()));
+    // memcached prints the authfile's path, or "no".
+    emit(
+        "auth_enabled_ascii",
+        Text(settings.auth.ascii.as_ref().map_or_else(
+            || "no".to_owned(),
+            |users| users.path().display().to_string(),
+        )),
+    );
     emit("maxconns_fast", yes_no(true));
     emit(
         "idle_timeout",
         U64(u64::from(runtime.idle_timeout_s.load(Ordering::Relaxed))),
     );
+    tls_settings(&settings.tls_options, emit);
+}
+
+/// memcached's `ssl_*` lines of `stats settings`, with its spellings of "not set".
+fn tls_settings(tls: &crate::tls::TlsOptions, emit: &mut Emit<'_>) {
+    use engine::StatValue::{Text, U64};
+    let yes_no = |on: bool| Text(if on { "yes" } else { "no" }.to_owned());
+    let path = |path: &Option<std::path::PathBuf>, unset: &str| {
+        Text(
+            path.as_ref()
+                .map_or_else(|| unset.to_owned(), |path| path.display().to_string()),
+        )
+    };
+    emit("ssl_enabled", yes_no(tls.enabled));
+    emit("ssl_chain_cert", path(&tls.chain_cert, "(null)"));
+    emit("ssl_key", path(&tls.key, "(null)"));
+    emit("ssl_verify_mode", U64(tls.verify_mode as u64));
+    emit("ssl_keyformat", U64(tls.key_format as u64));
+    emit(
+        "ssl_ciphers",
+        Text(tls.ciphers.clone().unwrap_or_else(|| "NULL".to_owned())),
+    );
+    emit("ssl_ca_cert", path(&tls.ca_cert, "NULL"));
+    emit("ssl_wbuf_size", U64(tls.wbuf_size_bytes as u64));
+    emit("ssl_session_cache", yes_no(tls.session_cache));
+    emit("ssl_kernel_tls", yes_no(false));
+    emit("ssl_min_version", Text(tls.min_version.name().to_owned()));
 }
 
 fn conns(session: &Session<'_>, emit: &mut dyn FnMut(&str, &str)) {

@@ -36,10 +36,20 @@ impl ServerProcess {
     /// until it accepts connections (bounded), retrying with another port if the port
     /// was taken.
     pub fn start(binary: &str, extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
+        Self::start_with_env(binary, extra_args, &[])
+    }
+
+    /// [`ServerProcess::start`] with extra environment variables for the server
+    /// (e.g. `MEMCACHED_SASL_PWDB`), so tests need not change their own environment.
+    pub fn start_with_env(
+        binary: &str,
+        extra_args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> anyhow::Result<ServerProcess> {
         let mut last_error = anyhow!("no attempt made");
         for _ in 0..START_ATTEMPTS {
             let port = free_port()?;
-            match Self::start_on(binary, port, extra_args) {
+            match Self::start_on(binary, port, extra_args, env) {
                 Ok(server) => return Ok(server),
                 Err(error) => last_error = error,
             }
@@ -47,9 +57,15 @@ impl ServerProcess {
         Err(last_error.context(format!("starting {binary} {extra_args:?}")))
     }
 
-    fn start_on(binary: &str, port: u16, extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
+    fn start_on(
+        binary: &str,
+        port: u16,
+        extra_args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> anyhow::Result<ServerProcess> {
         let port_arg = port.to_string();
         let mut command = Command::new(binary);
+        command.envs(env.iter().copied());
         command.args(["-p", &port_arg, "-l", "127.0.0.1", "-U", "0"]);
         let is_fogcached = Path::new(binary)
             .file_name()
@@ -104,21 +120,37 @@ impl ServerProcess {
     /// Starts fogcached: `$FOGCACHED_BIN`, else `target/{debug,release}/fogcached` next
     /// to the running test executable.
     pub fn fogcached(extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
+        Self::fogcached_with_env(extra_args, &[])
+    }
+
+    /// [`ServerProcess::fogcached`] with extra environment variables.
+    pub fn fogcached_with_env(
+        extra_args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> anyhow::Result<ServerProcess> {
         let binary = fogcached_binary()?;
         let binary = binary
             .to_str()
             .ok_or_else(|| anyhow!("fogcached path is not UTF-8: {}", binary.display()))?
             .to_owned();
-        Self::start(&binary, extra_args)
+        Self::start_with_env(&binary, extra_args, env)
     }
 
     /// Starts Debian's memcached (`/usr/bin/memcached`); Err if it is not installed.
     pub fn memcached(extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
+        Self::memcached_with_env(extra_args, &[])
+    }
+
+    /// [`ServerProcess::memcached`] with extra environment variables.
+    pub fn memcached_with_env(
+        extra_args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+    ) -> anyhow::Result<ServerProcess> {
         const MEMCACHED: &str = "/usr/bin/memcached";
         if !Path::new(MEMCACHED).exists() {
             bail!("{MEMCACHED} is not installed");
         }
-        Self::start(MEMCACHED, extra_args)
+        Self::start_with_env(MEMCACHED, extra_args, env)
     }
 
     pub fn port(&self) -> u16 {

@@ -171,6 +171,7 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
             session.out.extend_from_slice(SERVER_VERSION.as_bytes());
             session.out.extend_from_slice(b"\r\n");
         }
+        TextRequest::RefreshCerts { noreply } => refresh_certs(session, noreply),
         TextRequest::Verbosity { level, noreply } => {
             session.settings.verbosity.store(level, Ordering::Relaxed);
             reply(session, noreply, OK);
@@ -320,6 +321,25 @@ fn push_u64(out: &mut Vec<u8>, mut value: u64) {
 }
 
 /// `stats [group]`.
+/// memcached's `refresh_certs`: `OK`, or the reason the certificates were not reloaded
+/// (connections keep the old ones).
+fn refresh_certs(session: &mut Session<'_>, noreply: bool) {
+    let Some(tls) = &session.settings.tls else {
+        // memcached's words when it has TLS compiled in but not enabled.
+        session.out.extend_from_slice(b"Error TLS not enabled\r\n");
+        return;
+    };
+    match tls.refresh() {
+        Ok(()) => reply(session, noreply, OK),
+        Err(message) => {
+            // One line, whatever the error text holds.
+            let message = message.replace(['\r', '\n'], " ");
+            session.out.extend_from_slice(message.as_bytes());
+            session.out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
 fn stats_command(session: &mut Session<'_>, group: &[u8]) {
     match group {
         b"reset" => {
