@@ -2,8 +2,8 @@
 # Benchmark (not a test): two server command lines under the same fogbench closed loop,
 # in alternating rounds, so that a drift of the (shared) machine affects both alike.
 #
-#   SERVER_A="fogcached -t 2 --dram 17 --slow-size 125m --slow-cost optane" \
-#   SERVER_B="fogcached -t 2 --dram 17 --slow-size 125m --slow-cost optane --no-migration" \
+#   SERVER_A="fogcached -t 2 --dram 17 --slow-size 125m --slow-cost optane --policy dual-lru" \
+#   SERVER_B="fogcached -t 2 --dram 17 --slow-size 125m --slow-cost optane --policy dual-lru --no-migration" \
 #   NAME_A=hybrid NAME_B=no-migration scripts/bench-fogbench-ab.sh
 #
 # Both servers start at once (each in its own temporary directory, on a free port; the

@@ -33,8 +33,8 @@
 #   NAME_A, NAME_B [A, B] their names in the output
 #
 # For example, the hybrid against itself without migration:
-#   SERVER_A="fogcached --dram 48 --slow-size 976m --slow-cost optane -t 2" \
-#   SERVER_B="fogcached --dram 48 --slow-size 976m --slow-cost optane -t 2 --no-migration" \
+#   SERVER_A="fogcached --dram 48 --slow-size 976m --slow-cost optane -t 2 --policy dual-lru" \
+#   SERVER_B="fogcached --dram 48 --slow-size 976m --slow-cost optane -t 2 --policy dual-lru --no-migration" \
 #   NAME_A=hybrid NAME_B=no-migration scripts/bench-memcaslap.sh
 #
 # After each round the script also prints, for a server that reports them, the round's

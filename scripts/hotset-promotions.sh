@@ -4,7 +4,7 @@
 #
 #   scripts/hotset-promotions.sh [FOGCACHED_ARGS...]
 #
-# Starts `fogcached --dram 17m --slow-size 125m` (or the arguments given; port, listen
+# Starts `fogcached --dram 17m --slow-size 125m --policy dual-lru` (or the arguments given; port, listen
 # address and data directory are added), loads KEYS × VALUE_BYTES values with fogbench,
 # runs an uncounted warm-up of GETs, then a counted run. Every other GET is drawn from the
 # hot range [HOT_FIRST, HOT_FIRST + HOT_KEYS), the rest uniformly from all keys
@@ -39,7 +39,7 @@ die() { printf 'hotset-promotions.sh: %b\n' "$*" >&2; exit 1; }
 [ -x "$FOGBENCH" ] || die "$FOGBENCH missing (cargo build --release -p bench)"
 
 server_args=("$@")
-[ "${#server_args[@]}" -gt 0 ] || server_args=(--dram 17m --slow-size 125m)
+[ "${#server_args[@]}" -gt 0 ] || server_args=(--dram 17m --slow-size 125m --policy dual-lru)
 
 work_dir="$(mktemp -d)"
 server_pid=""

@@ -37,7 +37,8 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct ReproduceArgs {
-    /// fogcached-latency (seed 000), ycsb (seed 004), edge-cloud (seeds 003/001), or all.
+    /// fogcached-latency (seed 000), ycsb (seed 004), edge-cloud (seeds 003/001),
+    /// hmcached (seed 002), or all.
     experiment: String,
     /// Scaled down: each experiment takes a minute or two instead of many.
     #[arg(long)]
@@ -55,9 +56,10 @@ struct ReproduceArgs {
     /// The memcached binary (default: /usr/bin/memcached, else on PATH).
     #[arg(long)]
     memcached: Option<PathBuf>,
-    /// Emulated slow-tier cost of fogcached's slow tier (see fogcached --help).
-    #[arg(long, default_value = "optane")]
-    slow_cost: String,
+    /// Emulated slow-tier cost of fogcached's slow tier (see fogcached --help)
+    /// [default: hmcached for the hmcached experiment, optane for the others]
+    #[arg(long)]
+    slow_cost: Option<String>,
     /// Length of every run phase in seconds, instead of the experiment's own.
     #[arg(long)]
     duration_s: Option<f64>,

@@ -24,6 +24,8 @@ use crate::workload::{KeyDistribution, ValueSize};
 use crate::{run_benchmark, BenchOptions};
 use delay_proxy::DelayProxy;
 
+mod hmcached;
+
 /// The experiments of the brief's "Evaluation" table that fogbench reproduces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Experiment {
@@ -33,13 +35,17 @@ pub enum Experiment {
     Ycsb,
     /// Seeds 003 and 001: an edge cache in front of a distant origin.
     EdgeCloud,
+    /// Seed 002: HMCached's datasets; every placement policy's throughput relative to
+    /// DRAM-only, and a slow-tier latency sweep.
+    Hmcached,
 }
 
 impl Experiment {
-    pub const ALL: [Experiment; 3] = [
+    pub const ALL: [Experiment; 4] = [
         Experiment::FogcachedLatency,
         Experiment::Ycsb,
         Experiment::EdgeCloud,
+        Experiment::Hmcached,
     ];
 
     pub fn name(self) -> &'static str {
@@ -47,6 +53,25 @@ impl Experiment {
             Experiment::FogcachedLatency => "fogcached-latency",
             Experiment::Ycsb => "ycsb",
             Experiment::EdgeCloud => "edge-cloud",
+            Experiment::Hmcached => "hmcached",
+        }
+    }
+
+    /// The `--policy` of a tiered fogcached when the configuration names none: the
+    /// Fogcached papers' experiments reproduce Dual-LRU, whatever the server's default.
+    pub fn paper_policy(self) -> Option<&'static str> {
+        match self {
+            Experiment::Hmcached => None,
+            _ => Some("dual-lru"),
+        }
+    }
+
+    /// The `--slow-cost` of fogcached's slow tier when the command line gives none: the
+    /// emulation of the experiment's paper.
+    pub fn default_slow_cost(self) -> &'static str {
+        match self {
+            Experiment::Hmcached => "hmcached",
+            _ => "optane",
         }
     }
 
@@ -57,7 +82,7 @@ impl Experiment {
         match Experiment::ALL.iter().find(|e| e.name() == name) {
             Some(experiment) => Ok(vec![*experiment]),
             None => bail!(
-                "unknown experiment {name:?}; known: fogcached-latency, ycsb, edge-cloud, all"
+                "unknown experiment {name:?}; known: fogcached-latency, ycsb, edge-cloud, hmcached, all"
             ),
         }
     }
@@ -74,8 +99,9 @@ pub struct ReproduceOptions {
     pub programs: Programs,
     /// Scaled down so that every experiment finishes in about a minute.
     pub quick: bool,
-    /// Emulated slow-tier cost of fogcached (`--slow-cost`).
-    pub slow_cost: String,
+    /// Emulated slow-tier cost of fogcached (`--slow-cost`); each experiment's own
+    /// ([`Experiment::default_slow_cost`]) when None.
+    pub slow_cost: Option<String>,
     /// Overrides of the run phase length and of the client's connections (for tests).
     pub duration_override: Option<Duration>,
     pub connections_override: Option<usize>,
@@ -175,6 +201,10 @@ pub fn reproduce(
 /// The shared context of one experiment's runs.
 struct Lab<'a> {
     options: &'a ReproduceOptions,
+    /// The slow-tier cost of this experiment's fogcached servers.
+    slow_cost: String,
+    /// The placement policy of its tiered fogcached servers that name none.
+    policy: Option<&'static str>,
     data_root: &'a Path,
     report_dir: &'a Path,
     logs_dir: PathBuf,
@@ -193,6 +223,11 @@ fn run_experiment(
     }
     let ctx = Lab {
         options,
+        slow_cost: options
+            .slow_cost
+            .clone()
+            .unwrap_or_else(|| experiment.default_slow_cost().to_owned()),
+        policy: experiment.paper_policy(),
         data_root,
         report_dir,
         logs_dir,
@@ -201,6 +236,7 @@ fn run_experiment(
         Experiment::FogcachedLatency => fogcached_latency(&ctx)?,
         Experiment::Ycsb => ycsb(&ctx)?,
         Experiment::EdgeCloud => edge_cloud(&ctx)?,
+        Experiment::Hmcached => hmcached::hmcached(&ctx)?,
     };
     let path = report_dir.join("REPORT.md");
     std::fs::write(&path, markdown).with_context(|| format!("writing {}", path.display()))?;
@@ -253,8 +289,11 @@ impl Lab<'_> {
                 "--data-dir".to_owned(),
                 data_dir.display().to_string(),
                 "--slow-cost".to_owned(),
-                self.options.slow_cost.clone(),
+                self.slow_cost.clone(),
             ]);
+            if let Some(policy) = self.policy.filter(|_| !extra.contains(&"--policy")) {
+                args.extend(["--policy".to_owned(), policy.to_owned()]);
+            }
         }
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         ServerSpec {
@@ -440,7 +479,7 @@ impl Lab<'_> {
              (no emulated cost: extstore does real file I/O).",
             self.data_root.display(),
             filesystem_of(self.data_root),
-            options.slow_cost
+            self.slow_cost
         );
         let _ = writeln!(
             md,
@@ -2034,7 +2073,11 @@ mod tests {
     #[test]
     fn experiments_parse_by_name_and_all() {
         assert_eq!(Experiment::parse("ycsb").ok(), Some(vec![Experiment::Ycsb]));
-        assert_eq!(Experiment::parse("all").map(|v| v.len()).ok(), Some(3));
+        assert_eq!(Experiment::parse("all").map(|v| v.len()).ok(), Some(4));
+        assert_eq!(
+            Experiment::parse("hmcached").ok(),
+            Some(vec![Experiment::Hmcached])
+        );
         assert!(Experiment::parse("nope").is_err());
     }
 

@@ -247,6 +247,11 @@ impl LaunchedServer {
         Ok(String::from_utf8_lossy(&reply).trim().to_owned())
     }
 
+    /// The server's process id (for its CPU time in `/proc`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Every numeric field of `stats`.
     pub fn stats(&self) -> anyhow::Result<BTreeMap<String, u64>> {
         fetch_stats(self.addr)

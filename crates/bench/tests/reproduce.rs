@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// Three experiments, fifteen servers; a run past this is a hang, not a slow machine.
-const REPRODUCE_TIMEOUT: Duration = Duration::from_secs(600);
+/// Four experiments, twenty-six servers; a run past this is a hang, not a slow machine.
+const REPRODUCE_TIMEOUT: Duration = Duration::from_secs(900);
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
@@ -122,6 +122,109 @@ fn check_experiment(dir: &Path, expected_labels: &[&str], raw_files: &[&str], pl
                     "{label}: no server stats in the time series"
                 );
             }
+        }
+    }
+}
+
+/// `reproduce hmcached`: every configuration measured in every round, ratios to
+/// DRAM-only, and the hotspot policy reading less of the slow tier than HM-UNI.
+fn check_hmcached(dir: &Path) {
+    let report = read(&dir.join("REPORT.md"));
+    for section in [
+        "## How this report was made",
+        "## Configurations",
+        "## Throughput relative to DRAM-only",
+        "## Slow-tier latency sweep",
+        "## Plots",
+        "## Compared with the paper",
+        "## Integrity",
+        "## Raw data",
+    ] {
+        assert!(report.contains(section), "hmcached: no {section:?}");
+    }
+    assert!(
+        report.contains("Load average"),
+        "the load average is stated"
+    );
+    assert!(
+        report.contains("`--slow-cost hmcached`"),
+        "the paper's cost by default"
+    );
+    assert_eq!(
+        configuration_labels(&report),
+        [
+            "dram-only",
+            "hotspot",
+            "hyperbolic",
+            "dual-lru",
+            "two-level",
+            "uniform",
+            "hotspot-x1",
+            "dual-lru-x1",
+            "hotspot-x4",
+            "dual-lru-x4",
+        ]
+    );
+    assert!(!report.contains("did not run"), "{report}");
+    assert!(
+        report.contains("no verify failures, no error replies and no lost connections"),
+        "integrity problems:\n{report}"
+    );
+    for stem in [
+        "throughput-ratio",
+        "slow-lines-per-request",
+        "latency-sweep",
+    ] {
+        assert_plot(dir, stem, &report);
+    }
+    let lines_per_request = |arm: &Value| {
+        let sum = |field: &str| -> u64 {
+            arm["rounds"]
+                .as_array()
+                .expect("rounds")
+                .iter()
+                .map(|r| r["stats_delta"][field].as_u64().unwrap_or(0))
+                .sum()
+        };
+        (sum("slow_lines_read") + sum("slow_lines_written")) as f64
+            / (sum("cmd_get") + sum("cmd_set")).max(1) as f64
+    };
+    for raw in ["uni-3-2k-95-5", "latency-sweep"] {
+        let arms: Value = serde_json::from_str(&read(&dir.join("raw").join(format!("{raw}.json"))))
+            .expect("raw results are JSON");
+        let arms = arms.as_array().expect("a list of configurations");
+        for arm in arms {
+            let label = &arm["label"];
+            assert!(arm["error"].is_null(), "{label}: {}", arm["error"]);
+            let rounds = arm["rounds"].as_array().expect("rounds");
+            assert_eq!(rounds.len(), 2, "{label}: two rounds at quick scale");
+            for round in rounds {
+                assert!(round["ops_per_s"].as_f64().unwrap_or(0.0) > 0.0, "{label}");
+                assert!(round["gets"].as_u64().unwrap_or(0) > 0, "{label}");
+                assert_eq!(round["problems"].as_u64(), Some(0), "{label}");
+                assert!(
+                    round["server_cpu_s"].as_f64().is_some_and(|s| s >= 0.0),
+                    "{label}: the server's CPU time is measured"
+                );
+            }
+        }
+        if raw == "uni-3-2k-95-5" {
+            let find = |label: &str| {
+                arms.iter()
+                    .find(|a| a["label"] == label)
+                    .unwrap_or_else(|| panic!("no {label}"))
+            };
+            // DRAM-only touches no slow tier; hotspot moves the hot items to DRAM and so
+            // reads and writes less of it per request than HM-UNI, which never moves one.
+            assert_eq!(lines_per_request(find("dram-only")), 0.0);
+            let (hotspot, uniform) = (
+                lines_per_request(find("hotspot")),
+                lines_per_request(find("uniform")),
+            );
+            assert!(
+                hotspot > 0.0 && hotspot < 0.8 * uniform,
+                "hotspot {hotspot:.2} slow lines per request, uniform {uniform:.2}"
+            );
         }
     }
 }
@@ -255,8 +358,9 @@ fn reproduce_quick_writes_a_complete_report_for_every_experiment() {
             "{lookaside}"
         );
     }
+    check_hmcached(&out.join("hmcached"));
     let index = read(&out.join("README.md"));
-    for name in ["fogcached-latency", "ycsb", "edge-cloud"] {
+    for name in ["fogcached-latency", "ycsb", "edge-cloud", "hmcached"] {
         assert!(
             index.contains(&format!("({name}/REPORT.md)")),
             "index lacks {name}"

@@ -5,13 +5,16 @@
 //! run, for each placement policy named. The placement decisions are the engine's own
 //! code; nothing of a policy is copied here.
 //!
-//! Map: `workload.rs` (keys, values, the request stream over the workspace's shared key
-//! distributions, `crates/workload`), `policy.rs` (policy names and the engine settings
-//! they stand for), `sim.rs` (the run and its windows), `report.rs` (tables, JSON,
-//! CSV).
+//! Map: `workload.rs` (keys, value sizes, the request stream over the workspace's shared
+//! key distributions, `crates/workload`), `policy.rs` (policy names and the engine
+//! settings they stand for), `sim.rs` (the run, its windows, HMCached's phase change),
+//! `kernel_tiering.rs` (`--policy kernel-tiering`: a model of Linux's page tiering under
+//! plain memcached, the one placement here that is not the engine's), `report.rs`
+//! (tables, JSON, CSV).
 
 #![forbid(unsafe_code)]
 
+pub mod kernel_tiering;
 pub mod policy;
 pub mod report;
 pub mod sim;
@@ -19,6 +22,7 @@ pub mod workload;
 
 pub use policy::Policy;
 pub use sim::{
-    compare, run, run_policies, Comparison, RunReport, SimConfig, SimError, Tuning, Window,
+    compare, run, run_policies, Comparison, PhaseChange, RunReport, SimConfig, SimError, Tuning,
+    Window,
 };
-pub use workload::Distribution;
+pub use workload::{Distribution, ValueSizes};

@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
-use sim::{report, Distribution, Policy, SimConfig};
+use sim::kernel_tiering::KernelTiering;
+use sim::{report, Distribution, PhaseChange, Policy, SimConfig, ValueSizes};
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 enum DistributionArg {
@@ -49,8 +50,49 @@ struct Cli {
     #[arg(long)]
     keys: Option<u64>,
     /// Bytes of every value [default: 1000]
-    #[arg(long)]
+    #[arg(long, conflicts_with = "value_sizes")]
     value_bytes: Option<usize>,
+    /// Value sizes: `1000` (fixed), `1-8192` (uniform, inclusive) or `normal:MEAN:DEV`
+    /// (clamped to 1..=2 x MEAN); each key keeps its size.
+    #[arg(long, value_name = "SPEC")]
+    value_sizes: Option<String>,
+    /// HMCached's dataset Uni-X-Y: X million keys (times --scale), values uniform from 1
+    /// to Y KiB (e.g. uni-3-8k); sets --keys and --value-sizes, and the tier sizes from
+    /// --dram-fraction unless given.
+    #[arg(long, value_name = "uni-X-Y", conflicts_with_all = ["keys", "value_bytes", "value_sizes", "preset"])]
+    dataset: Option<String>,
+    /// Key counts of --dataset and --phase-change are the paper's times this.
+    #[arg(long, default_value_t = 0.1)]
+    scale: f64,
+    /// DRAM as a fraction of the data (`1/4`, `0.25`) with --dataset [default: 1/4].
+    #[arg(long, value_name = "FRACTION")]
+    dram_fraction: Option<String>,
+    /// HMCached section 4.6: two datasets of 1 million keys each (times --scale), A with
+    /// values normal(4 KiB, 1 KiB), B uniform 1..8 KiB, the run in PHASES phases that
+    /// request A, B, A, ... in turn; DRAM 1 GiB (times --scale) unless given.
+    #[arg(long, value_name = "PHASES", conflicts_with_all = ["keys", "value_bytes", "value_sizes", "preset", "dataset"])]
+    phase_change: Option<u32>,
+    /// The hotspot policy's benefit-aware DRAM reassignment off (the engine's
+    /// `--no-benefit-reassign`; HMCached-Calcific in section 4.6).
+    #[arg(long)]
+    no_benefit_reassign: bool,
+    /// The engine's slab automover: 0 off (with --no-benefit-reassign no DRAM page ever
+    /// changes class: HMCached-Calcific), 1 memcached's rules [default: the engine's]
+    #[arg(long, value_name = "0|1|2")]
+    slab_automove: Option<u32>,
+    /// kernel-tiering: promotion rate limit in MB per simulated second
+    /// (`numa_balancing_promote_rate_limit_MBps`).
+    #[arg(long, default_value_t = KernelTiering::default().promote_rate_limit_mbps)]
+    kernel_promote_mbps: u64,
+    /// kernel-tiering: MB of address space the NUMA-balancing scanner unmaps per period.
+    #[arg(long, default_value_t = KernelTiering::default().scan_mb)]
+    kernel_scan_mb: u64,
+    /// kernel-tiering: the scanner's period in simulated milliseconds.
+    #[arg(long, default_value_t = KernelTiering::default().scan_period_ms)]
+    kernel_scan_period_ms: u64,
+    /// kernel-tiering: hint-fault latency below which a page is hot, in simulated ms.
+    #[arg(long, default_value_t = KernelTiering::default().hot_threshold_ms)]
+    kernel_hot_threshold_ms: u64,
     /// DRAM tier size in MiB [default: 64]
     #[arg(long)]
     dram_mib: Option<u64>,
@@ -98,7 +140,8 @@ struct Cli {
     #[arg(long)]
     access_period: Option<u64>,
     /// Placement policies to run, in order: repeat the option or give a comma list
-    /// (dual-lru, no-migration) [default: dual-lru]
+    /// (dual-lru, hotspot, hyperbolic, uniform, two-level, no-migration, kernel-tiering)
+    /// [default: dual-lru]
     #[arg(long, value_name = "NAME[,NAME...]")]
     policy: Vec<String>,
     /// Same as --policy dual-lru,no-migration.
@@ -167,15 +210,112 @@ fn main() -> ExitCode {
     }
 }
 
-fn config_from(cli: &Cli) -> SimConfig {
+/// `1/4`, `0.25`: a fraction in (0, 1].
+fn parse_fraction(text: &str) -> anyhow::Result<f64> {
+    let value = match text.split_once('/') {
+        Some((num, den)) => {
+            let num: f64 = num.trim().parse().context("the numerator")?;
+            let den: f64 = den.trim().parse().context("the denominator")?;
+            num / den
+        }
+        None => text.trim().parse().context("the fraction")?,
+    };
+    anyhow::ensure!(
+        value > 0.0 && value <= 1.0,
+        "--dram-fraction must be in (0, 1], got {text:?}"
+    );
+    Ok(value)
+}
+
+/// `uni-3-8k`: (keys in millions, largest value in bytes).
+fn parse_uni(name: &str) -> anyhow::Result<(f64, usize)> {
+    let lower = name.to_ascii_lowercase();
+    let parts: Vec<&str> = lower.split('-').collect();
+    let parsed = match parts.as_slice() {
+        ["uni", millions, kib] => kib
+            .strip_suffix('k')
+            .and_then(|k| k.parse::<usize>().ok())
+            .zip(millions.parse::<f64>().ok()),
+        _ => None,
+    };
+    let Some((kib, millions)) = parsed else {
+        anyhow::bail!(
+            "--dataset must be uni-X-Yk (X million keys, values 1 to Y KiB), got {name:?}"
+        );
+    };
+    anyhow::ensure!(millions > 0.0 && kib > 0, "--dataset {name:?} is empty");
+    Ok((millions, kib * 1024))
+}
+
+/// MiB that hold `bytes`, rounded up.
+fn mib_of(bytes: f64) -> u64 {
+    (bytes / MIB as f64).ceil() as u64
+}
+
+const MIB: u64 = 1024 * 1024;
+
+/// Slow tier for a dataset of `data_bytes`: room for all of it with slab-class rounding
+/// (up to 25 % for factor 1.25) and a partial page per class, so that nothing is evicted.
+fn slow_mib_for(data_bytes: f64) -> u64 {
+    mib_of(data_bytes * 1.3) + 64
+}
+
+fn config_from(cli: &Cli) -> anyhow::Result<SimConfig> {
     let preset = match cli.preset {
         None => &DEFAULTS,
         Some(PresetArg::FogcachedLatency) => &FOGCACHED_LATENCY,
     };
-    let value_bytes = cli.value_bytes.unwrap_or(preset.value_bytes);
-    let dram_mib = cli.dram_mib.unwrap_or(preset.dram_mib);
-    let keys = cli.keys.or(preset.keys).unwrap_or_else(|| {
-        SimConfig::keys_for_dram_ratio(dram_mib, value_bytes, DATASET_TO_DRAM_DEFAULT)
+    anyhow::ensure!(cli.scale > 0.0, "--scale must be above 0");
+    let mut value_sizes = match (&cli.value_sizes, cli.value_bytes) {
+        (Some(spec), _) => ValueSizes::parse(spec).map_err(anyhow::Error::msg)?,
+        (None, Some(n)) => ValueSizes::Fixed(n),
+        (None, None) => ValueSizes::Fixed(preset.value_bytes),
+    };
+    let mut keys = cli.keys.or(preset.keys);
+    let mut dram_mib = cli.dram_mib;
+    let mut slow_mib = cli.slow_mib.or(preset.slow_mib);
+    let mut phase_change = None;
+    let scaled = |millions: f64| ((millions * 1e6 * cli.scale).round() as u64).max(1);
+    if let Some(name) = &cli.dataset {
+        let (millions, max_bytes) = parse_uni(name)?;
+        let n = scaled(millions);
+        value_sizes = ValueSizes::Uniform {
+            min: 1,
+            max: max_bytes,
+        };
+        let data = SimConfig::dataset_bytes_estimate(n, &value_sizes) as f64;
+        let fraction = parse_fraction(cli.dram_fraction.as_deref().unwrap_or("1/4"))?;
+        keys = Some(n);
+        dram_mib = dram_mib.or(Some(mib_of(data * fraction)));
+        slow_mib = slow_mib.or(Some(slow_mib_for(data)));
+    } else if let Some(phases) = cli.phase_change {
+        anyhow::ensure!(phases > 0, "--phase-change needs at least one phase");
+        let n = scaled(1.0);
+        value_sizes = ValueSizes::parse("normal:4096:1024").map_err(anyhow::Error::msg)?;
+        let second = ValueSizes::Uniform { min: 1, max: 8192 };
+        let data = (SimConfig::dataset_bytes_estimate(n, &value_sizes)
+            + SimConfig::dataset_bytes_estimate(n, &second)) as f64;
+        keys = Some(n);
+        dram_mib = dram_mib.or(Some(mib_of(1024.0 * MIB as f64 * cli.scale)));
+        slow_mib = slow_mib.or(Some(slow_mib_for(data)));
+        phase_change = Some(PhaseChange {
+            keys: n,
+            value_sizes: second,
+            phases,
+        });
+    } else {
+        anyhow::ensure!(
+            cli.dram_fraction.is_none(),
+            "--dram-fraction goes with --dataset"
+        );
+    }
+    let dram_mib = dram_mib.unwrap_or(preset.dram_mib);
+    let keys = keys.unwrap_or_else(|| {
+        SimConfig::keys_for_dram_ratio(
+            dram_mib,
+            value_sizes.mean_bytes() as usize,
+            DATASET_TO_DRAM_DEFAULT,
+        )
     });
     let distribution = match cli.distribution.unwrap_or(preset.distribution) {
         DistributionArg::Zipf => Distribution::Zipf { theta: cli.theta },
@@ -185,14 +325,12 @@ fn config_from(cli: &Cli) -> SimConfig {
         },
         DistributionArg::Uniform => Distribution::Uniform,
     };
-    SimConfig {
+    Ok(SimConfig {
         keys,
-        value_bytes,
+        value_sizes,
+        phase_change,
         dram_mib,
-        slow_mib: cli
-            .slow_mib
-            .or(preset.slow_mib)
-            .unwrap_or(dram_mib.saturating_mul(SLOW_TO_DRAM_DEFAULT)),
+        slow_mib: slow_mib.unwrap_or(dram_mib.saturating_mul(SLOW_TO_DRAM_DEFAULT)),
         ops: cli.ops.unwrap_or(preset.ops),
         windows: cli.windows,
         distribution,
@@ -204,8 +342,16 @@ fn config_from(cli: &Cli) -> SimConfig {
         tuning: sim::Tuning {
             promotion_margin: cli.promotion_margin,
             access_period_requests: cli.access_period,
+            benefit_reassign: cli.no_benefit_reassign.then_some(false),
+            slab_automove: cli.slab_automove,
         },
-    }
+        kernel: KernelTiering {
+            scan_period_ms: cli.kernel_scan_period_ms,
+            scan_mb: cli.kernel_scan_mb,
+            hot_threshold_ms: cli.kernel_hot_threshold_ms,
+            promote_rate_limit_mbps: cli.kernel_promote_mbps,
+        },
+    })
 }
 
 fn policies_from(cli: &Cli) -> anyhow::Result<Vec<Policy>> {
@@ -225,7 +371,7 @@ fn policies_from(cli: &Cli) -> anyhow::Result<Vec<Policy>> {
 
 fn real_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let config = config_from(&cli);
+    let config = config_from(&cli)?;
     let policies = policies_from(&cli)?;
     println!("{}", report::header(&config, &policies));
     let runs = sim::run_policies(&config, &policies)?;

@@ -1,13 +1,24 @@
 //! `--policy`: the placement settings a run can use, by name. The simulator compares
 //! them on the same seeded workload; it decides nothing itself, each name only sets
-//! fields of the engine's configuration.
+//! fields of the engine's configuration — except `kernel-tiering`, which is not the
+//! engine's: plain memcached with the kernel's page tiering (`kernel_tiering.rs`).
 
 use engine::{EngineConfig, PlacementPolicy};
+
+/// Who places the items of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyKind {
+    /// The engine, under the placement policy `configure` sets.
+    Engine,
+    /// The engine DRAM-only, its pages placed by the kernel-tiering model.
+    KernelTiering,
+}
 
 /// A placement setting: its name and what it changes in the engine's configuration.
 #[derive(Clone, Copy)]
 pub struct Policy {
     pub name: &'static str,
+    pub kind: PolicyKind,
     configure: fn(&mut EngineConfig),
 }
 
@@ -16,28 +27,40 @@ pub struct Policy {
 pub const POLICIES: &[Policy] = &[
     Policy {
         name: "dual-lru",
+        kind: PolicyKind::Engine,
         configure: |c| c.policy = PlacementPolicy::DualLru,
     },
     Policy {
         name: "hotspot",
+        kind: PolicyKind::Engine,
         configure: |c| c.policy = PlacementPolicy::Hotspot,
     },
     Policy {
         name: "hyperbolic",
+        kind: PolicyKind::Engine,
         configure: |c| c.policy = PlacementPolicy::Hyperbolic,
     },
     Policy {
         name: "uniform",
+        kind: PolicyKind::Engine,
         configure: |c| c.policy = PlacementPolicy::Uniform,
     },
     Policy {
         name: "two-level",
+        kind: PolicyKind::Engine,
         configure: |c| c.policy = PlacementPolicy::TwoLevel,
     },
     // The papers' "without dynamic relocation": items stay in the tier of their write.
     Policy {
         name: "no-migration",
+        kind: PolicyKind::Engine,
         configure: |c| c.migration_enabled = false,
+    },
+    // What a user would do instead: plain memcached, Linux moving hot 4 KiB pages.
+    Policy {
+        name: "kernel-tiering",
+        kind: PolicyKind::KernelTiering,
+        configure: |_| {},
     },
 ];
 
@@ -117,7 +140,7 @@ mod tests {
         assert!(!config.migration_enabled);
         assert_eq!(
             Policy::named("lru").unwrap_err().to_string(),
-            "unknown policy \"lru\" (known: dual-lru, hotspot, hyperbolic, uniform, two-level, no-migration)"
+            "unknown policy \"lru\" (known: dual-lru, hotspot, hyperbolic, uniform, two-level, no-migration, kernel-tiering)"
         );
     }
 

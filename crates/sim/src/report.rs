@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use crate::policy::Policy;
 use crate::sim::{steady_first_window, RunReport, SimConfig, Window};
-use crate::workload::Distribution;
+use crate::workload::{Distribution, ValueSizes};
 
 /// One number of a window: a count, or a ratio / rate written with 6 decimals.
 enum Metric {
@@ -57,8 +57,10 @@ const WINDOW_FIELDS: &[Field] = &[
     ("move_queue_dropped", |w| {
         Metric::Count(w.move_queue_dropped)
     }),
+    ("hint_faults", |w| Metric::Count(w.hint_faults)),
     ("dram_items", |w| Metric::Count(w.dram_items)),
     ("slow_items", |w| Metric::Count(w.slow_items)),
+    ("phase", |w| Metric::Count(u64::from(w.phase))),
 ];
 
 fn pct(v: f64) -> String {
@@ -139,9 +141,15 @@ pub fn describe(distribution: &Distribution) -> String {
 pub fn header(config: &SimConfig, policies: &[Policy]) -> String {
     let names: Vec<&str> = policies.iter().map(|p| p.name).collect();
     format!(
-        "fogsim: {} keys x {} B values, DRAM {} MiB, slow {} MiB, {} requests in {} windows, {}, update ratio {}, seed {}, {} requests/simulated s, {} ticks/s, policies {}",
+        "fogsim: {} keys x {} B values{}, DRAM {} MiB, slow {} MiB, {} requests in {} windows, {}, update ratio {}, seed {}, {} requests/simulated s, {} ticks/s, policies {}",
         config.keys,
-        config.value_bytes,
+        config.value_sizes.describe(),
+        config.phase_change.as_ref().map_or(String::new(), |p| format!(
+            ", then {} keys x {} B values, {} phases alternating the two",
+            p.keys,
+            p.value_sizes.describe(),
+            p.phases
+        )),
         config.dram_mib,
         config.slow_mib,
         config.ops,
@@ -199,6 +207,23 @@ pub fn table(run: &RunReport) -> String {
         "steady = windows {} (the last half); all = the whole run phase",
         steady_range(run)
     );
+    if let Some(k) = &run.kernel {
+        let c = &k.counters;
+        let _ = writeln!(
+            out,
+            "kernel-tiering: {} fast frames, {} pages touched ({} first touched fast, {} slow); {} hint faults, {} pages promoted, {} demoted, {} candidates over the rate limit, {} without room; hot threshold at the end {} ms",
+            k.fast_frames,
+            k.pages,
+            c.allocated_fast,
+            c.allocated_slow,
+            c.hint_faults,
+            c.promotions,
+            c.demotions,
+            c.promotions_rate_limited,
+            c.promotions_no_room,
+            k.hot_threshold_ms,
+        );
+    }
     if run.wrong_values > 0 || run.failed_stores > 0 {
         let _ = writeln!(
             out,
@@ -233,23 +258,30 @@ pub fn comparison(config: &SimConfig, runs: &[RunReport]) -> String {
     for (title, scope) in scopes {
         let _ = writeln!(out, "== comparison, {title} ==");
         let base = scope(first).slow_lines_per_request();
-        table_row(
-            &mut out,
-            "policy",
-            headers().chain(std::iter::once("slowR x".to_string())),
-        );
+        let uniform = runs
+            .iter()
+            .find(|r| r.policy == "uniform")
+            .map(|r| scope(r).slow_lines_accessed_per_request());
+        let mut extra = vec!["slowR x".to_string()];
+        if uniform.is_some() {
+            extra.push("RW/unif".to_string());
+        }
+        table_row(&mut out, "policy", headers().chain(extra));
         for run in runs {
             let w = scope(run);
-            let relative = if base > 0.0 {
+            let mut cells = vec![if base > 0.0 {
                 format!("x{:.2}", w.slow_lines_per_request() / base)
             } else {
                 "n/a".to_string()
-            };
-            table_row(
-                &mut out,
-                run.policy,
-                window_cells(w).chain(std::iter::once(relative)),
-            );
+            }];
+            if let Some(uniform) = uniform {
+                cells.push(if uniform > 0.0 {
+                    pct(w.slow_lines_accessed_per_request() / uniform)
+                } else {
+                    "n/a".to_string()
+                });
+            }
+            table_row(&mut out, run.policy, window_cells(w).chain(cells));
         }
         out.push('\n');
     }
@@ -325,8 +357,34 @@ fn window_json(w: &Window) -> String {
     for (name, field) in WINDOW_FIELDS {
         let _ = write!(out, ",\"{name}\":{}", metric_text(field(w)));
     }
+    let pages: Vec<String> = w
+        .dram_pages_by_class
+        .iter()
+        .map(|(chunk, pages)| format!("[{chunk},{pages}]"))
+        .collect();
+    let _ = write!(out, ",\"dram_pages_by_chunk_size\":[{}]", pages.join(","));
     out.push('}');
     out
+}
+
+fn kernel_json(run: &RunReport) -> String {
+    let Some(k) = &run.kernel else {
+        return "null".to_string();
+    };
+    let c = &k.counters;
+    format!(
+        "{{\"fast_frames\":{},\"pages\":{},\"allocated_fast\":{},\"allocated_slow\":{},\"hint_faults\":{},\"promotions\":{},\"demotions\":{},\"promotions_rate_limited\":{},\"promotions_no_room\":{},\"hot_threshold_ms\":{}}}",
+        k.fast_frames,
+        k.pages,
+        c.allocated_fast,
+        c.allocated_slow,
+        c.hint_faults,
+        c.promotions,
+        c.demotions,
+        c.promotions_rate_limited,
+        c.promotions_no_room,
+        k.hot_threshold_ms,
+    )
 }
 
 fn run_json(run: &RunReport) -> String {
@@ -334,7 +392,7 @@ fn run_json(run: &RunReport) -> String {
     let windows: Vec<String> = run.windows.iter().map(window_json).collect();
     let steady_first = steady_first_window(u32::try_from(run.windows.len()).unwrap_or(u32::MAX));
     format!(
-        "{{\"policy\":{},\"migration_enabled\":{},\"load\":{{\"keys\":{},\"stored\":{},\"dram_items\":{},\"slow_items\":{},\"dataset_to_dram_ratio\":{},\"demotions\":{},\"evictions\":{},\"end_s\":{}}},\"windows\":[{}],\"steady_first_window\":{},\"steady\":{},\"total\":{},\"wrong_values\":{},\"failed_stores\":{},\"index_bytes\":{},\"items\":{}}}",
+        "{{\"policy\":{},\"migration_enabled\":{},\"load\":{{\"keys\":{},\"stored\":{},\"dram_items\":{},\"slow_items\":{},\"dataset_to_dram_ratio\":{},\"demotions\":{},\"evictions\":{},\"end_s\":{}}},\"windows\":[{}],\"steady_first_window\":{},\"steady\":{},\"total\":{},\"wrong_values\":{},\"failed_stores\":{},\"index_bytes\":{},\"items\":{},\"kernel_tiering\":{}}}",
         json_str(run.policy),
         run.migration_enabled,
         l.keys,
@@ -353,6 +411,7 @@ fn run_json(run: &RunReport) -> String {
         run.failed_stores,
         run.index_bytes,
         run.items,
+        kernel_json(run),
     )
 }
 
@@ -370,13 +429,32 @@ fn distribution_json(distribution: &Distribution) -> String {
     }
 }
 
+/// `"value_bytes":N` for fixed sizes (as before sizes could vary), else
+/// `"value_sizes":"1-8192"` with the mean.
+fn value_sizes_json(sizes: &ValueSizes) -> String {
+    match sizes {
+        ValueSizes::Fixed(n) => format!("\"value_bytes\":{n}"),
+        other => format!(
+            "\"value_sizes\":{},\"value_bytes_mean\":{}",
+            json_str(&other.describe()),
+            json_f64(other.mean_bytes())
+        ),
+    }
+}
+
 /// The configuration and every run as one JSON document.
 pub fn json(config: &SimConfig, runs: &[RunReport]) -> String {
     let runs: Vec<String> = runs.iter().map(run_json).collect();
     format!(
-        "{{\"config\":{{\"keys\":{},\"value_bytes\":{},\"dram_mib\":{},\"slow_mib\":{},\"ops\":{},\"windows\":{},{},\"update_ratio\":{},\"seed\":{},\"ops_per_s\":{},\"ticks_per_s\":{},\"crawler_interval_s\":{}}},\"runs\":[{}]}}\n",
+        "{{\"config\":{{\"keys\":{},{},{}\"dram_mib\":{},\"slow_mib\":{},\"ops\":{},\"windows\":{},{},\"update_ratio\":{},\"seed\":{},\"ops_per_s\":{},\"ticks_per_s\":{},\"crawler_interval_s\":{},\"benefit_reassign\":{},\"slab_automove\":{},\"kernel_tiering\":{{\"scan_period_ms\":{},\"scan_mb\":{},\"hot_threshold_ms\":{},\"promote_rate_limit_mbps\":{}}}}},\"runs\":[{}]}}\n",
         config.keys,
-        config.value_bytes,
+        value_sizes_json(&config.value_sizes),
+        config.phase_change.as_ref().map_or(String::new(), |p| format!(
+            "\"phase_change\":{{\"keys\":{},{},\"phases\":{}}},",
+            p.keys,
+            value_sizes_json(&p.value_sizes),
+            p.phases
+        )),
         config.dram_mib,
         config.slow_mib,
         config.ops,
@@ -387,6 +465,15 @@ pub fn json(config: &SimConfig, runs: &[RunReport]) -> String {
         config.ops_per_s,
         config.ticks_per_s,
         config.crawler_interval_s,
+        config.tuning.benefit_reassign.unwrap_or(true),
+        config
+            .tuning
+            .slab_automove
+            .map_or("null".to_string(), |a| a.to_string()),
+        config.kernel.scan_period_ms,
+        config.kernel.scan_mb,
+        config.kernel.hot_threshold_ms,
+        config.kernel.promote_rate_limit_mbps,
         runs.join(","),
     )
 }

@@ -23,8 +23,12 @@ use engine::{
     StoreOptions, StoreOutcome,
 };
 
-use crate::policy::Policy;
-use crate::workload::{key_name, value_for, Distribution, Op, Workload, WorkloadError, KEY_BYTES};
+use crate::kernel_tiering::KernelTiering;
+use crate::policy::{Policy, PolicyKind};
+use crate::workload::{
+    key_name, value_for, value_matches, Distribution, Op, ValueSizes, Workload, WorkloadError,
+    KEYS_MAX, KEY_BYTES,
+};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -44,7 +48,11 @@ pub const ITEM_OVERHEAD_ESTIMATE_BYTES: u64 = 48;
 pub struct SimConfig {
     /// Keys in the dataset.
     pub keys: u64,
-    pub value_bytes: usize,
+    /// Value size of each key.
+    pub value_sizes: ValueSizes,
+    /// A second dataset that the run phase alternates with the first (HMCached section
+    /// 4.6's phase change); `None` for one dataset.
+    pub phase_change: Option<PhaseChange>,
     pub dram_mib: u64,
     pub slow_mib: u64,
     /// Requests of the run phase (the load phase adds one `set` per key).
@@ -64,6 +72,18 @@ pub struct SimConfig {
     pub crawler_interval_s: u32,
     /// Engine knobs a run sets over the policy's defaults (tuning sweeps).
     pub tuning: Tuning,
+    /// The kernel's knobs for `--policy kernel-tiering`.
+    pub kernel: KernelTiering,
+}
+
+/// HMCached section 4.6: a second dataset (keys after the first one's), and the run
+/// phase split into `phases` equal parts that request the first dataset, the second, the
+/// first, ... in turn. Both datasets are loaded before the run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PhaseChange {
+    pub keys: u64,
+    pub value_sizes: ValueSizes,
+    pub phases: u32,
 }
 
 /// Engine settings a sweep may override; `None` keeps the engine's default.
@@ -71,6 +91,11 @@ pub struct SimConfig {
 pub struct Tuning {
     pub promotion_margin: Option<u8>,
     pub access_period_requests: Option<u64>,
+    /// `false`: `--no-benefit-reassign` (the hotspot policy's DRAM reassignment off).
+    pub benefit_reassign: Option<bool>,
+    /// The engine's `slab_automove` (0: no page ever changes class, HMCached-Calcific
+    /// with `benefit_reassign` off).
+    pub slab_automove: Option<u32>,
 }
 
 impl SimConfig {
@@ -80,17 +105,48 @@ impl SimConfig {
         ratio.saturating_mul(dram_mib).saturating_mul(MIB) / item_bytes.max(1)
     }
 
+    /// Estimated bytes of `keys` items of `value_sizes` (header + key + mean value).
+    pub fn dataset_bytes_estimate(keys: u64, value_sizes: &ValueSizes) -> u64 {
+        let item_bytes =
+            (ITEM_OVERHEAD_ESTIMATE_BYTES + KEY_BYTES as u64) as f64 + value_sizes.mean_bytes();
+        (keys as f64 * item_bytes) as u64
+    }
+
+    /// Keys of both datasets.
+    pub fn total_keys(&self) -> u64 {
+        self.keys + self.phase_change.as_ref().map_or(0, |p| p.keys)
+    }
+
+    /// The value size of key `id` (of the first dataset, or of the second after it).
+    pub fn value_bytes_of(&self, id: u32) -> usize {
+        match &self.phase_change {
+            Some(second) if u64::from(id) >= self.keys => second.value_sizes.size_of(id, self.seed),
+            _ => self.value_sizes.size_of(id, self.seed),
+        }
+    }
+
     fn check(&self) -> Result<(), SimError> {
         let bad = |what: &str| Err(SimError::Config(what.to_string()));
         if self.keys == 0 {
             return bad("--keys must be at least 1");
         }
-        if self.value_bytes < KEY_BYTES + 1 {
+        self.value_sizes.check().map_err(SimError::Config)?;
+        if let Some(second) = &self.phase_change {
+            second.value_sizes.check().map_err(SimError::Config)?;
+            if second.keys == 0 || second.phases == 0 {
+                return bad("the phase change needs keys and at least one phase");
+            }
+            if self.ops < u64::from(second.phases) {
+                return bad("--ops must be at least the number of phases");
+            }
+        }
+        if self.total_keys() > KEYS_MAX {
             return Err(SimError::Config(format!(
-                "--value-bytes must be at least {} (the value starts with its key)",
-                KEY_BYTES + 1
+                "at most {KEYS_MAX} keys in all, got {}",
+                self.total_keys()
             )));
         }
+        self.kernel.check().map_err(SimError::Config)?;
         if self.windows == 0 {
             return bad("--windows must be at least 1");
         }
@@ -149,6 +205,8 @@ pub struct Counters {
     pub demotions_failed: u64,
     pub move_queue_dropped: u64,
     pub evictions: u64,
+    /// Hint faults of the kernel-tiering model (0 for the engine's policies).
+    pub hint_faults: u64,
     /// Gauges (not differenced): items and item bytes per tier.
     pub dram_items: u64,
     pub slow_items: u64,
@@ -218,13 +276,21 @@ pub struct Window {
     pub demotions: u64,
     pub evictions: u64,
     pub move_queue_dropped: u64,
+    /// Hint faults of the kernel-tiering model (0 for the engine's policies).
+    pub hint_faults: u64,
     /// Items per tier at the end of the window.
     pub dram_items: u64,
     pub slow_items: u64,
+    /// The phase the window's requests were in (1-based; 1 without a phase change: the
+    /// first dataset in odd phases, the second in even ones).
+    pub phase: u32,
+    /// DRAM slab pages per class at the end of the window: (chunk size, pages), classes
+    /// with pages only (the engine's `stats slabs`; empty for kernel-tiering).
+    pub dram_pages_by_class: Vec<(u64, u64)>,
 }
 
 impl Window {
-    fn between(
+    pub(crate) fn between(
         index: u32,
         end_s: u64,
         a: &Counters,
@@ -250,8 +316,11 @@ impl Window {
             demotions: d(|c| c.demotions),
             evictions: d(|c| c.evictions),
             move_queue_dropped: d(|c| c.move_queue_dropped),
+            hint_faults: d(|c| c.hint_faults),
             dram_items: b.dram_items,
             slow_items: b.slow_items,
+            phase: 1,
+            dram_pages_by_class: Vec::new(),
         }
     }
 
@@ -283,6 +352,18 @@ impl Window {
         per_1k(self.promotions_skipped, self.requests)
     }
 
+    pub fn hint_faults_per_1k_requests(&self) -> f64 {
+        per_1k(self.hint_faults, self.requests)
+    }
+
+    /// Slow-tier lines read and written per request.
+    pub fn slow_lines_accessed_per_request(&self) -> f64 {
+        ratio(
+            self.slow_lines_read + self.slow_lines_written,
+            self.requests,
+        )
+    }
+
     /// The windows taken together as one: counts add up, the end time and the item
     /// gauges are those of the last window. `index` names it (0 for aggregates).
     pub fn sum(index: u32, windows: &[Window]) -> Window {
@@ -305,9 +386,12 @@ impl Window {
             total.demotions += w.demotions;
             total.evictions += w.evictions;
             total.move_queue_dropped += w.move_queue_dropped;
+            total.hint_faults += w.hint_faults;
             total.end_s = w.end_s;
             total.dram_items = w.dram_items;
             total.slow_items = w.slow_items;
+            total.phase = w.phase;
+            total.dram_pages_by_class.clone_from(&w.dram_pages_by_class);
         }
         total
     }
@@ -317,7 +401,7 @@ impl Window {
     }
 }
 
-fn ratio(num: u64, den: u64) -> f64 {
+pub(crate) fn ratio(num: u64, den: u64) -> f64 {
     if den == 0 {
         0.0
     } else {
@@ -370,6 +454,8 @@ pub struct RunReport {
     /// tiers). The index is the only DRAM a slow-tier item costs.
     pub index_bytes: u64,
     pub items: u64,
+    /// What the kernel-tiering model did (`--policy kernel-tiering` only).
+    pub kernel: Option<crate::kernel_tiering::KernelSummary>,
 }
 
 impl RunReport {
@@ -393,29 +479,56 @@ impl RunReport {
 }
 
 /// Drives one engine through simulated time.
-struct Driver {
-    engine: Arc<Engine>,
+pub(crate) struct Driver {
+    pub(crate) engine: Arc<Engine>,
     clock: Arc<ManualClock>,
+    ops_per_s: u64,
     ops_per_tick: u64,
     ticks_per_s: u32,
     crawler_interval_s: u32,
     ops_in_tick: u64,
     ticks_in_s: u32,
     s_since_crawl: u32,
-    sim_s: u64,
+    pub(crate) sim_s: u64,
+    /// Requests of the load and run phases so far.
+    requests: u64,
 }
 
 impl Driver {
-    /// Counts one request and runs the maintenance the elapsed time calls for.
-    fn after_request(&mut self) {
-        self.ops_in_tick += 1;
-        if self.ops_in_tick < self.ops_per_tick {
-            return;
+    fn new(engine: &Arc<Engine>, clock: Arc<ManualClock>, config: &SimConfig) -> Driver {
+        Driver {
+            engine: Arc::clone(engine),
+            clock,
+            ops_per_s: config.ops_per_s,
+            ops_per_tick: config.ops_per_s / u64::from(config.ticks_per_s),
+            ticks_per_s: config.ticks_per_s,
+            crawler_interval_s: config.crawler_interval_s,
+            ops_in_tick: 0,
+            ticks_in_s: 0,
+            s_since_crawl: 0,
+            sim_s: 0,
+            requests: 0,
         }
-        self.tick();
     }
 
-    fn tick(&mut self) {
+    /// Simulated milliseconds since the load began, by the requests made.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.requests.saturating_mul(1000) / self.ops_per_s.max(1)
+    }
+
+    /// Counts one request and runs the maintenance the elapsed time calls for; true when
+    /// a tick ran.
+    pub(crate) fn after_request(&mut self) -> bool {
+        self.requests += 1;
+        self.ops_in_tick += 1;
+        if self.ops_in_tick < self.ops_per_tick {
+            return false;
+        }
+        self.tick();
+        true
+    }
+
+    pub(crate) fn tick(&mut self) {
         self.ops_in_tick = 0;
         let e = &self.engine;
         // Each tier's own maintainer (Fogcached), then the migration thread's work.
@@ -452,16 +565,100 @@ impl Driver {
     }
 }
 
-/// Runs the load phase and the run phase once, under `policy`.
-pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
-    config.check()?;
-    let mut workload = Workload::new(
-        config.keys,
-        &config.distribution,
-        config.update_ratio,
-        config.seed,
-    )
-    .map_err(SimError::Workload)?;
+/// The run phase's requests: one dataset's, or two datasets' in alternating phases
+/// (the second dataset's key ids follow the first's).
+pub(crate) struct Requests {
+    first: Workload,
+    second: Option<Workload>,
+    second_offset: u32,
+    phases: u64,
+    ops: u64,
+    issued: u64,
+}
+
+impl Requests {
+    pub(crate) fn new(config: &SimConfig) -> Result<Requests, SimError> {
+        let first = Workload::new(
+            config.keys,
+            &config.distribution,
+            config.update_ratio,
+            config.seed,
+        )
+        .map_err(SimError::Workload)?;
+        let (second, phases) = match &config.phase_change {
+            Some(p) => (
+                Some(
+                    Workload::new(
+                        p.keys,
+                        &config.distribution,
+                        config.update_ratio,
+                        config.seed.wrapping_add(1),
+                    )
+                    .map_err(SimError::Workload)?,
+                ),
+                u64::from(p.phases),
+            ),
+            None => (None, 1),
+        };
+        Ok(Requests {
+            first,
+            second,
+            // Checked against KEYS_MAX (below u32::MAX) in `SimConfig::check`.
+            second_offset: u32::try_from(config.keys).unwrap_or(u32::MAX),
+            phases,
+            ops: config.ops,
+            issued: 0,
+        })
+    }
+
+    /// The 1-based phase of the next request.
+    pub(crate) fn phase(&self) -> u32 {
+        let phase = self.issued.saturating_mul(self.phases) / self.ops.max(1);
+        u32::try_from(phase.min(self.phases - 1) + 1).unwrap_or(u32::MAX)
+    }
+
+    pub(crate) fn next_op(&mut self) -> Op {
+        let phase = self.phase();
+        self.issued += 1;
+        match &mut self.second {
+            Some(second) if phase.is_multiple_of(2) => match second.next_op() {
+                Op::Read(id) => Op::Read(id + self.second_offset),
+                Op::Update(id) => Op::Update(id + self.second_offset),
+            },
+            _ => self.first.next_op(),
+        }
+    }
+}
+
+/// DRAM slab pages per class from the engine's `stats slabs`: (chunk size, pages).
+fn dram_pages_by_class(engine: &Engine) -> Vec<(u64, u64)> {
+    let mut chunk: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+    engine.stats_slabs(&mut |name, value| {
+        let engine::StatValue::U64(v) = value else {
+            return;
+        };
+        // DRAM classes have no tier prefix: "<class>:<field>".
+        let Some((class, field)) = name.split_once(':') else {
+            return;
+        };
+        let Ok(class) = class.parse::<u64>() else {
+            return;
+        };
+        let entry = chunk.entry(class).or_default();
+        match field {
+            "chunk_size" => entry.0 = v,
+            "total_pages" => entry.1 = v,
+            _ => {}
+        }
+    });
+    chunk
+        .into_values()
+        .filter(|&(_, pages)| pages > 0)
+        .collect()
+}
+
+/// The engine configuration of a run: tier sizes, then the policy and tuning.
+fn engine_config(config: &SimConfig, policy: &Policy) -> EngineConfig {
     let mut engine_config = EngineConfig {
         memory_limit_bytes: config.dram_mib * MIB,
         slow_tier: Some(tier::RegionSpec {
@@ -479,30 +676,38 @@ pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
     if let Some(period) = config.tuning.access_period_requests {
         engine_config.access_period_requests = period;
     }
+    if let Some(reassign) = config.tuning.benefit_reassign {
+        engine_config.benefit_reassign = reassign;
+    }
+    if let Some(automove) = config.tuning.slab_automove {
+        engine_config.slab_automove = automove;
+    }
+    engine_config
+}
+
+/// Runs the load phase and the run phase once, under `policy`.
+pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
+    config.check()?;
+    if policy.kind == PolicyKind::KernelTiering {
+        return crate::kernel_tiering::run(config, policy);
+    }
+    let mut requests = Requests::new(config)?;
+    let engine_config = engine_config(config, policy);
     let migration_enabled = engine_config.migration_enabled;
     let clock = ManualClock::new(SIM_START_UNIX_S);
     let engine = Engine::new(engine_config, clock.clone()).map_err(SimError::Engine)?;
-    let mut driver = Driver {
-        engine: Arc::clone(&engine),
-        clock,
-        ops_per_tick: config.ops_per_s / u64::from(config.ticks_per_s),
-        ticks_per_s: config.ticks_per_s,
-        crawler_interval_s: config.crawler_interval_s,
-        ops_in_tick: 0,
-        ticks_in_s: 0,
-        s_since_crawl: 0,
-        sim_s: 0,
-    };
+    let mut driver = Driver::new(&engine, clock, config);
     let set_opts = StoreOptions::new(StoreMode::Set, 0, 0);
     let read_opts = ReadOptions::default();
     let mut key = Vec::with_capacity(KEY_BYTES);
-    let mut value = Vec::with_capacity(config.value_bytes);
+    let mut check_key = Vec::with_capacity(KEY_BYTES);
+    let mut value = Vec::new();
 
     // Load phase: every key once, in key order (YCSB's load).
     let mut stored = 0;
-    for id in 0..config.keys as u32 {
+    for id in 0..config.total_keys() as u32 {
         key_name(id, &mut key);
-        value_for(id, config.value_bytes, &mut value);
+        value_for(id, config.value_bytes_of(id), &mut value);
         if matches!(
             engine.store(&key, &value, &set_opts),
             StoreOutcome::Stored { .. }
@@ -515,7 +720,7 @@ pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
     driver.tick();
     let after_load = Counters::read(&engine);
     let load = LoadSummary {
-        keys: config.keys,
+        keys: config.total_keys(),
         stored,
         dram_items: after_load.dram_items,
         slow_items: after_load.slow_items,
@@ -537,18 +742,16 @@ pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
     };
     let mut before = after_load;
     for w in 0..config.windows {
-        // Spread the remainder over the first windows so the total is exact.
-        let w64 = u64::from(w);
-        let n = config.ops / u64::from(config.windows)
-            + u64::from(w64 < config.ops % u64::from(config.windows));
+        let phase = requests.phase();
         let (mut reads, mut updates) = (0, 0);
-        for _ in 0..n {
-            match workload.next_op() {
+        for _ in 0..window_ops(config, w) {
+            match requests.next_op() {
                 Op::Read(id) => {
                     reads += 1;
                     key_name(id, &mut key);
+                    let bytes = config.value_bytes_of(id);
                     let ok = match engine.read(&key, &read_opts, |v| {
-                        v.value.len() == config.value_bytes && v.value.starts_with(&key)
+                        value_matches(id, bytes, v.value, &mut check_key)
                     }) {
                         ReadOutcome::Hit(ok) => ok,
                         ReadOutcome::Miss { .. } => true,
@@ -560,7 +763,7 @@ pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
                 Op::Update(id) => {
                     updates += 1;
                     key_name(id, &mut key);
-                    value_for(id, config.value_bytes, &mut value);
+                    value_for(id, config.value_bytes_of(id), &mut value);
                     if !matches!(
                         engine.store(&key, &value, &set_opts),
                         StoreOutcome::Stored { .. }
@@ -572,22 +775,43 @@ pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
             driver.after_request();
         }
         let now = Counters::read(&engine);
-        report.windows.push(Window::between(
-            w + 1,
-            driver.sim_s,
-            &before,
-            &now,
-            reads,
-            updates,
-        ));
+        let mut window = Window::between(w + 1, driver.sim_s, &before, &now, reads, updates);
+        window.phase = phase;
+        window.dram_pages_by_class = dram_pages_by_class(&engine);
+        report.windows.push(window);
         before = now;
     }
-    let steady_from = steady_first_window(config.windows) as usize - 1;
-    report.steady = Window::sum(0, &report.windows[steady_from..]);
-    report.total = Window::sum(0, &report.windows);
+    finish(config, &mut report);
     report.index_bytes = before.index_bytes;
     report.items = before.dram_items + before.slow_items;
     Ok(report)
+}
+
+/// Requests of window `w` (0-based): the remainder is spread over the first windows so
+/// the total is exact.
+pub(crate) fn window_ops(config: &SimConfig, w: u32) -> u64 {
+    let windows = u64::from(config.windows);
+    config.ops / windows + u64::from(u64::from(w) < config.ops % windows)
+}
+
+/// The steady state and the totals of a finished run.
+pub(crate) fn finish(config: &SimConfig, report: &mut RunReport) {
+    let steady_from = steady_first_window(config.windows) as usize - 1;
+    report.steady = Window::sum(0, &report.windows[steady_from..]);
+    report.total = Window::sum(0, &report.windows);
+}
+
+/// The simulated clock's start (shared with the kernel-tiering model's engine).
+pub(crate) fn new_clock() -> Arc<ManualClock> {
+    ManualClock::new(SIM_START_UNIX_S)
+}
+
+pub(crate) fn new_driver(
+    engine: &Arc<Engine>,
+    clock: Arc<ManualClock>,
+    config: &SimConfig,
+) -> Driver {
+    Driver::new(engine, clock, config)
 }
 
 /// One run per policy, in order, on the same seeded workload.

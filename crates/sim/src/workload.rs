@@ -166,3 +166,145 @@ pub fn value_for(id: u32, value_bytes: usize, buf: &mut Vec<u8>) {
     buf.push(b'#');
     buf.resize(value_bytes, b'.');
 }
+
+/// Whether `value` is the one [`value_for`] writes for key `id` at `value_bytes`: its
+/// length, and its first bytes (the key name, as far as the value reaches).
+pub fn value_matches(id: u32, value_bytes: usize, value: &[u8], key_buf: &mut Vec<u8>) -> bool {
+    if value.len() != value_bytes {
+        return false;
+    }
+    key_name(id, key_buf);
+    let n = value.len().min(key_buf.len());
+    value[..n] == key_buf[..n]
+}
+
+/// The stream of the seed that draws each key's value size (a hash of seed, stream and
+/// key id, so the size of a key is known without storing it).
+const STREAM_VALUE_SIZES: u64 = 3;
+
+/// How big each key's value is (`--value-sizes`). A key keeps its size for the whole run
+/// (an update rewrites the same size), as HMCached's datasets do.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ValueSizes {
+    /// Every value has this many bytes.
+    Fixed(usize),
+    /// Uniform over [min, max] bytes, both inclusive (HMCached's Uni-X-Y: 1 to Y).
+    Uniform { min: usize, max: usize },
+    /// Normal with this mean and standard deviation, rounded and clamped to [min, max]
+    /// (HMCached section 4.6's dataset A: mean 4 KB, deviation 1 KB).
+    Normal {
+        mean: f64,
+        deviation: f64,
+        min: usize,
+        max: usize,
+    },
+}
+
+/// The largest value a run may ask for (the engine's default item size limit is 1 MiB).
+pub const VALUE_BYTES_MAX: usize = 512 * 1024;
+
+impl ValueSizes {
+    /// Parses `1000` (fixed), `1-8192` (uniform, inclusive) or `normal:4096:1024` (mean,
+    /// deviation; clamped to 1..=2 x mean).
+    pub fn parse(text: &str) -> Result<ValueSizes, String> {
+        let number = |s: &str, what: &str| -> Result<usize, String> {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|_| format!("{what} must be a whole number of bytes, got {s:?}"))
+        };
+        let sizes = if let Some(rest) = text.strip_prefix("normal:") {
+            let (mean, deviation) = rest
+                .split_once(':')
+                .ok_or_else(|| format!("expected normal:MEAN:DEVIATION, got {text:?}"))?;
+            let mean = number(mean, "the mean")?;
+            ValueSizes::Normal {
+                mean: mean as f64,
+                deviation: number(deviation, "the deviation")? as f64,
+                min: 1,
+                max: mean.saturating_mul(2),
+            }
+        } else if let Some((min, max)) = text.split_once('-') {
+            ValueSizes::Uniform {
+                min: number(min, "the minimum")?,
+                max: number(max, "the maximum")?,
+            }
+        } else {
+            ValueSizes::Fixed(number(text, "the value size")?)
+        };
+        sizes.check()?;
+        Ok(sizes)
+    }
+
+    /// The smallest and largest size.
+    pub fn bounds(&self) -> (usize, usize) {
+        match *self {
+            ValueSizes::Fixed(n) => (n, n),
+            ValueSizes::Uniform { min, max } | ValueSizes::Normal { min, max, .. } => (min, max),
+        }
+    }
+
+    pub fn check(&self) -> Result<(), String> {
+        let (min, max) = self.bounds();
+        if min == 0 || min > max || max > VALUE_BYTES_MAX {
+            return Err(format!(
+                "value sizes must satisfy 1 <= min <= max <= {VALUE_BYTES_MAX}, got {}",
+                self.describe()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The mean size (of the clamped normal: its mean before clamping, close enough for
+    /// sizing tiers).
+    pub fn mean_bytes(&self) -> f64 {
+        match *self {
+            ValueSizes::Fixed(n) => n as f64,
+            ValueSizes::Uniform { min, max } => (min + max) as f64 / 2.0,
+            ValueSizes::Normal { mean, .. } => mean,
+        }
+    }
+
+    /// `1000`, `1-8192` or `normal:4096:1024`, as `parse` reads them.
+    pub fn describe(&self) -> String {
+        match *self {
+            ValueSizes::Fixed(n) => n.to_string(),
+            ValueSizes::Uniform { min, max } => format!("{min}-{max}"),
+            ValueSizes::Normal {
+                mean, deviation, ..
+            } => format!("normal:{mean}:{deviation}"),
+        }
+    }
+
+    /// The value size of key `id` under `seed`: a function of both, so a read can check
+    /// the length it gets and an update rewrites the same size.
+    pub fn size_of(&self, id: u32, seed: u64) -> usize {
+        match *self {
+            ValueSizes::Fixed(n) => n,
+            ValueSizes::Uniform { min, max } => {
+                let mut rng = key_rng(id, seed);
+                min + rng.below((max - min + 1) as u64) as usize
+            }
+            ValueSizes::Normal {
+                mean,
+                deviation,
+                min,
+                max,
+            } => {
+                // Box-Muller: two uniforms in (0, 1] and [0, 1) give one standard normal.
+                let mut rng = key_rng(id, seed);
+                let u1 = 1.0 - rng.next_f64();
+                let u2 = rng.next_f64();
+                let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+                let size = (mean + deviation * z).round();
+                (size.max(min as f64).min(max as f64)) as usize
+            }
+        }
+    }
+}
+
+fn key_rng(id: u32, seed: u64) -> Rng {
+    Rng::new(
+        seed ^ u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        STREAM_VALUE_SIZES,
+    )
+}

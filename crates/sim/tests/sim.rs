@@ -5,7 +5,7 @@
 //! timing.
 
 use sim::workload::{key_name, Op, Workload};
-use sim::{compare, run, Distribution, Policy, SimConfig};
+use sim::{compare, run, Distribution, Policy, SimConfig, ValueSizes};
 use workload::Zipf;
 
 const ZIPF: Distribution = Distribution::Zipf { theta: 0.99 };
@@ -77,7 +77,8 @@ fn scrambled_keys_keep_the_rank_frequencies() {
 fn small() -> SimConfig {
     SimConfig {
         keys: SimConfig::keys_for_dram_ratio(2, 1000, 4),
-        value_bytes: 1000,
+        value_sizes: ValueSizes::Fixed(1000),
+        phase_change: None,
         dram_mib: 2,
         slow_mib: 10,
         ops: 200_000,
@@ -89,6 +90,7 @@ fn small() -> SimConfig {
         ticks_per_s: 20,
         crawler_interval_s: 0,
         tuning: sim::Tuning::default(),
+        kernel: sim::kernel_tiering::KernelTiering::default(),
     }
 }
 
@@ -160,7 +162,11 @@ fn bad_settings_are_errors_not_panics() {
             ..small()
         },
         SimConfig {
-            value_bytes: 4,
+            value_sizes: ValueSizes::Fixed(0),
+            ..small()
+        },
+        SimConfig {
+            value_sizes: ValueSizes::Uniform { min: 10, max: 5 },
             ..small()
         },
         SimConfig {
