@@ -233,13 +233,13 @@ struct Cli {
     /// Directory for the slow tier's pool file, created if missing.
     #[arg(long = "data-dir", value_name = "DIR", default_value = DATA_DIR_DEFAULT)]
     data_dir: PathBuf,
-    /// Placement policy across the tiers: dual-lru (Fogcached; the default, as the brief
-    /// has it), hotspot (HMCached: access counters, per-class promotion thresholds,
-    /// multi-queue DRAM, CLOCK slow tier; it reads and writes the fewest slow-tier lines,
-    /// see docs/results/sim-hmcached.md), hyperbolic (HM-HC: hotspot with hyperbolic caching as DRAM's
+    /// Placement policy across the tiers: hotspot (HMCached: access counters, per-class
+    /// promotion thresholds, multi-queue DRAM, CLOCK slow tier; the default: it reads and
+    /// writes the fewest slow-tier lines, see docs/results/sim-hmcached.md), dual-lru
+    /// (Fogcached), hyperbolic (HM-HC: hotspot with hyperbolic caching as DRAM's
     /// replacement), uniform (HM-UNI: items spread over the tiers by size, never moved),
     /// two-level (HM-TLC: every access pulls the item into DRAM).
-    #[arg(long = "policy", value_name = "NAME", default_value = "dual-lru")]
+    #[arg(long = "policy", value_name = "NAME", default_value = "hotspot")]
     policy: String,
     /// Requests per period of the decayed access counts that promotion admission
     /// compares; 0 = twice the number of items in DRAM.
