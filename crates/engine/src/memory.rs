@@ -122,6 +122,13 @@ impl Engine {
             if cs.lru.items() == 0 || self.policy.make_room(self, tier, &mut cs, now) == 0 {
                 break;
             }
+            // The room just made is this allocation's: taken before the lock goes, or
+            // another thread's store could take it, again and again under load, until
+            // this one gave up with "out of memory".
+            if let Some(addr) = self.take_chunk(tier, &mut cs, total_bytes) {
+                cs.stats.direct_reclaims += attempt as u64 + 1;
+                return Some(addr);
+            }
         }
         // Nothing to evict here (the class is empty, or its tail is busy): take a page
         // from another class. Never with `-M`, where nothing may be evicted.
