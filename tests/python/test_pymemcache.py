@@ -6,6 +6,7 @@ target/release/fogcached or target/debug/fogcached of this checkout. Run with
 """
 
 import os
+import shutil
 import socket
 import subprocess
 import threading
@@ -52,8 +53,12 @@ def start_server(binary, extra_args=()):
         extra_args += ["-u", "root"]
     # Each fogcached gets its own data directory: two servers cannot share a slow-tier
     # pool file (the second is refused).
+    # It is removed when the server stops (`stop_server`): the default pool file reserves
+    # its whole 1 GiB on disk, so a leaked directory per test run fills the disk.
+    data_dir = None
     if Path(binary).name == "fogcached" and "--data-dir" not in extra_args:
-        extra_args += ["--data-dir", tempfile.mkdtemp(prefix="fogcached-pytest-")]
+        data_dir = tempfile.mkdtemp(prefix="fogcached-pytest-")
+        extra_args += ["--data-dir", data_dir]
     for _ in range(START_ATTEMPTS):
         port = free_port()
         process = subprocess.Popen(
@@ -68,13 +73,20 @@ def start_server(binary, extra_args=()):
                 break
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                DATA_DIRS[process.pid] = data_dir
                 return process, port
             except OSError:
                 time.sleep(0.02)
         else:
             last_error = f"fogcached did not accept connections on port {port}"
             stop_server(process)
+    if data_dir is not None:
+        shutil.rmtree(data_dir, ignore_errors=True)
     pytest.fail(f"could not start {binary}: {last_error}")
+
+
+# The data directory `start_server` made for each running server, by process id.
+DATA_DIRS = {}
 
 
 def stop_server(process):
@@ -85,6 +97,9 @@ def stop_server(process):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+    data_dir = DATA_DIRS.pop(process.pid, None)
+    if data_dir is not None:
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
