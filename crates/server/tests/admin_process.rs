@@ -206,15 +206,27 @@ fn watch_streams_evictions_and_tier_migrations() -> anyhow::Result<()> {
         client.send(&request)?;
     }
     client.request(b"mn\r\n", b"MN\r\n")?;
-    // The oldest keys were demoted; reading one repeatedly promotes it.
-    let deadline = Instant::now() + Duration::from_secs(10);
+    // Old keys were demoted; reading demoted ones repeatedly promotes one. Which keys the
+    // policy demoted first depends on timing, so the reads follow the demotion lines.
+    let deadline = Instant::now() + Duration::from_secs(20);
     let mut lines = Vec::new();
     while Instant::now() < deadline
         && !(lines.iter().any(|l: &String| l.contains("type=demotion"))
             && lines.iter().any(|l: &String| l.contains("type=promotion")))
     {
+        let demoted: Vec<&str> = lines
+            .iter()
+            .filter(|l| l.contains("type=demotion"))
+            .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("key=")))
+            .take(3)
+            .collect();
+        let request = if demoted.is_empty() {
+            "get key0 key1 key2\r\n".to_owned()
+        } else {
+            format!("get {}\r\n", demoted.join(" "))
+        };
         for _ in 0..3 {
-            client.request(b"get key0 key1 key2\r\n", b"END\r\n")?;
+            client.request(request.as_bytes(), b"END\r\n")?;
         }
         lines.extend(watch_lines(
             &mut watcher,
