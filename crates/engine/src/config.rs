@@ -90,6 +90,12 @@ pub struct EngineConfig {
     /// moves to the slab automover's rules instead of planning them by benefit
     /// (HMCached section 3.5).
     pub benefit_reassign: bool,
+    /// `--uniform-dram-share`: the share of keys the `uniform` policy (HM-UNI) homes in
+    /// DRAM, in parts per million. HMCached defines HM-UNI by "the ratio of the DRAM
+    /// size to the dataset size", which only the operator knows; `None` takes the
+    /// ratio of DRAM's pages to both tiers' pages (exact when the slow tier holds just
+    /// the rest of the data, low when it is larger).
+    pub uniform_dram_share_ppm: Option<u32>,
 }
 
 /// `--policy`: the placement policies the engine implements.
@@ -198,6 +204,24 @@ pub const MQ_QUEUES_MAX: usize = 5;
 /// Bounds of the migration knobs (a queue or thread count outside them is a typo).
 pub const MOVE_QUEUE_MAX_LIMIT: usize = 1 << 20;
 pub const MIGRATION_THREADS_MAX: usize = 64;
+/// Parts per million: the unit of [`EngineConfig::uniform_dram_share_ppm`].
+pub const PPM: u32 = 1_000_000;
+
+/// `1/4` or `0.25`: a fraction in (0, 1] (a share of memory or of keys, as the command
+/// lines of the server and the simulator give it); `None` for anything else.
+pub fn parse_fraction(text: &str) -> Option<f64> {
+    let value = match text.split_once('/') {
+        Some((num, den)) => num.trim().parse::<f64>().ok()? / den.trim().parse::<f64>().ok()?,
+        None => text.trim().parse::<f64>().ok()?,
+    };
+    (value > 0.0 && value <= 1.0).then_some(value)
+}
+
+/// A fraction in (0, 1] as parts per million (at least 1).
+pub fn fraction_to_ppm(fraction: f64) -> u32 {
+    debug_assert!(fraction > 0.0 && fraction <= 1.0, "{fraction}");
+    ((fraction * f64::from(PPM)).round() as u32).clamp(1, PPM)
+}
 
 impl Default for EngineConfig {
     fn default() -> Self {
@@ -232,6 +256,7 @@ impl Default for EngineConfig {
             promotion_margin: 3,
             mq_queues: MQ_QUEUES_MAX,
             benefit_reassign: true,
+            uniform_dram_share_ppm: None,
         }
     }
 }
@@ -266,6 +291,8 @@ pub enum ConfigError {
     DramLowWater(u32),
     #[error("mq queues must be between 1 and {MQ_QUEUES_MAX}, got {0}")]
     MqQueues(usize),
+    #[error("the uniform policy's DRAM share must be in (0, 1], got {0} parts per million")]
+    UniformDramShare(u32),
     #[error(
         "a tier may hold at most {limit} bytes (the index addresses 2 TiB per tier), got {got}"
     )]
@@ -314,6 +341,11 @@ impl EngineConfig {
         if self.mq_queues == 0 || self.mq_queues > MQ_QUEUES_MAX {
             return Err(ConfigError::MqQueues(self.mq_queues));
         }
+        if let Some(ppm) = self.uniform_dram_share_ppm {
+            if ppm == 0 || ppm > PPM {
+                return Err(ConfigError::UniformDramShare(ppm));
+            }
+        }
         let limit = crate::index::OFFSET_LIMIT_BYTES;
         let slow_bytes = self.slow_tier.as_ref().map_or(0, |s| s.size_bytes as u64);
         for got in [self.memory_limit_bytes, self.dram_max_bytes, slow_bytes] {
@@ -328,6 +360,18 @@ impl EngineConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fractions_parse_as_decimals_or_ratios() {
+        assert_eq!(parse_fraction("1/4"), Some(0.25));
+        assert_eq!(parse_fraction(" 0.5 "), Some(0.5));
+        assert_eq!(parse_fraction("1"), Some(1.0));
+        for bad in ["0", "1.5", "2/1", "-1/4", "1/0", "x", "", "1/x", "nan"] {
+            assert_eq!(parse_fraction(bad), None, "{bad:?}");
+        }
+        assert_eq!(fraction_to_ppm(0.0625), 62_500);
+        assert_eq!(fraction_to_ppm(1.0), PPM);
+    }
 
     /// The index addresses 2 TiB per tier: a tier one byte larger is refused at start,
     /// with the limit in the message; 2 TiB itself is accepted.

@@ -547,6 +547,41 @@ mod tests {
     /// Keys whose hashes share a signature (here: the same hash) get descriptors that
     /// differ only in their address: each is found, updated and removed on its own, and
     /// its policy bits never leak to another.
+    /// A lookup reads an item (in its tier: the charge `Index::find` makes in its visit)
+    /// only for a descriptor whose signature matches: descriptors of other keys that
+    /// share its home bucket or probe path cost nothing, so a miss usually reads nothing
+    /// of the slow tier and a signature collision costs exactly one item read.
+    #[test]
+    fn a_probe_reads_only_the_items_whose_signature_matches() {
+        let shard = Mutex::new(Table::with_capacity(64));
+        let mut table = shard.lock();
+        let wanted = 0xDEAD_BEEF;
+        // Eight descriptors share the wanted key's signature (its collisions); hundreds
+        // of others fill the table around them.
+        for i in 0..8 {
+            Index::insert_new(&mut table, wanted, addr(1, 64 * (i + 1)));
+        }
+        let mut others = 0;
+        for i in 0..400u64 {
+            let h = hash(i);
+            if signature(h) != signature(wanted) {
+                Index::insert_new(&mut table, h, addr(1, 64 * (1000 + i)));
+                others += 1;
+            }
+        }
+        assert!(others > 390);
+        let mut items_read = 0;
+        let found = table.probe(signature(wanted), |_| {
+            items_read += 1;
+            false
+        });
+        assert!(found.is_none());
+        assert_eq!(
+            items_read, 8,
+            "one item read per signature match, none for the others"
+        );
+    }
+
     #[test]
     fn descriptors_with_one_signature_are_told_apart_by_address() {
         let shard = Mutex::new(Table::with_capacity(4));

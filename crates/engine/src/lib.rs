@@ -40,8 +40,9 @@ mod stats;
 pub use api::*;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
-    ConfigError, Durability, EngineConfig, PlacementPolicy, KEY_LENGTH_MAX_BYTES,
-    MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT, MQ_QUEUES_MAX, SLAB_PAGE_SIZE_BYTES,
+    fraction_to_ppm, parse_fraction, ConfigError, Durability, EngineConfig, PlacementPolicy,
+    KEY_LENGTH_MAX_BYTES, MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT, MQ_QUEUES_MAX, PPM,
+    SLAB_PAGE_SIZE_BYTES,
 };
 pub use dump::{ItemDump, DUMP_CURSOR_START};
 pub use engine::Engine;

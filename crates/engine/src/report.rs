@@ -398,6 +398,11 @@ impl Engine {
         emit("promotion_margin", u(u64::from(cfg.promotion_margin)));
         emit("mq_queues", u(cfg.mq_queues as u64));
         emit("benefit_reassign", yes_no(cfg.benefit_reassign));
+        // 0: the share of DRAM's pages (the setting's default).
+        emit(
+            "uniform_dram_share_ppm",
+            u(u64::from(cfg.uniform_dram_share_ppm.unwrap_or(0))),
+        );
         let persistent = self.slow().is_some_and(|t| t.pool_file.is_some());
         emit("slow_pool", yes_no(persistent));
         emit(

@@ -216,7 +216,8 @@ struct Cli {
     #[arg(long = "slow-numa-node", value_name = "N")]
     slow_numa_node: Option<u32>,
     /// Emulated slow-tier cost: none (the default: the pool file is real memory), optane,
-    /// cxl, hmcached, or read_ns=..,write_ns=..,read_gbps=..,write_gbps=..
+    /// cxl, hmcached, or read_ns=..,write_ns=..,read_line_ns=..,write_line_ns=..,
+    /// read_gbps=..,write_gbps=.. (per access, per 64-byte line, and bandwidth terms)
     #[arg(long = "slow-cost", value_name = "SPEC", default_value = "none")]
     slow_cost: String,
     /// Format the slow tier's pool file anew, discarding the items it holds, instead of
@@ -258,6 +259,11 @@ struct Cli {
     /// items (HMCached's DRAM reassignment).
     #[arg(long = "no-benefit-reassign")]
     no_benefit_reassign: bool,
+    /// Uniform policy (HM-UNI): the share of keys homed in DRAM, a fraction such as 0.25
+    /// or 1/4 — HMCached's "ratio of the DRAM size to the dataset size". Default: the
+    /// share of DRAM in both tiers' sizes.
+    #[arg(long = "uniform-dram-share", value_name = "FRACTION")]
+    uniform_dram_share: Option<String>,
     /// Keep every item in the tier it was first written to (no promotion or demotion).
     #[arg(long = "no-migration")]
     no_migration: bool,
@@ -896,6 +902,13 @@ fn apply_tier_flags(engine: &mut EngineConfig, cli: &Cli) -> Result<(), CliExit>
     engine.promotion_margin = cli.promotion_margin;
     engine.mq_queues = cli.mq_queues;
     engine.benefit_reassign = !cli.no_benefit_reassign;
+    if let Some(text) = &cli.uniform_dram_share {
+        engine.uniform_dram_share_ppm = Some(engine::parse_fraction(text).map(engine::fraction_to_ppm).ok_or_else(|| {
+            usage(format!(
+                "invalid --uniform-dram-share {text:?}: expected a fraction in (0, 1] such as 0.25 or 1/4"
+            ))
+        })?);
+    }
     engine.dram_residency_max_s = cli.dram_residency_max_s;
     if cli.migration_threads == 0 || cli.migration_threads > MIGRATION_THREADS_MAX {
         return Err(usage(format!(
@@ -1581,7 +1594,7 @@ mod tests {
             CostModel::CXL
         );
         let hm = slow_spec(&parse_ok(&["--slow-cost", "hmcached"])).cost;
-        assert_eq!((hm.read_latency_ns, hm.write_latency_ns), (300, 1000));
+        assert_eq!(hm, CostModel::HMCACHED);
         assert_eq!(
             slow_spec(&parse_ok(&["--slow-cost", "none"])).cost,
             CostModel::NONE
@@ -1596,13 +1609,15 @@ mod tests {
             CostModel {
                 read_latency_ns: 200,
                 write_latency_ns: 500,
+                read_line_ns: 0,
+                write_line_ns: 0,
                 read_bandwidth_gbps: 8.0,
                 write_bandwidth_gbps: 2.0
             }
         );
         assert_eq!(
             parse_usage(&["--slow-cost", "fast"]),
-            "invalid --slow-cost \"fast\": bad slow-tier cost: unknown cost preset \"fast\" (presets: none, optane, cxl, hmcached; or read_ns=..,write_ns=..,read_gbps=..,write_gbps=..)"
+            "invalid --slow-cost \"fast\": bad slow-tier cost: unknown cost preset \"fast\" (presets: none, optane, cxl, hmcached; or read_ns=..,write_ns=..,read_line_ns=..,write_line_ns=..,read_gbps=..,write_gbps=..)"
         );
         assert!(
             parse_usage(&["--slow-cost", "read_ns=x"]).contains("read_ns must be a whole number")

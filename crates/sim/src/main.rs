@@ -212,19 +212,8 @@ fn main() -> ExitCode {
 
 /// `1/4`, `0.25`: a fraction in (0, 1].
 fn parse_fraction(text: &str) -> anyhow::Result<f64> {
-    let value = match text.split_once('/') {
-        Some((num, den)) => {
-            let num: f64 = num.trim().parse().context("the numerator")?;
-            let den: f64 = den.trim().parse().context("the denominator")?;
-            num / den
-        }
-        None => text.trim().parse().context("the fraction")?,
-    };
-    anyhow::ensure!(
-        value > 0.0 && value <= 1.0,
-        "--dram-fraction must be in (0, 1], got {text:?}"
-    );
-    Ok(value)
+    engine::parse_fraction(text)
+        .ok_or_else(|| anyhow::anyhow!("--dram-fraction must be in (0, 1], got {text:?}"))
 }
 
 /// `uni-3-8k`: (keys in millions, largest value in bytes).

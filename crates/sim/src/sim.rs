@@ -112,6 +112,23 @@ impl SimConfig {
         (keys as f64 * item_bytes) as u64
     }
 
+    /// HM-UNI's DRAM share, "the ratio of the DRAM size to the dataset size" (seed 002
+    /// section 4.1): the DRAM tier against the items' bytes of every dataset of the run,
+    /// at most all of them. Without it the `uniform` policy would home keys by the
+    /// tiers' page counts, and the slow tier here is sized with room to spare.
+    pub fn uniform_dram_share_ppm(&self) -> u32 {
+        let data_bytes = Self::dataset_bytes_estimate(self.keys, &self.value_sizes)
+            + self
+                .phase_change
+                .as_ref()
+                .map_or(0, |p| Self::dataset_bytes_estimate(p.keys, &p.value_sizes));
+        let dram_bytes = self.dram_mib * MIB;
+        if data_bytes == 0 || dram_bytes >= data_bytes {
+            return engine::PPM;
+        }
+        engine::fraction_to_ppm(dram_bytes as f64 / data_bytes as f64)
+    }
+
     /// Keys of both datasets.
     pub fn total_keys(&self) -> u64 {
         self.keys + self.phase_change.as_ref().map_or(0, |p| p.keys)
@@ -669,6 +686,7 @@ fn engine_config(config: &SimConfig, policy: &Policy) -> EngineConfig {
         }),
         ..EngineConfig::default()
     };
+    engine_config.uniform_dram_share_ppm = Some(config.uniform_dram_share_ppm());
     policy.configure(&mut engine_config);
     if let Some(margin) = config.tuning.promotion_margin {
         engine_config.promotion_margin = margin;

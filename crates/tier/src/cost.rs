@@ -1,26 +1,55 @@
 //! Emulated slow-tier access cost: every read or write of slow-tier bytes busy-waits
-//! `latency + bytes / bandwidth`, with separate read and write figures, so that a
-//! machine without persistent or CXL memory still shows what slow memory costs.
+//! `latency + lines x line cost + bytes / bandwidth`, with separate read and write
+//! figures, so that a machine without persistent or CXL memory still shows what slow
+//! memory costs.
 
 use std::time::{Duration, Instant};
 
 use crate::TierError;
 
-/// Emulated access cost: each access busy-waits latency + bytes / bandwidth.
+/// Emulated access cost: each access busy-waits
+/// `latency + lines_touched x line_ns + bytes / bandwidth`.
 ///
-/// A bandwidth of 0 means "no bandwidth term" (only the latency is charged); a model
-/// whose latencies and bandwidths are all 0 is [`CostModel::NONE`] and never spins.
+/// The latency is paid once per access (a device that streams the rest of a range, as
+/// Optane and CXL do); the per-line term is paid for every 64-byte line the access
+/// touches (an emulator that injects a delay per last-level-cache miss, as HMCached's
+/// HME does). A bandwidth of 0 means "no bandwidth term"; a model whose terms are all 0
+/// is [`CostModel::NONE`] and never spins.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CostModel {
     pub read_latency_ns: u32,
     pub write_latency_ns: u32,
+    /// Nanoseconds per 64-byte line touched by a read.
+    pub read_line_ns: u32,
+    /// Nanoseconds per 64-byte line touched by a write.
+    pub write_line_ns: u32,
     /// GB/s, i.e. bytes per nanosecond.
     pub read_bandwidth_gbps: f64,
     pub write_bandwidth_gbps: f64,
 }
 
+/// The HMCached paper's emulation figures (seed 002 section 4.1): native DRAM latency of
+/// its machine, and the NVM read and write latencies HME was set to.
+pub const HMCACHED_DRAM_NS: u32 = 76;
+pub const HMCACHED_NVM_READ_NS: u32 = 300;
+pub const HMCACHED_NVM_WRITE_NS: u32 = 1000;
+
 /// Names accepted by [`CostModel::preset`], in the order `--help` lists them.
 pub const PRESET_NAMES: [&str; 4] = ["none", "optane", "cxl", "hmcached"];
+
+/// The keys of the explicit form, in [`CostModel::parse`]'s slot order.
+const COST_KEYS: [&str; 6] = [
+    "read_ns",
+    "write_ns",
+    "read_line_ns",
+    "write_line_ns",
+    "read_gbps",
+    "write_gbps",
+];
+
+/// The explicit form, as error messages and `--help` show it.
+pub const EXPLICIT_FORM: &str =
+    "read_ns=..,write_ns=..,read_line_ns=..,write_line_ns=..,read_gbps=..,write_gbps=..";
 
 /// The largest latency an explicit spec may ask for (1 ms): a larger figure is a typo,
 /// and every access would stall a worker for that long.
@@ -35,6 +64,8 @@ impl CostModel {
     pub const NONE: CostModel = CostModel {
         read_latency_ns: 0,
         write_latency_ns: 0,
+        read_line_ns: 0,
+        write_line_ns: 0,
         read_bandwidth_gbps: 0.0,
         write_bandwidth_gbps: 0.0,
     };
@@ -50,6 +81,8 @@ impl CostModel {
     pub const OPTANE: CostModel = CostModel {
         read_latency_ns: 305,
         write_latency_ns: 94,
+        read_line_ns: 0,
+        write_line_ns: 0,
         read_bandwidth_gbps: 39.4,
         write_bandwidth_gbps: 13.9,
     };
@@ -64,17 +97,25 @@ impl CostModel {
     pub const CXL: CostModel = CostModel {
         read_latency_ns: 250,
         write_latency_ns: 250,
+        read_line_ns: 0,
+        write_line_ns: 0,
         read_bandwidth_gbps: 25.0,
         write_bandwidth_gbps: 25.0,
     };
 
     /// The HMCached paper's emulated NVM (seed 002, "NVM Emulation": the HME emulator on
     /// remote-socket DRAM with 76 ns native latency, set to 300 ns reads and 1000 ns
-    /// writes). HME injects a delay per access and models no bandwidth limit, so
-    /// neither does this preset.
+    /// writes). HME counts memory accesses with the PMU, one per 64-byte line that
+    /// misses the last-level cache (the paper: "each memory access represent a
+    /// read/write request to 64 bytes data"), and injects the difference to the NVM
+    /// latency for each: 300 - 76 = 224 ns per line read, 1000 - 76 = 924 ns per line
+    /// written. Our slow tier is ordinary memory too, whose own access is the 76 ns part.
+    /// HME models no bandwidth limit, so neither does this preset.
     pub const HMCACHED: CostModel = CostModel {
-        read_latency_ns: 300,
-        write_latency_ns: 1000,
+        read_latency_ns: 0,
+        write_latency_ns: 0,
+        read_line_ns: HMCACHED_NVM_READ_NS - HMCACHED_DRAM_NS,
+        write_line_ns: HMCACHED_NVM_WRITE_NS - HMCACHED_DRAM_NS,
         read_bandwidth_gbps: 0.0,
         write_bandwidth_gbps: 0.0,
     };
@@ -90,8 +131,9 @@ impl CostModel {
         }
     }
 
-    /// A preset name, or `read_ns=..,write_ns=..,read_gbps=..,write_gbps=..` (any
-    /// subset, in any order; a key left out is 0: no latency, or no bandwidth term).
+    /// A preset name, or `read_ns=..,write_ns=..,read_line_ns=..,write_line_ns=..,
+    /// read_gbps=..,write_gbps=..` (any subset, in any order; a key left out is 0: no
+    /// such term).
     pub fn parse(spec: &str) -> Result<CostModel, TierError> {
         let spec = spec.trim();
         if let Some(model) = CostModel::preset(spec) {
@@ -99,12 +141,12 @@ impl CostModel {
         }
         if !spec.contains('=') {
             return Err(TierError::CostSpec(format!(
-                "unknown cost preset {spec:?} (presets: {}; or read_ns=..,write_ns=..,read_gbps=..,write_gbps=..)",
+                "unknown cost preset {spec:?} (presets: {}; or {EXPLICIT_FORM})",
                 PRESET_NAMES.join(", ")
             )));
         }
         let mut model = CostModel::NONE;
-        let mut seen = [false; 4];
+        let mut seen = [false; COST_KEYS.len()];
         for part in spec.split(',') {
             let part = part.trim();
             if part.is_empty() {
@@ -114,16 +156,11 @@ impl CostModel {
                 .split_once('=')
                 .ok_or_else(|| TierError::CostSpec(format!("expected key=value, got {part:?}")))?;
             let (key, value) = (key.trim(), value.trim());
-            let slot = match key {
-                "read_ns" => 0,
-                "write_ns" => 1,
-                "read_gbps" => 2,
-                "write_gbps" => 3,
-                _ => {
-                    return Err(TierError::CostSpec(format!(
-                        "unknown cost key {key:?} (keys: read_ns, write_ns, read_gbps, write_gbps)"
-                    )))
-                }
+            let Some(slot) = COST_KEYS.iter().position(|k| *k == key) else {
+                return Err(TierError::CostSpec(format!(
+                    "unknown cost key {key:?} (keys: {})",
+                    COST_KEYS.join(", ")
+                )));
             };
             if seen[slot] {
                 return Err(TierError::CostSpec(format!("{key} given twice")));
@@ -132,7 +169,9 @@ impl CostModel {
             match slot {
                 0 => model.read_latency_ns = parse_latency(key, value)?,
                 1 => model.write_latency_ns = parse_latency(key, value)?,
-                2 => model.read_bandwidth_gbps = parse_bandwidth(key, value)?,
+                2 => model.read_line_ns = parse_latency(key, value)?,
+                3 => model.write_line_ns = parse_latency(key, value)?,
+                4 => model.read_bandwidth_gbps = parse_bandwidth(key, value)?,
                 _ => model.write_bandwidth_gbps = parse_bandwidth(key, value)?,
             }
         }
@@ -150,8 +189,18 @@ impl CostModel {
                 return name.to_string();
             }
         }
+        // The per-line terms are named only when set, so a latency-and-bandwidth model
+        // reads as it always has.
+        let line_terms = if self.read_line_ns == 0 && self.write_line_ns == 0 {
+            String::new()
+        } else {
+            format!(
+                ",read_line_ns={},write_line_ns={}",
+                self.read_line_ns, self.write_line_ns
+            )
+        };
         format!(
-            "read_ns={},write_ns={},read_gbps={},write_gbps={}",
+            "read_ns={},write_ns={}{line_terms},read_gbps={},write_gbps={}",
             self.read_latency_ns,
             self.write_latency_ns,
             self.read_bandwidth_gbps,
@@ -161,20 +210,29 @@ impl CostModel {
 
     /// Whether this model never waits.
     pub fn is_none(&self) -> bool {
-        self.read_latency_ns == 0
-            && self.write_latency_ns == 0
-            && self.read_bandwidth_gbps == 0.0
-            && self.write_bandwidth_gbps == 0.0
+        *self == CostModel::NONE
     }
 
-    /// Nanoseconds one read of `len_bytes` costs.
-    pub fn read_cost_ns(&self, len_bytes: usize) -> u64 {
-        access_cost_ns(self.read_latency_ns, self.read_bandwidth_gbps, len_bytes)
+    /// Nanoseconds one read of `len_bytes` touching `lines` 64-byte lines costs.
+    pub fn read_cost_ns(&self, len_bytes: usize, lines: u64) -> u64 {
+        access_cost_ns(
+            self.read_latency_ns,
+            self.read_line_ns,
+            self.read_bandwidth_gbps,
+            len_bytes,
+            lines,
+        )
     }
 
-    /// Nanoseconds one write of `len_bytes` costs.
-    pub fn write_cost_ns(&self, len_bytes: usize) -> u64 {
-        access_cost_ns(self.write_latency_ns, self.write_bandwidth_gbps, len_bytes)
+    /// Nanoseconds one write of `len_bytes` touching `lines` 64-byte lines costs.
+    pub fn write_cost_ns(&self, len_bytes: usize, lines: u64) -> u64 {
+        access_cost_ns(
+            self.write_latency_ns,
+            self.write_line_ns,
+            self.write_bandwidth_gbps,
+            len_bytes,
+            lines,
+        )
     }
 }
 
@@ -208,15 +266,23 @@ fn parse_bandwidth(key: &str, value: &str) -> Result<f64, TierError> {
     Ok(gbps)
 }
 
-/// latency + bytes / bandwidth; GB/s is bytes per nanosecond.
-fn access_cost_ns(latency_ns: u32, bandwidth_gbps: f64, len_bytes: usize) -> u64 {
+/// latency + lines x line cost + bytes / bandwidth; GB/s is bytes per nanosecond.
+fn access_cost_ns(
+    latency_ns: u32,
+    line_ns: u32,
+    bandwidth_gbps: f64,
+    len_bytes: usize,
+    lines: u64,
+) -> u64 {
     let transfer_ns = if bandwidth_gbps > 0.0 {
         // Bounded: len_bytes is one access (at most an item), bandwidth >= 0.001.
         (len_bytes as f64 / bandwidth_gbps).ceil() as u64
     } else {
         0
     };
-    u64::from(latency_ns).saturating_add(transfer_ns)
+    u64::from(latency_ns)
+        .saturating_add(lines.saturating_mul(u64::from(line_ns)))
+        .saturating_add(transfer_ns)
 }
 
 /// Spins until `ns` nanoseconds have passed. A spin rather than a sleep: a sleep's
@@ -357,7 +423,7 @@ mod tests {
         assert_eq!(CostModel::preset("Optane"), Some(CostModel::OPTANE));
         assert_eq!(CostModel::preset("cxl"), Some(CostModel::CXL));
         let hm = CostModel::preset("hmcached").unwrap();
-        assert_eq!((hm.read_latency_ns, hm.write_latency_ns), (300, 1000));
+        assert_eq!((hm.read_line_ns, hm.write_line_ns), (224, 924));
         assert_eq!(CostModel::preset("dram"), None);
         for name in PRESET_NAMES {
             assert_eq!(CostModel::preset(name).unwrap().name(), name);
@@ -380,6 +446,8 @@ mod tests {
             CostModel {
                 read_latency_ns: 200,
                 write_latency_ns: 600,
+                read_line_ns: 0,
+                write_line_ns: 0,
                 read_bandwidth_gbps: 10.0,
                 write_bandwidth_gbps: 2.5
             }
@@ -396,11 +464,18 @@ mod tests {
         assert_eq!(r.read_bandwidth_gbps, 0.0);
         // An explicit spec equal to a preset reports the preset's name.
         assert_eq!(
-            CostModel::parse("read_ns=300,write_ns=1000")
+            CostModel::parse("read_line_ns=224,write_line_ns=924")
                 .unwrap()
                 .name(),
             "hmcached"
         );
+        // The per-line terms are named when set, and read back.
+        let lined = CostModel::parse("read_ns=5,read_line_ns=224,write_line_ns=924").unwrap();
+        assert_eq!(
+            lined.name(),
+            "read_ns=5,write_ns=0,read_line_ns=224,write_line_ns=924,read_gbps=0,write_gbps=0"
+        );
+        assert_eq!(CostModel::parse(&lined.name()).unwrap(), lined);
         assert_eq!(CostModel::parse(" optane ").unwrap(), CostModel::OPTANE);
     }
 
@@ -420,6 +495,8 @@ mod tests {
         assert!(err("write_gbps=inf").contains("write_gbps=inf must be 0"));
         assert!(err("write_gbps=NaN").contains("must be 0"));
         assert!(err("latency=5").contains("unknown cost key \"latency\""));
+        assert!(err("latency=5").contains("read_line_ns, write_line_ns"));
+        assert!(err("read_line_ns=2000000").contains("above the limit"));
         assert!(err("read_ns=1,read_ns=2").contains("read_ns given twice"));
         assert!(err("read_ns=1,oops").contains("expected key=value"));
         assert!(err(",,=").contains("unknown cost key"));
@@ -484,14 +561,35 @@ mod tests {
     }
 
     #[test]
-    fn cost_is_latency_plus_bytes_over_bandwidth() {
+    fn cost_is_latency_plus_lines_plus_bytes_over_bandwidth() {
         let m = CostModel::parse("read_ns=100,write_ns=400,read_gbps=2,write_gbps=0.5").unwrap();
-        assert_eq!(m.read_cost_ns(0), 100);
-        assert_eq!(m.read_cost_ns(1000), 100 + 500);
-        assert_eq!(m.write_cost_ns(1000), 400 + 2000);
-        assert_eq!(CostModel::HMCACHED.write_cost_ns(1 << 20), 1000);
+        assert_eq!(m.read_cost_ns(0, 0), 100);
+        assert_eq!(m.read_cost_ns(1000, 16), 100 + 500);
+        assert_eq!(m.write_cost_ns(1000, 16), 400 + 2000);
+        let lined = CostModel::parse("read_ns=10,read_line_ns=7,write_line_ns=9").unwrap();
+        assert_eq!(lined.read_cost_ns(130, 3), 10 + 3 * 7);
+        assert_eq!(lined.write_cost_ns(130, 3), 3 * 9);
         assert!(CostModel::NONE.is_none());
-        assert_eq!(CostModel::NONE.read_cost_ns(1 << 20), 0);
+        assert_eq!(CostModel::NONE.read_cost_ns(1 << 20, 1 << 14), 0);
         assert!(!CostModel::CXL.is_none());
+        assert!(!lined.is_none());
+    }
+
+    /// HME, the emulator behind HMCached's figures, injects its delay per 64-byte line
+    /// (one per last-level-cache miss), so the `hmcached` preset charges a 1 KiB value 16
+    /// times what it charges an 8-byte header field: one latency per access whatever its
+    /// size would make large values nearly free.
+    #[test]
+    fn the_hmcached_preset_charges_every_line_as_hme_does() {
+        let hm = CostModel::HMCACHED;
+        let header_field = hm.read_cost_ns(8, 1);
+        let value_1k = hm.read_cost_ns(1024, 16);
+        assert_eq!(header_field, 224);
+        assert_eq!(value_1k, 16 * 224);
+        assert_eq!(hm.write_cost_ns(64, 1), 924);
+        assert_eq!(hm.write_cost_ns(1 << 20, 1 << 14), (1 << 14) * 924);
+        // The paper's figures, native latency included.
+        assert_eq!(header_field + u64::from(HMCACHED_DRAM_NS), 300);
+        assert_eq!(hm.write_cost_ns(64, 1) + u64::from(HMCACHED_DRAM_NS), 1000);
     }
 }

@@ -403,10 +403,10 @@ impl Region {
     #[inline]
     pub fn charge_read(&self, ptr: *const u8, len: usize) {
         self.debug_assert_inside(ptr, len);
-        self.counters
-            .add_read(len as u64, lines_touched(ptr as usize, len));
+        let lines = lines_touched(ptr as usize, len);
+        self.counters.add_read(len as u64, lines);
         if !self.costless {
-            let ns = self.cost.read_cost_ns(len);
+            let ns = self.cost.read_cost_ns(len, lines);
             self.counters.add_wait_ns(ns);
             busy_wait_ns(ns);
         }
@@ -416,10 +416,10 @@ impl Region {
     #[inline]
     pub fn charge_write(&self, ptr: *const u8, len: usize) {
         self.debug_assert_inside(ptr, len);
-        self.counters
-            .add_write(len as u64, lines_touched(ptr as usize, len));
+        let lines = lines_touched(ptr as usize, len);
+        self.counters.add_write(len as u64, lines);
         if !self.costless {
-            let ns = self.cost.write_cost_ns(len);
+            let ns = self.cost.write_cost_ns(len, lines);
             self.counters.add_wait_ns(ns);
             busy_wait_ns(ns);
         }
@@ -434,7 +434,7 @@ impl Region {
             let line_bytes = usize::try_from(lines)
                 .unwrap_or(usize::MAX)
                 .saturating_mul(crate::LINE_SIZE_BYTES);
-            let ns = self.cost.write_cost_ns(line_bytes);
+            let ns = self.cost.write_cost_ns(line_bytes, lines);
             self.counters.add_wait_ns(ns);
             busy_wait_ns(ns);
         }
@@ -1456,8 +1456,8 @@ mod tests {
                 lines_written: 3
             }
         );
-        // hmcached: 300 ns per read, 1000 ns per write, no bandwidth term.
-        assert_eq!(region.emulated_wait_ns(), 300 + 2 * 1000);
+        // hmcached: 224 ns per line read, 924 per line written (HME's injected delay).
+        assert_eq!(region.emulated_wait_ns(), 3 * 224 + 3 * 924);
         assert_eq!(region.cost_model(), CostModel::HMCACHED);
     }
 

@@ -1,8 +1,11 @@
-//! HM-UNI, the "uniform" baseline of HMCached (seed 002 section 5): new items are spread
-//! over the two tiers in proportion to their sizes and never move. Each key's tier is
-//! chosen by its hash, so every version of a key lands in the same tier and the share
-//! of keys per tier matches the share of pages. Inside each tier the segmented LRU of
-//! memcached orders the items and a full tier evicts its own COLD tail.
+//! HM-UNI, the "uniform" baseline of HMCached (seed 002 section 4.1): objects are stored
+//! "in the DRAM and NVM uniformly according to the ratio of the DRAM size to the dataset
+//! size" and never move. Each key's home tier is chosen by its hash, so every version of
+//! a key lands in the same tier: DRAM homes `--uniform-dram-share` of the keys (by
+//! default the share of DRAM's pages in both tiers). A key homed in DRAM whose class
+//! has no free DRAM chunk goes to the slow tier rather than evicting (slab rounding
+//! makes DRAM hold a little less than its share); inside each tier the segmented LRU of
+//! memcached orders the items and a full slow tier evicts its own COLD tail.
 
 use crate::api::TierId;
 use crate::engine::{Engine, Tier};
@@ -17,19 +20,17 @@ use super::{Candidate, Policy, Refusal};
 pub(crate) struct Uniform;
 
 impl Uniform {
-    /// The tier a key hashes to: DRAM for a `dram_pages / all_pages` share of hashes.
-    fn tier_for(e: &Engine, key_hash: u32) -> (&Tier, Option<&Tier>) {
-        let dram = e.dram();
-        let Some(slow) = e.slow() else {
-            return (dram, None);
+    /// Whether a key hashes into DRAM's share: `uniform_dram_share_ppm` of the hash
+    /// space, or `dram_pages / all_pages` of it.
+    fn homed_in_dram(e: &Engine, dram: &Tier, slow: &Tier, key_hash: u32) -> bool {
+        let (dram_part, all_parts) = match e.config.uniform_dram_share_ppm {
+            Some(ppm) => (u64::from(ppm), u64::from(crate::config::PPM)),
+            None => (
+                dram.page_count as u64,
+                (dram.page_count + slow.page_count) as u64,
+            ),
         };
-        let all_pages = (dram.page_count + slow.page_count) as u64;
-        let point = (u64::from(key_hash) * all_pages) >> 32;
-        if point < dram.page_count as u64 {
-            (dram, Some(slow))
-        } else {
-            (slow, Some(dram))
-        }
+        ((u64::from(key_hash) * all_parts) >> 32) < dram_part
     }
 }
 
@@ -41,11 +42,23 @@ impl Policy for Uniform {
         class_id: usize,
         total_bytes: usize,
     ) -> Option<ItemAddr> {
-        let (home, other) = Self::tier_for(e, key_hash);
-        if home.page_count > 0 {
-            return e.alloc(home, class_id, total_bytes);
+        let dram = e.dram();
+        let Some(slow) = e.slow() else {
+            return e.alloc(dram, class_id, total_bytes);
+        };
+        if dram.page_count == 0 {
+            return e.alloc(slow, class_id, total_bytes);
         }
-        other.and_then(|t| e.alloc(t, class_id, total_bytes))
+        if Self::homed_in_dram(e, dram, slow, key_hash) {
+            // A full DRAM class sends its overflow to the slow tier; DRAM evicts only
+            // when the slow tier cannot take it either.
+            e.take_free(dram, class_id, total_bytes)
+                .or_else(|| e.take_free(slow, class_id, total_bytes))
+                .or_else(|| e.alloc(dram, class_id, total_bytes))
+        } else {
+            e.alloc(slow, class_id, total_bytes)
+                .or_else(|| e.alloc(dram, class_id, total_bytes))
+        }
     }
 
     fn on_access(
