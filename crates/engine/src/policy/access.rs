@@ -32,6 +32,16 @@ const IDLE_PERIODS_MAX: u32 = 3;
 /// faster than any item can be read twice).
 pub(crate) const PERIOD_REQUESTS_MIN: u64 = 1024;
 
+/// What one access did to an item's count: the count it had before (decayed from earlier
+/// periods when this is its first access of the period) and after. The hotspot policy's
+/// per-period histograms are built from these steps, each item counted once per value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CountStep {
+    pub first_in_period: bool,
+    pub before: u8,
+    pub after: u8,
+}
+
 /// The period clock: which period the engine is in, and when the last eight began.
 pub(crate) struct Periods {
     /// Requests per period; 0: twice the DRAM tier's item count (at least
@@ -109,7 +119,13 @@ impl Periods {
     }
 
     /// The policy byte after one more access now.
+    #[cfg(test)]
     pub fn accessed(&self, access: u8, last_access_s: u32) -> u8 {
+        self.accessed_step(access, last_access_s).0
+    }
+
+    /// The policy byte after one more access now, and what the access did to the count.
+    pub fn accessed_step(&self, access: u8, last_access_s: u32) -> (u8, CountStep) {
         let current = self.current();
         let now_bits = ((current % PERIOD_SLOTS) as u8) << COUNT_BITS;
         let slot = (current % PERIOD_SLOTS) as usize;
@@ -117,21 +133,38 @@ impl Periods {
             && last_access_s >= self.started_at_s[slot].load(Ordering::Relaxed)
         {
             // Accessed before in this period (the common case of a hot item): no decay.
-            return now_bits | (access & COUNT_MAX).saturating_add(1).min(COUNT_MAX);
+            let before = access & COUNT_MAX;
+            let after = before.saturating_add(1).min(COUNT_MAX);
+            let step = CountStep {
+                // A count of 0 has not been counted yet (a new item's byte is 0, which
+                // reads as period 0).
+                first_in_period: before == 0,
+                before,
+                after,
+            };
+            return (now_bits | after, step);
         }
-        let count = self
-            .decayed(access, last_access_s)
-            .saturating_add(1)
-            .min(COUNT_MAX);
-        now_bits | count
+        let before = self.decayed(access, last_access_s);
+        let after = before.saturating_add(1).min(COUNT_MAX);
+        let step = CountStep {
+            first_in_period: true,
+            before,
+            after,
+        };
+        (now_bits | after, step)
     }
 
     /// Records one access of the item with header `h` at `now_s`: the counter and the
     /// access time. Returns whether either changed (the header word is dirty).
     pub fn record(&self, h: &ItemHeader, now_s: u32) -> bool {
+        self.record_step(h, now_s).0
+    }
+
+    /// [`Periods::record`], and what the access did to the count.
+    pub fn record_step(&self, h: &ItemHeader, now_s: u32) -> (bool, CountStep) {
         let last_access_s = h.last_access_s.load(Ordering::Relaxed);
         let old = h.access.load(Ordering::Relaxed);
-        let new = self.accessed(old, last_access_s);
+        let (new, step) = self.accessed_step(old, last_access_s);
         let mut dirty = false;
         if new != old {
             h.access.store(new, Ordering::Relaxed);
@@ -141,7 +174,7 @@ impl Periods {
             h.last_access_s.store(now_s, Ordering::Relaxed);
             dirty = true;
         }
-        dirty
+        (dirty, step)
     }
 
     /// The count of the item with header `h` now.
@@ -167,6 +200,48 @@ impl Periods {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first access of a period starts from the decayed count; later ones in the
+    /// period continue from it; a saturated count stays.
+    #[test]
+    fn an_access_step_says_where_the_count_came_from() {
+        let p = Periods::new(100);
+        let (byte, step) = p.accessed_step(0, 0);
+        assert_eq!(
+            step,
+            CountStep {
+                first_in_period: true,
+                before: 0,
+                after: 1
+            }
+        );
+        let (byte, step) = p.accessed_step(byte, 0);
+        assert_eq!(
+            step,
+            CountStep {
+                first_in_period: false,
+                before: 1,
+                after: 2
+            }
+        );
+        let mut saturated = byte;
+        for _ in 0..40 {
+            saturated = p.accessed(saturated, 0);
+        }
+        let (_, step) = p.accessed_step(saturated, 0);
+        assert_eq!((step.before, step.after), (COUNT_MAX, COUNT_MAX));
+        // A period later the count starts from half of what it was.
+        p.current.store(1, Ordering::Relaxed);
+        let (_, step) = p.accessed_step(saturated, 0);
+        assert_eq!(
+            step,
+            CountStep {
+                first_in_period: true,
+                before: COUNT_MAX / 2,
+                after: COUNT_MAX / 2 + 1
+            }
+        );
+    }
 
     #[test]
     fn counts_halve_per_idle_period_and_reset_after_three() {

@@ -31,12 +31,14 @@
 //!   whose reference bit is set (read since the hand last passed) gets its bit cleared
 //!   and is passed over, the first one without it is evicted — or, bounded, the
 //!   [`CLOCK_TRIES`]th item looked at.
-//! - **Benefit-aware DRAM reassignment** (section 3.5). Every access adds one to its
-//!   class's count of items that reached its counter value this period (atomics, no
-//!   lock): at the end of a period, `reached[c]` is the number of the class's items
-//!   accessed at least c times, so the sum of the counters of its k hottest items — the
-//!   benefit of holding them in DRAM (equation 2, times the chunk size) — comes from the
-//!   histogram alone. The dynamic program of equations 3-4 then splits DRAM's pages
+//! - **Benefit-aware DRAM reassignment** (section 3.5). Every access that changes an
+//!   item's counter tells its class's histogram of this period (atomics, no lock): an
+//!   item's first access of a period enters it at the count it starts from (decayed from
+//!   earlier periods), a rise to a new value counts once at that value, and a saturated
+//!   counter adds nothing. At the end of a period, `reached[c]` is the number of the
+//!   class's items whose counter was at least c this period, each item counted once, so
+//!   the sum of the counters of its k hottest items — the benefit of holding them in
+//!   DRAM (equation 2, times the chunk size) — comes from the histogram alone. The dynamic program of equations 3-4 then splits DRAM's pages
 //!   among the classes for the largest total benefit, and the automover moves one page a
 //!   step toward that split (items of a page leaving DRAM are demoted, never lost). This
 //!   is what fixes slab calcification when the item-size mix changes.
@@ -45,8 +47,9 @@
 //!   its accesses since it entered DRAM (in its header, saturating at 255) and its
 //!   descriptor keeps the period it entered in; the victim is the item of lowest
 //!   accesses / (periods in DRAM + 1) among [`HYPERBOLIC_SAMPLES`] chunks of the class
-//!   sampled at random. Everything else (counters, thresholds, CLOCK, reassignment) is
-//!   shared.
+//!   sampled at random. Counters, thresholds and CLOCK are shared; DRAM pages move by the
+//!   automover's rules, as the header's byte holds the count since entry, not the
+//!   decayed counter the reassignment plan reads.
 //! - **New items** take a free DRAM chunk, else go to the slow tier (as under Dual-LRU: a
 //!   store never waits for a demotion; the maintainer's reserve takes new items).
 //!   An overwrite keeps the key's counter and adds one.
@@ -65,7 +68,7 @@ use crate::moves::Direction;
 use crate::slab::ClassState;
 use crate::stats::C;
 
-use super::access::{Periods, COUNT_MAX};
+use super::access::{CountStep, Periods, COUNT_MAX};
 use super::tiering;
 use super::{Candidate, Policy, Refusal};
 
@@ -126,8 +129,12 @@ struct Tuning {
 }
 
 struct Class {
-    /// This period's histogram (`reached[c]`: items of the class whose counter reached c).
-    reached: [AtomicU32; COUNT_VALUES],
+    /// This period's histogram, in two halves: `started_at[c]`, items whose first access
+    /// of the period found their counter at c; `rose_to[c]`, items whose counter rose to
+    /// c in the period. Items at c or above: the started at c or above, and the risen to
+    /// c (every rise to c + 1 started from c).
+    started_at: [AtomicU32; COUNT_VALUES],
+    rose_to: [AtomicU32; COUNT_VALUES],
     threshold: AtomicU8,
     /// Copies into or out of DRAM of the class's items (each an access of the slow
     /// tier caused by migration: C_mig), and promotions alone (C_N-to-D).
@@ -199,7 +206,8 @@ impl Hotspot {
             reassignment: Mutex::new(Reassignment::default()),
             classes: (0..=SLAB_CLASSES_MAX)
                 .map(|_| Class {
-                    reached: std::array::from_fn(|_| AtomicU32::new(0)),
+                    started_at: std::array::from_fn(|_| AtomicU32::new(0)),
+                    rose_to: std::array::from_fn(|_| AtomicU32::new(0)),
                     threshold: AtomicU8::new(THRESHOLD_INITIAL),
                     migration_accesses: AtomicU64::new(0),
                     promotions: AtomicU64::new(0),
@@ -209,14 +217,17 @@ impl Hotspot {
         }
     }
 
-    /// An access brought an item of `class_id` to counter value `count`.
-    fn record_reached(&self, class_id: usize, count: u8) {
-        if let Some(slot) = self
-            .classes
-            .get(class_id)
-            .and_then(|c| c.reached.get(usize::from(count)))
-        {
-            slot.fetch_add(1, Ordering::Relaxed);
+    /// An access moved the counter of an item of `class_id` by `step`: at most two
+    /// relaxed adds, none for a saturated counter that stays.
+    fn record_reached(&self, class_id: usize, step: CountStep) {
+        let Some(class) = self.classes.get(class_id) else {
+            return;
+        };
+        if step.first_in_period {
+            class.started_at[usize::from(step.before)].fetch_add(1, Ordering::Relaxed);
+        }
+        if step.after > step.before {
+            class.rose_to[usize::from(step.after)].fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -225,7 +236,19 @@ impl Hotspot {
         let snapshot: Vec<Reached> = self
             .classes
             .iter()
-            .map(|c| std::array::from_fn(|v| c.reached[v].swap(0, Ordering::Relaxed)))
+            .map(|c| {
+                let started: [u32; COUNT_VALUES] =
+                    std::array::from_fn(|v| c.started_at[v].swap(0, Ordering::Relaxed));
+                let rose: [u32; COUNT_VALUES] =
+                    std::array::from_fn(|v| c.rose_to[v].swap(0, Ordering::Relaxed));
+                let mut reached = [0u32; COUNT_VALUES];
+                let mut started_at_or_above = 0u32;
+                for v in (0..COUNT_VALUES).rev() {
+                    started_at_or_above = started_at_or_above.saturating_add(started[v]);
+                    reached[v] = started_at_or_above.saturating_add(rose[v]);
+                }
+                reached
+            })
             .collect();
         let mut r = self.reassignment.lock();
         r.last_period = snapshot;
@@ -238,12 +261,8 @@ impl Hotspot {
             .map_or(THRESHOLD_INITIAL, |c| c.threshold.load(Ordering::Relaxed))
     }
 
-    /// The counter byte of a slow-tier item after one more access (its descriptor keeps
-    /// no timestamp: the period bits are trusted).
-    fn slow_accessed(&self, byte: u8, now_s: u32) -> u8 {
-        self.periods.accessed(byte, now_s)
-    }
-
+    /// The count of a slow-tier item whose descriptor byte is `byte` (its descriptor keeps
+    /// no timestamp: the period bits are trusted, so `now_s` stands for its last access).
     fn slow_count(&self, byte: u8, now_s: u32) -> u8 {
         self.periods.decayed(byte, now_s)
     }
@@ -583,17 +602,31 @@ impl Hotspot {
 
     /// A DRAM item's counter after an access, and the queue it now belongs in; relinks it
     /// there if the class lock is free (the maintainer's victim search fixes it
-    /// otherwise). Returns whether the header's access word changed.
-    fn dram_access(&self, tier: &Tier, addr: ItemAddr, h: &ItemHeader, now_s: u32) -> bool {
+    /// otherwise). Returns whether the header's access word changed, and the counter's
+    /// step (the hyperbolic policy's raw count does not feed the reassignment, which it
+    /// leaves to the automover).
+    fn dram_access(
+        &self,
+        tier: &Tier,
+        addr: ItemAddr,
+        h: &ItemHeader,
+        now_s: u32,
+    ) -> (bool, CountStep) {
         if self.hyperbolic {
             let accesses = h.access.load(Ordering::Relaxed);
             h.access
                 .store(accesses.saturating_add(1), Ordering::Relaxed);
             h.last_access_s.store(now_s, Ordering::Relaxed);
             h.set(state::FETCHED);
-            return true;
+            let count = accesses.min(COUNT_MAX);
+            let step = CountStep {
+                first_in_period: false,
+                before: count,
+                after: count,
+            };
+            return (true, step);
         }
-        let mut dirty = self.periods.record(h, now_s);
+        let (mut dirty, step) = self.periods.record_step(h, now_s);
         let due = queue_of(self.periods.count_of(h), self.queues);
         if due != h.segment() {
             if let Some(mut cs) = tier.classes[tier.class_of(addr)].0.try_lock() {
@@ -609,7 +642,7 @@ impl Hotspot {
             h.set(state::FETCHED);
             dirty = true;
         }
-        dirty
+        (dirty, step)
     }
 }
 
@@ -648,19 +681,34 @@ impl Policy for Hotspot {
     ) -> usize {
         let now_s = e.clock.now_s();
         // A SET is an access: an overwrite carries the key's counter on.
-        let previous = match old {
+        let first_access = |before: u8| CountStep {
+            first_in_period: true,
+            before,
+            after: before.saturating_add(1).min(COUNT_MAX),
+        };
+        let step = match old {
             Some(old_addr) if e.tier_of(old_addr).id == TierId::Dram => {
-                self.dram_count(e.dram().mem.header(old_addr))
+                let h = e.dram().mem.header(old_addr);
+                if self.hyperbolic {
+                    first_access(self.dram_count(h))
+                } else {
+                    self.periods
+                        .accessed_step(
+                            h.access.load(Ordering::Relaxed),
+                            h.last_access_s.load(Ordering::Relaxed),
+                        )
+                        .1
+                }
             }
             // The descriptor (kept by the index's `replace`) holds a slow item's counter.
             Some(_) => Index::with_policy_bits(table, key_hash, addr, |byte, _| {
-                self.slow_count(*byte, now_s)
+                self.periods.accessed_step(*byte, now_s).1
             })
-            .unwrap_or(0),
-            None => 0,
+            .unwrap_or(first_access(0)),
+            None => first_access(0),
         };
-        let count = previous.saturating_add(1).min(COUNT_MAX);
-        self.record_reached(tier.class_of(addr), count);
+        let count = step.after;
+        self.record_reached(tier.class_of(addr), step);
         let byte = self.periods.with_count(count);
         match tier.id {
             TierId::Dram if self.hyperbolic => {
@@ -704,20 +752,22 @@ impl Policy for Hotspot {
     ) -> bool {
         let h = tier.mem.header(addr);
         if tier.id == TierId::Dram {
-            let dirty = self.dram_access(tier, addr, h, now_s);
-            self.record_reached(tier.class_of(addr), self.dram_count(h));
+            let (dirty, step) = self.dram_access(tier, addr, h, now_s);
+            self.record_reached(tier.class_of(addr), step);
             if dirty {
                 tier.mem.charge_header_write(addr, header_bytes::ACCESS);
             }
             return dirty;
         }
         // A slow-tier item: the counter and the reference bit live in DRAM.
-        let count = Index::with_policy_bits(table, key_hash, addr, |byte, referenced| {
-            *byte = self.slow_accessed(*byte, now_s);
+        let step = Index::with_policy_bits(table, key_hash, addr, |byte, referenced| {
+            // No timestamp in the descriptor: the period bits are trusted.
+            let (accessed, step) = self.periods.accessed_step(*byte, now_s);
+            *byte = accessed;
             *referenced = true;
-            self.slow_count(*byte, now_s)
-        })
-        .unwrap_or(0);
+            step
+        });
+        let count = step.map_or(0, |s| s.after);
         let mut dirty = false;
         if !h.has(state::FETCHED) {
             h.set(state::FETCHED);
@@ -730,7 +780,9 @@ impl Policy for Hotspot {
             dirty = true;
         }
         let class_id = tier.class_of(addr);
-        self.record_reached(class_id, count);
+        if let Some(step) = step {
+            self.record_reached(class_id, step);
+        }
         if e.migrating() && !h.has(state::QUEUED) && count > self.threshold(class_id) {
             h.set(state::PROMOTE);
             e.moves.offer(Direction::ToDram, &tier.mem, addr, false);
@@ -913,7 +965,10 @@ impl Policy for Hotspot {
     }
 
     fn plan_page_move(&self, e: &Engine) -> Option<Option<(usize, usize)>> {
-        if !self.benefit_reassign || e.slow().is_none() {
+        // HM-HC's DRAM counts accesses since an item entered DRAM, not HMCached's decayed
+        // counter the plan needs (one byte holds one or the other): its pages move by
+        // the automover's rules.
+        if !self.benefit_reassign || self.hyperbolic || e.slow().is_none() {
             return None;
         }
         let dram = e.dram();
@@ -979,22 +1034,40 @@ pub(crate) fn benefit_split(
 mod tests {
     use super::*;
 
-    /// The reassignment histogram has a slot for every counter value, the saturated
-    /// one included, and a period's end hands it over and starts afresh.
+    /// The reassignment histogram counts each item once per value it held in the period:
+    /// an item rising from 0 to the saturated count and read on at saturation is one
+    /// item at every value (not one more per read at saturation); an item whose first
+    /// access of the period starts from a decayed count is counted at every value up
+    /// to it. A period's end hands the histogram over and starts afresh.
     #[test]
     fn every_counter_value_reaches_the_histogram_of_the_period() {
         let hotspot = Hotspot::new(&EngineConfig::default());
-        for count in 1..=COUNT_MAX {
-            hotspot.record_reached(4, count);
+        let step = |first_in_period, before, after| CountStep {
+            first_in_period,
+            before,
+            after,
+        };
+        // Item A: new this period, read until its counter saturates, then read on.
+        hotspot.record_reached(4, step(true, 0, 1));
+        for count in 1..COUNT_MAX {
+            hotspot.record_reached(4, step(false, count, count + 1));
         }
-        hotspot.record_reached(4, COUNT_MAX);
+        for _ in 0..10 {
+            hotspot.record_reached(4, step(false, COUNT_MAX, COUNT_MAX));
+        }
+        // Item B: its first access of the period finds its counter decayed to 6.
+        hotspot.record_reached(4, step(true, 6, 7));
         hotspot.close_period();
         let r = hotspot.reassignment.lock();
         assert_eq!(r.generation, 1);
         let reached = &r.last_period[4];
-        assert_eq!(reached[usize::from(COUNT_MAX)], 2);
-        assert!(reached[1..usize::from(COUNT_MAX)].iter().all(|&n| n == 1));
-        assert_eq!(reached[0], 0);
+        assert_eq!(reached[usize::from(COUNT_MAX)], 1, "A alone, once");
+        assert!(reached[8..usize::from(COUNT_MAX)].iter().all(|&n| n == 1));
+        assert!(reached[1..=7].iter().all(|&n| n == 2), "{reached:?}");
+        assert!(
+            reached.windows(2).all(|w| w[0] >= w[1]),
+            "monotone: {reached:?}"
+        );
         drop(r);
         hotspot.close_period();
         assert!(hotspot.reassignment.lock().last_period[4]
