@@ -188,12 +188,14 @@ impl ItemMemory {
 
     /// Accounts (and, for an emulated slow tier, waits for) a read of `len` bytes at
     /// byte `from` of the item at `addr`. Address arithmetic only: nothing is read.
+    #[inline]
     pub fn charge_read(&self, addr: ItemAddr, from: usize, len: usize) {
         let ptr = self.header_ptr(addr).wrapping_add(from);
         self.region.charge_read(ptr, len);
     }
 
     /// As [`ItemMemory::charge_read`], for a write.
+    #[inline]
     pub fn charge_write(&self, addr: ItemAddr, from: usize, len: usize) {
         let ptr = self.header_ptr(addr).wrapping_add(from);
         self.region.charge_write(ptr, len);
@@ -216,16 +218,19 @@ impl ItemMemory {
     }
 
     /// Charges a read of header bytes `range` (see [`header_bytes`]).
+    #[inline]
     pub fn charge_header_read(&self, addr: ItemAddr, range: std::ops::Range<usize>) {
         self.charge_read(addr, range.start, range.len());
     }
 
     /// Charges a write of one field of a neighbour's header (an LRU or free-list link).
+    #[inline]
     pub fn header_write_field(&self, addr: ItemAddr, field: std::ops::Range<usize>) {
         self.charge_write(addr, field.start, field.len());
     }
 
     /// Charges a write of header bytes `range` (see [`header_bytes`]).
+    #[inline]
     pub fn charge_header_write(&self, addr: ItemAddr, range: std::ops::Range<usize>) {
         self.charge_write(addr, range.start, range.len());
     }
@@ -257,6 +262,7 @@ impl ItemMemory {
     /// bytes just before `from` by the same operation: the 64-byte line holding byte
     /// `from - 1` was charged by that read and is in the CPU's cache, so only the lines
     /// after it are charged (none when the rest fits in that line).
+    #[inline]
     pub fn charge_read_continuing(&self, addr: ItemAddr, from: usize, to: usize) {
         debug_assert!(from <= to, "read range {from}..{to} is reversed");
         let base = self.header_ptr(addr) as usize;
@@ -273,10 +279,12 @@ impl ItemMemory {
         self.tier_bits | offset as u64
     }
 
+    #[inline]
     pub fn offset_of(addr: ItemAddr) -> usize {
         (addr & OFFSET_MASK) as usize
     }
 
+    #[inline]
     pub fn page_of(addr: ItemAddr) -> usize {
         Self::offset_of(addr) / tier::PAGE_SIZE_BYTES
     }
@@ -293,6 +301,7 @@ impl ItemMemory {
         self.region.base_ptr().as_ptr().wrapping_add(offset)
     }
 
+    #[inline]
     pub fn header(&self, addr: ItemAddr) -> &ItemHeader {
         let ptr = self.header_ptr(addr);
         // SAFETY: invariants 1 and 2: in range, aligned, and every field is an atomic,
@@ -305,6 +314,7 @@ impl ItemMemory {
     /// # Safety
     /// The caller holds the item's shard lock, or allocated the chunk and has not
     /// published it yet (invariant 3).
+    #[inline]
     pub unsafe fn key(&self, addr: ItemAddr) -> &[u8] {
         let header = self.header(addr);
         let key_len = header.key_len.load(Ordering::Relaxed) as usize;
@@ -320,6 +330,7 @@ impl ItemMemory {
     /// write to it: a torn or foreign pool record must not make a slice reach past the
     /// mapping). In debug builds also checks that the chunk is not on a free list
     /// (invariant 3: items are read only while published or being written).
+    #[inline]
     fn item_bytes_ptr(&self, addr: ItemAddr, from: usize, len: usize) -> *const u8 {
         let header = self.header(addr);
         debug_assert!(
@@ -341,6 +352,7 @@ impl ItemMemory {
     ///
     /// # Safety
     /// As for [`ItemMemory::key`].
+    #[inline]
     pub unsafe fn value(&self, addr: ItemAddr) -> &[u8] {
         let header = self.header(addr);
         let key_len = header.key_len.load(Ordering::Relaxed) as usize;
