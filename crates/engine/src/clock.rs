@@ -49,6 +49,9 @@ pub struct SystemClock {
     /// Ticks since the clock was made, as the ticker last read them; [`NOT_TICKING`] while
     /// no ticker runs.
     ticked: AtomicU64,
+    /// `now_s` as of the ticker's last reading (republished by `rebase`); [`NOT_TICKING`]
+    /// while no ticker runs. Kept whole so that a read is a load and a compare.
+    ticked_now_s: AtomicU64,
 }
 
 /// How often the ticker publishes the time: one engine tick, so `now_ticks` is as fine
@@ -73,6 +76,7 @@ impl SystemClock {
             made_zero_unix_s: now_unix_s.saturating_sub(2),
             rebase_s: AtomicU64::new(0),
             ticked: AtomicU64::new(NOT_TICKING),
+            ticked_now_s: AtomicU64::new(NOT_TICKING),
         })
     }
 
@@ -94,8 +98,16 @@ impl SystemClock {
     }
 
     fn tick(&self) {
-        self.ticked
-            .store(self.elapsed_ticks_now(), Ordering::Relaxed);
+        let ticks = self.elapsed_ticks_now();
+        self.ticked.store(ticks, Ordering::Relaxed);
+        self.ticked_now_s
+            .store(u64::from(self.now_s_at(ticks)), Ordering::Relaxed);
+    }
+
+    /// `now_s` when `ticks` ticks have passed since the clock was made.
+    fn now_s_at(&self, ticks: u64) -> u32 {
+        let elapsed_s = ticks / TICKS_PER_S + 2 + self.rebase_s.load(Ordering::Relaxed);
+        u32::try_from(elapsed_s).unwrap_or(u32::MAX)
     }
 
     fn elapsed_ticks_now(&self) -> u64 {
@@ -116,9 +128,11 @@ impl SystemClock {
 impl Clock for SystemClock {
     #[inline]
     fn now_s(&self) -> u32 {
-        let elapsed_s =
-            self.elapsed_ticks() / TICKS_PER_S + 2 + self.rebase_s.load(Ordering::Relaxed);
-        u32::try_from(elapsed_s).unwrap_or(u32::MAX)
+        match self.ticked_now_s.load(Ordering::Relaxed) {
+            NOT_TICKING => self.now_s_at(self.elapsed_ticks_now()),
+            // Published from a u32.
+            now_s => now_s as u32,
+        }
     }
     fn now_ticks(&self) -> u64 {
         // 2 s in the past, as `now_s`; floor(ticks / 32) is `now_s` (same saturation).
@@ -133,6 +147,10 @@ impl Clock for SystemClock {
         match self.made_zero_unix_s.checked_sub(start_unix_s) {
             Some(diff) => {
                 self.rebase_s.store(diff, Ordering::Relaxed);
+                if self.ticked.load(Ordering::Relaxed) != NOT_TICKING {
+                    // The published second moves with the zero at once.
+                    self.tick();
+                }
                 true
             }
             None => false,
@@ -242,5 +260,13 @@ mod tests {
         // A read never runs ahead of the clock itself.
         let published = clock.elapsed_ticks();
         assert!(clock.elapsed_ticks_now() >= published);
+        // A rebase moves the published second at once, as it moves an unticked clock's.
+        let before = clock.now_s();
+        assert!(clock.rebase(clock.start_unix_s() - 100));
+        assert!(
+            clock.now_s() >= before + 100,
+            "{before} then {}",
+            clock.now_s()
+        );
     }
 }
