@@ -112,6 +112,19 @@ impl Counters {
         self.stripe().global[counter as usize].fetch_add(n, Ordering::Relaxed);
     }
 
+    /// A GET hit's four counters (`cmd_get`, the tier's hits, and the class's tier and
+    /// segment hits), with one look-up of the thread's stripe instead of four.
+    #[inline]
+    pub fn add_get_hit(&self, tier_hits: G, class_id: usize, class_tier_hits: C, segment_hits: C) {
+        let stripe = self.stripe();
+        stripe.global[G::CmdGet as usize].fetch_add(1, Ordering::Relaxed);
+        stripe.global[tier_hits as usize].fetch_add(1, Ordering::Relaxed);
+        if let Some(slot) = stripe.class.get(class_id) {
+            slot[class_tier_hits as usize].fetch_add(1, Ordering::Relaxed);
+            slot[segment_hits as usize].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     #[inline]
     pub fn add_class(&self, class_id: usize, counter: C, n: u64) {
         if let Some(slot) = self.stripe().class.get(class_id) {

@@ -129,6 +129,14 @@ impl Periods {
     /// Records one access of the item with header `h` at `now_s`: the counter and the
     /// access time. Returns whether either changed (the header word is dirty).
     pub fn record(&self, h: &ItemHeader, now_s: u32) -> bool {
+        self.record_counted(h, now_s).0
+    }
+
+    /// [`Periods::record`], also returning the count the item has now (what
+    /// [`Periods::count_of`] would read back, without decaying the byte again: the
+    /// access just put it in the current period).
+    #[inline]
+    pub fn record_counted(&self, h: &ItemHeader, now_s: u32) -> (bool, u8) {
         let last_access_s = h.last_access_s.load(Ordering::Relaxed);
         let old = h.access.load(Ordering::Relaxed);
         let new = self.accessed(old, last_access_s);
@@ -141,7 +149,7 @@ impl Periods {
             h.last_access_s.store(now_s, Ordering::Relaxed);
             dirty = true;
         }
-        dirty
+        (dirty, new & COUNT_MAX)
     }
 
     /// The count of the item with header `h` now.

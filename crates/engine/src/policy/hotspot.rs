@@ -583,18 +583,20 @@ impl Hotspot {
 
     /// A DRAM item's counter after an access, and the queue it now belongs in; relinks it
     /// there if the class lock is free (the maintainer's victim search fixes it
-    /// otherwise). Returns whether the header's access word changed.
-    fn dram_access(&self, tier: &Tier, addr: ItemAddr, h: &ItemHeader, now_s: u32) -> bool {
+    /// otherwise). Returns whether the header's access word changed, and the item's count
+    /// now (`dram_count`, computed once: reading it back decayed the byte twice more,
+    /// ~50 instructions a hit).
+    fn dram_access(&self, tier: &Tier, addr: ItemAddr, h: &ItemHeader, now_s: u32) -> (bool, u8) {
         if self.hyperbolic {
             let accesses = h.access.load(Ordering::Relaxed);
             h.access
                 .store(accesses.saturating_add(1), Ordering::Relaxed);
             h.last_access_s.store(now_s, Ordering::Relaxed);
             h.set(state::FETCHED);
-            return true;
+            return (true, self.dram_count(h));
         }
-        let mut dirty = self.periods.record(h, now_s);
-        let due = queue_of(self.periods.count_of(h), self.queues);
+        let (mut dirty, count) = self.periods.record_counted(h, now_s);
+        let due = queue_of(count, self.queues);
         if due != h.segment() {
             if let Some(mut cs) = tier.classes[tier.class_of(addr)].0.try_lock() {
                 if h.has(state::LINKED) {
@@ -609,7 +611,7 @@ impl Hotspot {
             h.set(state::FETCHED);
             dirty = true;
         }
-        dirty
+        (dirty, count)
     }
 }
 
@@ -704,8 +706,8 @@ impl Policy for Hotspot {
     ) -> bool {
         let h = tier.mem.header(addr);
         if tier.id == TierId::Dram {
-            let dirty = self.dram_access(tier, addr, h, now_s);
-            self.record_reached(tier.class_of(addr), self.dram_count(h));
+            let (dirty, count) = self.dram_access(tier, addr, h, now_s);
+            self.record_reached(tier.class_of(addr), count);
             if dirty {
                 tier.mem.charge_header_write(addr, header_bytes::ACCESS);
             }
