@@ -402,7 +402,14 @@ fn auto_falls_back_to_epoll_where_io_uring_is_forbidden() {
 
             let port = testkit::free_port().unwrap().to_string();
             let refused = Command::new(fogcached_binary().unwrap())
-                .args(["--io-engine", "io-uring", "--slow-size", "0", "-l", "127.0.0.1"])
+                .args([
+                    "--io-engine",
+                    "io-uring",
+                    "--slow-size",
+                    "0",
+                    "-l",
+                    "127.0.0.1",
+                ])
                 .args(["-p", &port])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -410,7 +417,10 @@ fn auto_falls_back_to_epoll_where_io_uring_is_forbidden() {
                 .output()
                 .unwrap();
             let stderr = String::from_utf8_lossy(&refused.stderr);
-            assert!(!refused.status.success(), "started without io_uring: {stderr}");
+            assert!(
+                !refused.status.success(),
+                "started without io_uring: {stderr}"
+            );
             assert!(
                 stderr.contains("--io-engine io-uring: io_uring_setup failed"),
                 "{stderr}"
