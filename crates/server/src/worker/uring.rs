@@ -609,6 +609,13 @@ impl Uring {
             return;
         }
         if result < 0 {
+            // The send is over (the peer went): its bytes are dropped with the
+            // connection. Emptied here, or a receive still in flight would retire the
+            // slot with them, and the slot's next connection would find its reply buffer
+            // holding another connection's bytes.
+            let io = self.slot(slot);
+            io.sending.clear();
+            io.sent = 0;
             worker.apply(slot, Outcome::Close, ctx, self);
             return;
         }
@@ -786,6 +793,11 @@ impl LoopIo for Uring {
             return Some(connection);
         }
         let recv = io.recv_in_flight;
+        if !io.send_in_flight {
+            // Not the kernel's: nothing of it may reach the slot's next connection.
+            io.sending.clear();
+            io.sent = 0;
+        }
         io.retired = Some(connection);
         // A send in flight finishes (or fails when the peer goes): the epoll loop, too,
         // writes a closing connection's last replies before closing it.
