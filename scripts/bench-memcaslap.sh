@@ -7,8 +7,13 @@
 # Rounds alternate between the two servers (fogcached, memcached, fogcached, ...) so that
 # a drift of the machine affects both alike. Each round is one memcaslap run of a fixed
 # duration; the servers keep running between rounds and each first gets a warm-up run
-# that is not counted. It prints every round, then the median throughput of each
-# server, the ratio fogcached / memcached, and the latencies memcaslap measured.
+# that is not counted. It prints every round (throughput and memcaslap's latencies, p99
+# included, of both servers), then the median of each server, and the comparison:
+#
+#   headline: the ratio of the median throughputs (fogcached / memcached), and the ratio
+#             of the median p99s (above 1: fogcached's tail is worse);
+#   each round's throughput and p99 ratios, and their medians (the rounds alternate, so
+#             the two runs of a round saw about the same machine; these show the spread).
 #
 # Settings (environment variables, defaults in brackets):
 #   ROUNDS [3]            counted rounds per server
@@ -23,6 +28,10 @@
 #   VALUE_BYTES [1024]    value size
 #   GET_SHARE [0.9]       share of gets; the rest are sets
 #   FOGCACHED [unset]     a fogcached binary to use instead of building this checkout
+#   FOGCACHED_ARGS ["--slow-size 0"] fogcached's flags beyond -m and -t: by default DRAM
+#                         only, like memcached; FOGCACHED_ARGS="" runs fogcached's default
+#                         configuration (a slow tier, hotspot policy). The flags are printed
+#                         with the results.
 #
 #   SERVER_A, SERVER_B [unset] two server command lines to compare instead (both must be
 #                         set); a leading `fogcached` or `memcached` word names the binary
@@ -60,6 +69,7 @@ KEY_BYTES="${KEY_BYTES:-32}"
 VALUE_BYTES="${VALUE_BYTES:-1024}"
 GET_SHARE="${GET_SHARE:-0.9}"
 MEMCACHED="${MEMCACHED:-/usr/bin/memcached}"
+FOGCACHED_ARGS="${FOGCACHED_ARGS-"--slow-size 0"}"
 # How long a server may take to accept connections after start.
 STARTUP_TIMEOUT_S=10
 
@@ -169,15 +179,18 @@ if [ "$compare_mode" = 1 ]; then
     settings="A: $SERVER_A; B: $SERVER_B"
 else
     names=(fogcached memcached)
-    # DRAM only (`--slow-size 0`): the like-for-like comparison with memcached.
-    start_server fogcached "$FOGCACHED" -m "$MEMORY_MB" -t "$SERVER_THREADS" --slow-size 0
+    # By default DRAM only (`--slow-size 0`): the like-for-like comparison with memcached.
+    read -r -a fogcached_args <<<"$FOGCACHED_ARGS"
+    start_server fogcached "$FOGCACHED" -m "$MEMORY_MB" -t "$SERVER_THREADS" \
+        "${fogcached_args[@]}"
     ports=("$started_port")
     pids=("$started_pid")
     start_server memcached "$MEMCACHED" -m "$MEMORY_MB" -t "$SERVER_THREADS" \
         "${run_as_root_args[@]}"
     ports+=("$started_port")
     pids+=("$started_pid")
-    settings="-m $MEMORY_MB -t $SERVER_THREADS -c $MAX_CONNS on both servers"
+    settings="-m $MEMORY_MB -t $SERVER_THREADS -c $MAX_CONNS on both servers;"
+    settings+=" fogcached ${FOGCACHED_ARGS:-(its defaults)}"
 fi
 
 workload="$work_dir/workload.cnf"
@@ -373,12 +386,20 @@ print(f"{'median':<17} {'TPS':>10} {'avg_us':>9} {'geo_us':>9} {'p99<=us':>9}")
 for name, result in ((name_a, a), (name_b, b)):
     print(f"{name:<17} {median(result, 0):>10.0f} {median(result, 1):>9.0f} "
           f"{median(result, 2):>9.2f} {median(result, 6):>9.0f}")
+# The headline: ratios of the medians (each server's typical round), not the median of
+# the per-round ratios, which a single lopsided round moves less visibly.
 ratio = median(a, 0) / median(b, 0)
-print(f"\nthroughput ratio {name_a} / {name_b} (median TPS): {ratio:.3f}")
+p99_ratio = median(a, 6) / median(b, 6)
+print(f"\nheadline: throughput ratio {name_a} / {name_b} (ratio of median TPS): {ratio:.3f}")
+print(f"headline: p99 ratio {name_a} / {name_b} (ratio of median p99 buckets): {p99_ratio:.3f}"
+      f"  ({name_a} {median(a, 6):.0f} us, {name_b} {median(b, 6):.0f} us; above 1: "
+      f"{name_a}'s tail is worse)")
 # Rounds alternate, so the two runs of a round saw about the same state of the machine.
 per_round = [float(x[0]) / float(y[0]) for x, y in zip(a, b)]
-print(f"throughput ratio {name_a} / {name_b} per round: "
-      f"{' '.join(f'{r:.3f}' for r in per_round)}; median {statistics.median(per_round):.3f}")
+print(f"throughput ratio per round: {' '.join(f'{r:.3f}' for r in per_round)}; "
+      f"median of these {statistics.median(per_round):.3f}")
+p99_rounds = [float(x[6]) / float(y[6]) for x, y in zip(a, b)]
+print(f"p99 ratio per round: {' '.join(f'{r:.2f}' for r in p99_rounds)}")
 print(f"average latency ratio {name_a} / {name_b} (median): "
       f"{median(a, 1) / median(b, 1):.3f}")
 EOF

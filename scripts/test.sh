@@ -17,6 +17,13 @@
 #   5. the Python client tests                  (pytest tests/python)
 #   6. memccapable and memcaslap --verify       (crates/server/tests/compat_*.rs)
 #
+# Every suite that talks to a server over the wire runs under both event loops: steps 4-6
+# run with `--io-engine`'s default (auto: io_uring where the kernel allows it, else epoll,
+# which tests/io_engine.rs reports as a skip), and again with FOGCACHED_IO_ENGINE=epoll
+# (the server's and fogbench's tests, the Python tests, the two tools; the other crates
+# start no server). tests/io_engine.rs also checks the fallback itself: under a seccomp
+# filter that forbids io_uring, auto runs epoll.
+#
 # Every step runs even if an earlier one failed (except when the build itself fails), so
 # one run shows every problem; the exit status is non-zero if any step failed.
 #
@@ -222,30 +229,45 @@ if cargo nextest --version >/dev/null 2>&1; then
         --no-fail-fast --tool-config-file "fogcached-test:$repo_root/scripts/nextest.toml" \
         -E 'not test(/^external_tool_/)'
     # nextest does not run doctests.
-    # The server's tests once more under the other event loop: the run above used
+    # The wire tests once more under the other event loop: the run above used
     # --io-engine's default (auto: io_uring where the kernel allows it, see
-    # tests/io_engine.rs), this one epoll, so both loops pass every wire test.
-    run_step "server tests under --io-engine epoll" bounded "$tests_timeout_s" \
-        env FOGCACHED_IO_ENGINE=epoll cargo nextest run -p server --no-fail-fast \
+    # tests/io_engine.rs), this one epoll, so both loops pass every wire test: the
+    # server's own and fogbench's (end to end, fog layer, ketama, nutcracker, soak,
+    # reproduce), whose servers take the loop from FOGCACHED_IO_ENGINE.
+    run_step "wire tests under --io-engine epoll (server, bench)" bounded "$tests_timeout_s" \
+        env FOGCACHED_IO_ENGINE=epoll cargo nextest run -p server -p bench --no-fail-fast \
         --tool-config-file "fogcached-test:$repo_root/scripts/nextest.toml" \
         -E 'not test(/^external_tool_/)'
     run_step "doctests" bounded "$tests_timeout_s" cargo test --workspace --doc
 else
     run_step "rust tests" bounded "$tests_timeout_s" cargo test --workspace --no-fail-fast \
         -- --skip external_tool_
-    run_step "server tests under --io-engine epoll" bounded "$tests_timeout_s" \
-        env FOGCACHED_IO_ENGINE=epoll cargo test -p server --no-fail-fast -- --skip external_tool_
+    run_step "wire tests under --io-engine epoll (server, bench)" bounded "$tests_timeout_s" \
+        env FOGCACHED_IO_ENGINE=epoll cargo test -p server -p bench --no-fail-fast \
+        -- --skip external_tool_
 fi
 
+# The Python tests and the tools, once under each loop (a few seconds and about a minute
+# a pass): "default" is --io-engine's default (auto: io_uring where the kernel allows it,
+# or whatever FOGCACHED_IO_ENGINE the caller set), then epoll. Each takes the `env` prefix
+# that sets the loop for the servers it starts.
 # A subshell, so that a failed installation fails this step rather than ending the script.
 python_tests() (
     ensure_python_env
-    bounded "$tools_timeout_s" "$python" -m pytest -q -p no:cacheprovider tests/python
+    bounded "$tools_timeout_s" "$@" "$python" -m pytest -q -p no:cacheprovider tests/python
 )
-run_step "python client tests (pymemcache)" python_tests
-
-run_step "memccapable and memcaslap" bounded "$tools_timeout_s" cargo test -p server \
-    --no-fail-fast --test compat_memccapable --test compat_memcaslap -- --nocapture \
-    --test-threads=1
+tool_tests() {
+    bounded "$tools_timeout_s" "$@" cargo test -p server --no-fail-fast \
+        --test compat_memccapable --test compat_memcaslap -- --nocapture --test-threads=1
+}
+for engine in default epoll; do
+    if [ "$engine" = default ]; then
+        engine_env=(env)
+    else
+        engine_env=(env FOGCACHED_IO_ENGINE="$engine")
+    fi
+    run_step "python client tests (pymemcache), $engine loop" python_tests "${engine_env[@]}"
+    run_step "memccapable and memcaslap, $engine loop" tool_tests "${engine_env[@]}"
+done
 
 print_summary

@@ -30,9 +30,15 @@ pub trait Clock: Send + Sync {
     fn uptime_s(&self) -> u32;
 }
 
-/// Wall-clock time, read from the coarse monotonic clock (`tier::monotonic_coarse_ns`):
-/// it is read on every request, and its few milliseconds of resolution are far finer than
-/// the engine's 1/32-second ticks.
+/// Wall-clock time, read from the coarse monotonic clock (`tier::monotonic_coarse_ns`).
+///
+/// Every request reads the engine time (a worker once per loop turn, a store again), and
+/// one read of the coarse clock costs ~70 instructions, a quarter of what a whole GET miss
+/// may cost (docs/results/speed.md). So a server starts a ticker
+/// ([`SystemClock::start_ticker`]) that publishes the elapsed time every
+/// [`TICKER_INTERVAL`], and a read is then one atomic load, as memcached's `current_time`
+/// (which its clock event sets once a second). Without a ticker (tests, tools) every read
+/// is a clock read.
 pub struct SystemClock {
     /// `monotonic_coarse_ns` when the clock was made.
     started_ns: u64,
@@ -40,7 +46,22 @@ pub struct SystemClock {
     made_zero_unix_s: u64,
     /// Seconds from the rebased zero to `made_zero_unix_s`.
     rebase_s: AtomicU64,
+    /// Ticks since the clock was made, as the ticker last read them; [`NOT_TICKING`] while
+    /// no ticker runs.
+    ticked: AtomicU64,
+    /// `now_s` as of the ticker's last reading (republished by `rebase`); [`NOT_TICKING`]
+    /// while no ticker runs. Kept whole so that a read is a load and a compare.
+    ticked_now_s: AtomicU64,
 }
+
+/// How often the ticker publishes the time: one engine tick, so `now_ticks` is as fine
+/// with the ticker as without, and a second begins at most this late (plus the ticker's
+/// scheduling delay).
+pub const TICKER_INTERVAL: std::time::Duration =
+    std::time::Duration::from_nanos(1_000_000_000 / TICKS_PER_S);
+
+/// `SystemClock::ticked` while no ticker runs.
+const NOT_TICKING: u64 = u64::MAX;
 
 impl SystemClock {
     pub fn new() -> Arc<Self> {
@@ -54,28 +75,68 @@ impl SystemClock {
             started_ns: tier::monotonic_coarse_ns(),
             made_zero_unix_s: now_unix_s.saturating_sub(2),
             rebase_s: AtomicU64::new(0),
+            ticked: AtomicU64::new(NOT_TICKING),
+            ticked_now_s: AtomicU64::new(NOT_TICKING),
         })
     }
-}
 
-impl SystemClock {
-    fn elapsed_ns(&self) -> u64 {
-        tier::monotonic_coarse_ns().saturating_sub(self.started_ns)
+    /// Starts the thread that publishes the time every [`TICKER_INTERVAL`]; it ends once
+    /// the clock is dropped. From now on reads take the published time.
+    pub fn start_ticker(self: &Arc<Self>) -> std::io::Result<()> {
+        self.tick();
+        let clock = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("fc-clock".to_owned())
+            .spawn(move || loop {
+                std::thread::sleep(TICKER_INTERVAL);
+                match clock.upgrade() {
+                    Some(clock) => clock.tick(),
+                    None => return,
+                }
+            })?;
+        Ok(())
+    }
+
+    fn tick(&self) {
+        let ticks = self.elapsed_ticks_now();
+        self.ticked.store(ticks, Ordering::Relaxed);
+        self.ticked_now_s
+            .store(u64::from(self.now_s_at(ticks)), Ordering::Relaxed);
+    }
+
+    /// `now_s` when `ticks` ticks have passed since the clock was made.
+    fn now_s_at(&self, ticks: u64) -> u32 {
+        let elapsed_s = ticks / TICKS_PER_S + 2 + self.rebase_s.load(Ordering::Relaxed);
+        u32::try_from(elapsed_s).unwrap_or(u32::MAX)
+    }
+
+    fn elapsed_ticks_now(&self) -> u64 {
+        let elapsed_ns = tier::monotonic_coarse_ns().saturating_sub(self.started_ns);
+        (u128::from(elapsed_ns) * u128::from(TICKS_PER_S) / 1_000_000_000) as u64
+    }
+
+    /// Ticks since the clock was made: the ticker's, or read now.
+    #[inline]
+    fn elapsed_ticks(&self) -> u64 {
+        match self.ticked.load(Ordering::Relaxed) {
+            NOT_TICKING => self.elapsed_ticks_now(),
+            ticked => ticked,
+        }
     }
 }
 
 impl Clock for SystemClock {
     #[inline]
     fn now_s(&self) -> u32 {
-        let elapsed_s =
-            self.elapsed_ns() / 1_000_000_000 + 2 + self.rebase_s.load(Ordering::Relaxed);
-        u32::try_from(elapsed_s).unwrap_or(u32::MAX)
+        match self.ticked_now_s.load(Ordering::Relaxed) {
+            NOT_TICKING => self.now_s_at(self.elapsed_ticks_now()),
+            // Published from a u32.
+            now_s => now_s as u32,
+        }
     }
     fn now_ticks(&self) -> u64 {
         // 2 s in the past, as `now_s`; floor(ticks / 32) is `now_s` (same saturation).
-        let ticks =
-            (u128::from(self.elapsed_ns()) * u128::from(TICKS_PER_S) / 1_000_000_000) as u64;
-        ticks
+        self.elapsed_ticks()
             .saturating_add((2 + self.rebase_s.load(Ordering::Relaxed)) * TICKS_PER_S)
             .min(u64::from(u32::MAX) * TICKS_PER_S)
     }
@@ -86,13 +147,17 @@ impl Clock for SystemClock {
         match self.made_zero_unix_s.checked_sub(start_unix_s) {
             Some(diff) => {
                 self.rebase_s.store(diff, Ordering::Relaxed);
+                if self.ticked.load(Ordering::Relaxed) != NOT_TICKING {
+                    // The published second moves with the zero at once.
+                    self.tick();
+                }
                 true
             }
             None => false,
         }
     }
     fn uptime_s(&self) -> u32 {
-        u32::try_from(self.elapsed_ns() / 1_000_000_000).unwrap_or(u32::MAX)
+        u32::try_from(self.elapsed_ticks() / TICKS_PER_S).unwrap_or(u32::MAX)
     }
 }
 
@@ -176,5 +241,32 @@ mod tests {
         let after = system.start_unix_s() + u64::from(system.now_s());
         assert!(after.abs_diff(wall) <= 1, "{wall} then {after}");
         assert!(system.uptime_s() < 100);
+    }
+
+    #[test]
+    fn the_ticker_publishes_the_time_the_clock_reads() {
+        let clock = SystemClock::new();
+        let unticked = clock.now_ticks();
+        clock.start_ticker().expect("ticker thread");
+        // The ticker moves on with the clock: wait for a few of its intervals.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while clock.now_ticks() < unticked + 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the ticker never ticked"
+            );
+            std::thread::sleep(TICKER_INTERVAL);
+        }
+        // A read never runs ahead of the clock itself.
+        let published = clock.elapsed_ticks();
+        assert!(clock.elapsed_ticks_now() >= published);
+        // A rebase moves the published second at once, as it moves an unticked clock's.
+        let before = clock.now_s();
+        assert!(clock.rebase(clock.start_unix_s() - 100));
+        assert!(
+            clock.now_s() >= before + 100,
+            "{before} then {}",
+            clock.now_s()
+        );
     }
 }

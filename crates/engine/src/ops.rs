@@ -148,20 +148,17 @@ impl Engine {
                 self.counters.add(G::CmdTouch, 1);
                 self.counters.add_class(class_id, C::TouchHits, 1);
             } else {
-                self.counters.add(G::CmdGet, 1);
                 let (global, per_class) = if tier.id == TierId::Dram {
                     (G::DramGetHits, C::DramHits)
                 } else {
                     (G::SlowGetHits, C::SlowHits)
                 };
-                self.counters.add(global, 1);
-                self.counters.add_class(class_id, per_class, 1);
                 let c = match segment {
                     HOT => C::HitsToHot,
                     WARM => C::HitsToWarm,
                     _ => C::HitsToCold,
                 };
-                self.counters.add_class(class_id, c, 1);
+                self.counters.add_get_hit(global, class_id, per_class, c);
             }
         }
         if touch_rel == Some(None) {

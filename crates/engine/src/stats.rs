@@ -64,7 +64,9 @@ struct Stripe {
 }
 
 pub(crate) struct Counters {
-    stripes: Box<[Stripe]>,
+    /// A fixed count, so that a thread's stripe is found with a mask (a division by a
+    /// slice's length cost ~8 instructions on each of a GET hit's five counters).
+    stripes: Box<[Stripe; STRIPES]>,
 }
 
 static NEXT_STRIPE: AtomicUsize = AtomicUsize::new(0);
@@ -73,6 +75,7 @@ thread_local! {
     static STRIPE: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 
+#[inline]
 fn my_stripe() -> usize {
     STRIPE.with(|s| {
         let mut v = s.get();
@@ -86,23 +89,43 @@ fn my_stripe() -> usize {
 
 impl Counters {
     pub fn new() -> Counters {
-        let stripes = (0..STRIPES)
+        let stripes: Box<[Stripe]> = (0..STRIPES)
             .map(|_| Stripe {
                 global: std::array::from_fn(|_| AtomicU64::new(0)),
                 class: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
             })
             .collect();
+        let Ok(stripes) = stripes.try_into() else {
+            unreachable!("STRIPES stripes were made");
+        };
         Counters { stripes }
     }
 
+    #[inline]
     fn stripe(&self) -> &Stripe {
-        &self.stripes[my_stripe() % self.stripes.len()]
+        const { assert!(STRIPES.is_power_of_two()) };
+        &self.stripes[my_stripe() & (STRIPES - 1)]
     }
 
+    #[inline]
     pub fn add(&self, counter: G, n: u64) {
         self.stripe().global[counter as usize].fetch_add(n, Ordering::Relaxed);
     }
 
+    /// A GET hit's four counters (`cmd_get`, the tier's hits, and the class's tier and
+    /// segment hits), with one look-up of the thread's stripe instead of four.
+    #[inline]
+    pub fn add_get_hit(&self, tier_hits: G, class_id: usize, class_tier_hits: C, segment_hits: C) {
+        let stripe = self.stripe();
+        stripe.global[G::CmdGet as usize].fetch_add(1, Ordering::Relaxed);
+        stripe.global[tier_hits as usize].fetch_add(1, Ordering::Relaxed);
+        if let Some(slot) = stripe.class.get(class_id) {
+            slot[class_tier_hits as usize].fetch_add(1, Ordering::Relaxed);
+            slot[segment_hits as usize].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[inline]
     pub fn add_class(&self, class_id: usize, counter: C, n: u64) {
         if let Some(slot) = self.stripe().class.get(class_id) {
             slot[counter as usize].fetch_add(n, Ordering::Relaxed);

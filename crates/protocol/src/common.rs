@@ -100,6 +100,29 @@ fn is_c_space(b: u8) -> bool {
 ///
 /// Public for the engine, which reads stored values for `incr`/`decr` the same way.
 pub fn parse_c_decimal(bytes: &[u8]) -> Option<(bool, u64)> {
+    // What clients send: a token of plain digits, too short to overflow. One pass (the
+    // general parse below scans such a token three times: ~75 instructions a number,
+    // three numbers a SET line); same result, as every byte is a digit.
+    if !bytes.is_empty() && bytes.len() <= U64_DIGITS_SAFE {
+        let mut magnitude = 0u64;
+        let mut all_digits = true;
+        for &b in bytes {
+            let digit = b.wrapping_sub(b'0');
+            if digit > 9 {
+                all_digits = false;
+                break;
+            }
+            magnitude = magnitude * 10 + u64::from(digit);
+        }
+        if all_digits {
+            return Some((false, magnitude));
+        }
+    }
+    parse_c_decimal_general(bytes)
+}
+
+/// [`parse_c_decimal`] for any token (spaces, a sign, a NUL, overflow).
+fn parse_c_decimal_general(bytes: &[u8]) -> Option<(bool, u64)> {
     let skipped = bytes.iter().take_while(|&&b| is_c_space(b)).count();
     let rest = &bytes[skipped..];
     let (negative, rest) = match rest.split_first() {
@@ -121,6 +144,9 @@ pub fn parse_c_decimal(bytes: &[u8]) -> Option<(bool, u64)> {
     })?;
     Some((negative, magnitude))
 }
+
+/// Digits of a number that cannot overflow a u64 (10^19 - 1 < 2^64).
+const U64_DIGITS_SAFE: usize = 19;
 
 /// Parses an unsigned number exactly as memcached's `safe_strtoull` does (see
 /// [`parse_c_decimal`]). `strtoull` negates a `-` number modulo 2^64 and memcached then
@@ -155,6 +181,40 @@ pub fn parse_i64(token: &[u8]) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn plain_digit_tokens_parse_as_the_general_parser_does() {
+        let mut tokens: Vec<Vec<u8>> = vec![
+            b"0".to_vec(),
+            b"007".to_vec(),
+            b"4294967295".to_vec(),
+            b"4294967296".to_vec(),
+            b"9223372036854775807".to_vec(),
+            b"9999999999999999999".to_vec(),
+            b"18446744073709551615".to_vec(),
+            b"18446744073709551616".to_vec(),
+            b"99999999999999999999".to_vec(),
+            b"12a".to_vec(),
+            b"1:".to_vec(),
+            b"/".to_vec(),
+        ];
+        for digits in 1..=21 {
+            tokens.push(vec![b'9'; digits]);
+            tokens.push(
+                std::iter::once(b'1')
+                    .chain(vec![b'0'; digits - 1])
+                    .collect(),
+            );
+        }
+        for token in &tokens {
+            assert_eq!(
+                parse_c_decimal(token),
+                parse_c_decimal_general(token),
+                "{:?}",
+                String::from_utf8_lossy(token)
+            );
+        }
+    }
 
     #[test]
     fn byte_searches_find_the_first_match_at_every_length_and_position() {

@@ -249,6 +249,12 @@ impl Connection {
         self.input_wanted && !self.closing && !self.peer_closed
     }
 
+    /// Completion I/O: the connection waits for input and has no reply left to send, so a
+    /// completed send needs no service (whatever is left is the receive's).
+    pub fn waits_for_input_only(&self) -> bool {
+        self.input_wanted() && self.output_pending() == 0
+    }
+
     /// Completion I/O: appends received bytes to the input. False when they do not fit
     /// (one request larger than the largest allowed buffer, as `fill`'s `TooLarge`); the
     /// caller closes the connection. The input may exceed `input_limit_bytes` by at most

@@ -84,8 +84,14 @@ impl Server {
             u64::from(config.max_connections) + RESERVED_FDS,
             config.verbosity,
         );
-        let engine = Engine::new(config.engine.clone(), SystemClock::new())
-            .context("invalid engine settings")?;
+        let clock = SystemClock::new();
+        // Requests read the engine time from the ticker's published value (see
+        // `SystemClock`): one load instead of a clock read per request.
+        clock
+            .start_ticker()
+            .context("cannot start the clock thread")?;
+        let engine =
+            Engine::new(config.engine.clone(), clock).context("invalid engine settings")?;
         let recovery = engine.recovery_report();
         if recovery.pool && !recovery.formatted {
             eprintln!(

@@ -306,3 +306,126 @@ fn a_name_that_is_not_a_loop_is_refused_with_the_valid_ones() {
     assert_eq!(code, Some(64), "{stderr}");
     assert!(stderr.contains("FOGCACHED_IO_ENGINE=\"poll\""), "{stderr}");
 }
+
+/// Installs, in the calling thread only, the seccomp filter container runtimes use to
+/// forbid io_uring (Docker's default profile does): `io_uring_setup` fails with `EPERM`,
+/// every other system call is allowed. Processes this thread starts inherit it.
+#[cfg(target_arch = "x86_64")]
+fn forbid_io_uring_in_this_thread() -> std::io::Result<()> {
+    /// `AUDIT_ARCH_X86_64`: the `arch` a seccomp filter sees for 64-bit x86 calls.
+    const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
+    /// Offsets in `struct seccomp_data`.
+    const NR_OFFSET: u32 = 0;
+    const ARCH_OFFSET: u32 = 4;
+    let statement = |code: u32, k: u32| libc::sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jump_if_equal = |k: u32, jt: u8, jf: u8| libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    };
+    let load_word = libc::BPF_LD | libc::BPF_W | libc::BPF_ABS;
+    let ret = libc::BPF_RET | libc::BPF_K;
+    let mut filter = [
+        statement(load_word, ARCH_OFFSET),
+        // Another architecture's calls (none here) are let through untouched.
+        jump_if_equal(AUDIT_ARCH_X86_64, 1, 0),
+        statement(ret, libc::SECCOMP_RET_ALLOW),
+        statement(load_word, NR_OFFSET),
+        jump_if_equal(libc::SYS_io_uring_setup as u32, 0, 1),
+        statement(ret, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        statement(ret, libc::SECCOMP_RET_ALLOW),
+    ];
+    let program = libc::sock_fprog {
+        len: filter.len() as u16,
+        filter: filter.as_mut_ptr(),
+    };
+    // SAFETY: prctl(2) with plain integer arguments; no_new_privs is what lets an
+    // unprivileged thread install a filter.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `program` points at `filter`, both alive for the call; the kernel copies
+    // the program.
+    let installed = unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &program as *const libc::sock_fprog,
+        )
+    };
+    if installed != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Where a container forbids io_uring, `auto` (the default) runs epoll and serves as
+/// usual, while an explicit `--io-engine io-uring` refuses to start and says why.
+#[test]
+fn auto_falls_back_to_epoll_where_io_uring_is_forbidden() {
+    const TEST: &str = "auto_falls_back_to_epoll_where_io_uring_is_forbidden";
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        skip!(TEST, "the seccomp filter here is written for x86_64 only");
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // A thread of its own: the filter stays with it and the servers it starts.
+        let checked = std::thread::spawn(|| {
+            if let Err(e) = forbid_io_uring_in_this_thread() {
+                skip!(TEST, "cannot install a seccomp filter here: {e}");
+                return;
+            }
+            // The filter is in force: the server's own probe now fails.
+            let reason = probe_io_uring().expect_err("io_uring_setup still allowed");
+            assert!(reason.contains("io_uring_setup failed"), "{reason}");
+
+            let server = ServerProcess::fogcached(&["--slow-size", "0"]).unwrap();
+            let mut client = RawClient::connect(server.addr()).unwrap();
+            let settings = client.stats("settings").unwrap();
+            assert_eq!(stat(&settings, "io_engine"), Some("epoll"));
+            let value = value_for("forbidden", 40_000);
+            let mut request = set_request("forbidden", &value);
+            request.extend_from_slice(b"get forbidden\r\n");
+            client.send(&request).unwrap();
+            let mut expected = b"STORED\r\n".to_vec();
+            expected.extend_from_slice(&get_reply(&[("forbidden", &value)]));
+            assert!(client.read_exact(expected.len()).unwrap() == expected);
+            server.stop().unwrap();
+
+            let port = testkit::free_port().unwrap().to_string();
+            let refused = Command::new(fogcached_binary().unwrap())
+                .args([
+                    "--io-engine",
+                    "io-uring",
+                    "--slow-size",
+                    "0",
+                    "-l",
+                    "127.0.0.1",
+                ])
+                .args(["-p", &port])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&refused.stderr);
+            assert!(
+                !refused.status.success(),
+                "started without io_uring: {stderr}"
+            );
+            assert!(
+                stderr.contains("--io-engine io-uring: io_uring_setup failed"),
+                "{stderr}"
+            );
+        });
+        checked.join().expect("the check under the filter failed");
+    }
+}

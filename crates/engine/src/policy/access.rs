@@ -125,6 +125,7 @@ impl Periods {
     }
 
     /// The policy byte after one more access now, and what the access did to the count.
+    #[inline]
     pub fn accessed_step(&self, access: u8, last_access_s: u32) -> (u8, CountStep) {
         let current = self.current();
         let now_bits = ((current % PERIOD_SLOTS) as u8) << COUNT_BITS;
@@ -160,7 +161,9 @@ impl Periods {
         self.record_step(h, now_s).0
     }
 
-    /// [`Periods::record`], and what the access did to the count.
+    /// [`Periods::record`], and what the access did to the count (its `after` is the
+    /// count the item has now).
+    #[inline]
     pub fn record_step(&self, h: &ItemHeader, now_s: u32) -> (bool, CountStep) {
         let last_access_s = h.last_access_s.load(Ordering::Relaxed);
         let old = h.access.load(Ordering::Relaxed);

@@ -626,8 +626,10 @@ impl Hotspot {
             };
             return (true, step);
         }
+        // The step's `after` is the count now (reading it back would decay the byte
+        // twice more, ~50 instructions a hit).
         let (mut dirty, step) = self.periods.record_step(h, now_s);
-        let due = queue_of(self.periods.count_of(h), self.queues);
+        let due = queue_of(step.after, self.queues);
         if due != h.segment() {
             if let Some(mut cs) = tier.classes[tier.class_of(addr)].0.try_lock() {
                 if h.has(state::LINKED) {
