@@ -353,18 +353,14 @@ fn get(
 // read-through loop: this is the `get` path.
 #[inline(always)]
 pub(super) fn push_value(out: &mut Vec<u8>, item: &ItemView<'_>, return_cas: bool) {
-    out.reserve(item.key.len() + item.value.len() + 64);
-    out.extend_from_slice(b"VALUE ");
-    out.extend_from_slice(item.key);
-    out.push(b' ');
-    push_u64(out, u64::from(item.client_flags));
-    out.push(b' ');
-    push_u64(out, item.value.len() as u64);
-    if return_cas {
-        out.push(b' ');
-        push_u64(out, item.cas);
-    }
-    out.extend_from_slice(b"\r\n");
+    text::push_value_line(
+        out,
+        item.key,
+        item.client_flags,
+        item.value.len(),
+        return_cas.then_some(item.cas),
+        item.value.len() + 2,
+    );
     out.extend_from_slice(item.value);
     out.extend_from_slice(b"\r\n");
 }
