@@ -100,6 +100,7 @@ impl Tier {
     }
 
     /// The page-class entry of page `page` (in range).
+    #[inline]
     pub fn page_class(&self, page: usize) -> &AtomicU8 {
         match (&self.page_classes, &self.pool_file) {
             (PageClasses::Owned(classes), _) => &classes[page],
@@ -114,6 +115,7 @@ impl Tier {
     }
 
     /// The slab class of the item (or chunk) at `addr`.
+    #[inline]
     pub fn class_of(&self, addr: ItemAddr) -> usize {
         let page = ItemMemory::page_of(addr);
         if page >= self.page_count {
@@ -331,6 +333,7 @@ impl Engine {
         self.config.migration_enabled && self.policy.migrates() && self.tiered()
     }
 
+    #[inline]
     pub(crate) fn tier_of(&self, addr: ItemAddr) -> &Tier {
         &self.tiers[((addr >> 56) as usize).min(self.tiers.len() - 1)]
     }

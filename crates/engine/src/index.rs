@@ -29,7 +29,7 @@ use std::cell::Cell;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::item::{ItemAddr, ItemMemory, ITEM_HEADER_BYTES};
+use crate::item::{ItemAddr, ItemMemory, ItemRef, ITEM_HEADER_BYTES};
 
 /// A shard: its table, padded to its own cache lines.
 #[repr(align(128))]
@@ -143,6 +143,7 @@ impl Table {
 
     /// Calls `visit` on every descriptor with signature `sig`, in probe order, until it
     /// returns true; returns that slot.
+    #[inline]
     fn probe(&self, sig: u16, mut visit: impl FnMut(u64) -> bool) -> Option<Slot> {
         let n = self.buckets.len();
         let mut bucket = self.home(sig);
@@ -320,19 +321,33 @@ impl Index {
         key_hash: u32,
         key: &[u8],
     ) -> Option<ItemAddr> {
-        table
-            .probe(signature(key_hash), |d| {
-                let addr = decode_addr(d);
-                let mem = mem_of(addr);
-                mem.charge_read(addr, 0, ITEM_HEADER_BYTES + key.len());
-                // SAFETY: the caller holds this shard's lock and every descriptor of the
-                // shard names a published item of the shard (item.rs invariant 3).
-                unsafe { mem.key(addr) == key }
-            })
-            .map(|slot| {
-                table.found_hint.set(slot);
-                decode_addr(table.get(slot))
-            })
+        Index::find_item(table, mem_of, key_hash, key).map(|item| item.addr())
+    }
+
+    /// [`Index::find`], handing back the item found with its header located, so that
+    /// the caller reads its fields without locating it again.
+    #[inline]
+    pub fn find_item<'m>(
+        table: &ShardGuard<'_>,
+        mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
+        key_hash: u32,
+        key: &[u8],
+    ) -> Option<ItemRef<'m>> {
+        let mut found = None;
+        let slot = table.probe(signature(key_hash), |d| {
+            let addr = decode_addr(d);
+            let item = mem_of(addr).item(addr);
+            item.charge_read(0, ITEM_HEADER_BYTES + key.len());
+            // SAFETY: the caller holds this shard's lock and every descriptor of the
+            // shard names a published item of the shard (item.rs invariant 3).
+            let matches = unsafe { item.key() } == key;
+            if matches {
+                found = Some(item);
+            }
+            matches
+        })?;
+        table.found_hint.set(slot);
+        found
     }
 
     /// The slot of the descriptor of the item at `addr`, if the shard holds one.

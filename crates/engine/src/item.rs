@@ -172,6 +172,9 @@ pub(crate) struct ItemMemory {
     /// header fits. The bounds check of every header access (`header_ptr`), kept here:
     /// computed from the region's page count it cost a multiplication and two loads.
     header_bound_eighths: usize,
+    /// The region's size, for the item-bytes check of [`ItemRef::bytes_ptr`] (one load
+    /// instead of the region's page count and a shift).
+    size_bytes: usize,
 }
 
 impl ItemMemory {
@@ -181,8 +184,21 @@ impl ItemMemory {
                 .size_bytes()
                 .checked_sub(ITEM_HEADER_BYTES)
                 .map_or(0, |last| (last >> 3) + 1),
+            size_bytes: region.size_bytes(),
             region,
             tier_bits: u64::from(tier_number) << 56,
+        }
+    }
+
+    /// The item at `addr`, its header located (and bounds-checked) once for every field,
+    /// key and value byte the caller reads next. An out-of-range address is an engine
+    /// bug and panics, as [`ItemMemory::header`].
+    #[inline]
+    pub fn item(&self, addr: ItemAddr) -> ItemRef<'_> {
+        ItemRef {
+            mem: self,
+            ptr: self.header_ptr(addr),
+            addr,
         }
     }
 
@@ -268,14 +284,7 @@ impl ItemMemory {
     /// after it are charged (none when the rest fits in that line).
     #[inline]
     pub fn charge_read_continuing(&self, addr: ItemAddr, from: usize, to: usize) {
-        debug_assert!(from <= to, "read range {from}..{to} is reversed");
-        let base = self.header_ptr(addr) as usize;
-        let first_new_line = (base + from).next_multiple_of(tier::LINE_SIZE_BYTES);
-        let end = base + to;
-        if first_new_line < end {
-            self.region
-                .charge_read(first_new_line as *const u8, end - first_new_line);
-        }
+        self.item(addr).charge_read_continuing(from, to);
     }
 
     /// Address of byte `offset` of the region.
@@ -311,10 +320,7 @@ impl ItemMemory {
 
     #[inline]
     pub fn header(&self, addr: ItemAddr) -> &ItemHeader {
-        let ptr = self.header_ptr(addr);
-        // SAFETY: invariants 1 and 2: in range, aligned, and every field is an atomic,
-        // so a shared reference is valid whatever other threads do to the header.
-        unsafe { &*(ptr as *const ItemHeader) }
+        self.item(addr).header()
     }
 
     /// The key bytes of the item at `addr`.
@@ -324,36 +330,8 @@ impl ItemMemory {
     /// published it yet (invariant 3).
     #[inline]
     pub unsafe fn key(&self, addr: ItemAddr) -> &[u8] {
-        let header = self.header(addr);
-        let key_len = header.key_len.load(Ordering::Relaxed) as usize;
-        let ptr = self.item_bytes_ptr(addr, ITEM_HEADER_BYTES, key_len);
-        // SAFETY: in the region (checked by `item_bytes_ptr`) and in the chunk, which
-        // holds header + key + value (invariant 1); no writer runs concurrently (caller's
-        // contract, invariant 3).
-        unsafe { std::slice::from_raw_parts(ptr, key_len) }
-    }
-
-    /// Pointer to bytes `[from, from + len)` of the live item at `addr`, checked to lie
-    /// inside the region whatever its header says (a header is only as good as the last
-    /// write to it: a torn or foreign pool record must not make a slice reach past the
-    /// mapping). In debug builds also checks that the chunk is not on a free list
-    /// (invariant 3: items are read only while published or being written).
-    #[inline]
-    fn item_bytes_ptr(&self, addr: ItemAddr, from: usize, len: usize) -> *const u8 {
-        let header = self.header(addr);
-        debug_assert!(
-            !header.has(state::FREE),
-            "reading the bytes of free chunk {addr:#x}"
-        );
-        let offset = Self::offset_of(addr);
-        assert!(
-            offset
-                .checked_add(from)
-                .and_then(|start| start.checked_add(len))
-                .is_some_and(|end| end <= self.region.size_bytes()),
-            "item {addr:#x} bytes {from}+{len} outside its region"
-        );
-        self.header_ptr(addr).wrapping_add(from)
+        // SAFETY: the caller's contract.
+        unsafe { self.item(addr).key() }
     }
 
     /// The value bytes of the item at `addr`.
@@ -362,12 +340,8 @@ impl ItemMemory {
     /// As for [`ItemMemory::key`].
     #[inline]
     pub unsafe fn value(&self, addr: ItemAddr) -> &[u8] {
-        let header = self.header(addr);
-        let key_len = header.key_len.load(Ordering::Relaxed) as usize;
-        let value_len = header.value_len.load(Ordering::Relaxed) as usize;
-        let ptr = self.item_bytes_ptr(addr, ITEM_HEADER_BYTES + key_len, value_len);
-        // SAFETY: as in `key`.
-        unsafe { std::slice::from_raw_parts(ptr, value_len) }
+        // SAFETY: the caller's contract.
+        unsafe { self.item(addr).value() }
     }
 
     /// The key and value bytes of the item at `addr`, contiguous (what a record
@@ -376,11 +350,14 @@ impl ItemMemory {
     /// # Safety
     /// As for [`ItemMemory::key`].
     pub unsafe fn key_and_value(&self, addr: ItemAddr) -> &[u8] {
-        let header = self.header(addr);
+        let item = self.item(addr);
+        let header = item.header();
         let len = header.key_len.load(Ordering::Relaxed) as usize
             + header.value_len.load(Ordering::Relaxed) as usize;
-        let ptr = self.item_bytes_ptr(addr, ITEM_HEADER_BYTES, len);
-        // SAFETY: as in `key`: the chunk holds header, key and value (invariant 1).
+        let ptr = item.bytes_ptr(ITEM_HEADER_BYTES, len);
+        // SAFETY: in the region (checked by `bytes_ptr`) and in the chunk, which holds
+        // header, key and value (invariant 1); no writer runs concurrently (caller's
+        // contract, invariant 3).
         unsafe { std::slice::from_raw_parts(ptr, len) }
     }
 
@@ -407,7 +384,8 @@ impl ItemMemory {
         );
         self.charge_write(addr, ITEM_HEADER_BYTES + key_len, value_len);
         let ptr = self
-            .item_bytes_ptr(addr, ITEM_HEADER_BYTES + key_len, value_len)
+            .item(addr)
+            .bytes_ptr(ITEM_HEADER_BYTES + key_len, value_len)
             .cast_mut();
         // SAFETY: `value_len` bytes from `ptr` lie in the chunk (invariant 1); exclusive
         // under the shard lock; `digits` is a caller buffer, never this chunk.
@@ -457,6 +435,133 @@ impl ItemMemory {
                 std::ptr::copy_nonoverlapping(part.as_ptr(), ptr, part.len());
                 ptr = ptr.add(part.len());
             }
+        }
+    }
+}
+
+/// An item whose header was located once: [`ItemMemory::item`] made the bounds check of
+/// invariant 1 for the header, so every field read through [`ItemRef::header`] needs no
+/// other, and a key or value read needs one compare (its end against the region's).
+/// A request reads a dozen fields and the key and value of the item it found; checking
+/// the address again for each cost ~7 instructions apiece.
+///
+/// Invariant: `ptr` is `mem`'s base plus the offset of `addr`, and that offset passed
+/// `header_ptr`'s check (8-byte aligned, with a whole header inside the region); `mem`,
+/// borrowed for `'m`, owns the region for at least as long (invariant 1).
+#[derive(Clone, Copy)]
+pub(crate) struct ItemRef<'m> {
+    mem: &'m ItemMemory,
+    ptr: *mut u8,
+    addr: ItemAddr,
+}
+
+impl<'m> ItemRef<'m> {
+    #[inline]
+    pub fn addr(&self) -> ItemAddr {
+        self.addr
+    }
+
+    #[inline]
+    pub fn header(&self) -> &'m ItemHeader {
+        // SAFETY: invariants 1 and 2 (checked when the ItemRef was made: in range and
+        // aligned), and every field is an atomic, so a shared reference is valid
+        // whatever other threads do to the header.
+        unsafe { &*(self.ptr as *const ItemHeader) }
+    }
+
+    /// Pointer to bytes `[from, from + len)` of the live item, checked to lie inside the
+    /// region whatever its header says (a header is only as good as the last write to
+    /// it: a torn or foreign pool record must not make a slice reach past the mapping).
+    /// In debug builds also checks that the chunk is not on a free list (invariant 3:
+    /// items are read only while published or being written).
+    #[inline]
+    fn bytes_ptr(&self, from: usize, len: usize) -> *const u8 {
+        debug_assert!(
+            !self.header().has(state::FREE),
+            "reading the bytes of free chunk {:#x}",
+            self.addr
+        );
+        // The header's offset left room for a header, so the subtraction cannot wrap;
+        // `from` is at most a header, a key and a value (u32), so the sum cannot either.
+        let room = self.mem.size_bytes - ItemMemory::offset_of(self.addr);
+        assert!(
+            from.checked_add(len).is_some_and(|end| end <= room),
+            "item {:#x} bytes {from}+{len} outside its region",
+            self.addr
+        );
+        self.ptr.wrapping_add(from)
+    }
+
+    /// The key bytes.
+    ///
+    /// # Safety
+    /// As for [`ItemMemory::key`].
+    #[inline]
+    pub unsafe fn key(&self) -> &'m [u8] {
+        let key_len = self.header().key_len.load(Ordering::Relaxed) as usize;
+        let ptr = self.bytes_ptr(ITEM_HEADER_BYTES, key_len);
+        // SAFETY: in the region (checked by `bytes_ptr`) and in the chunk, which holds
+        // header + key + value (invariant 1); no writer runs concurrently (caller's
+        // contract, invariant 3).
+        unsafe { std::slice::from_raw_parts(ptr, key_len) }
+    }
+
+    /// The value bytes.
+    ///
+    /// # Safety
+    /// As for [`ItemMemory::key`].
+    #[inline]
+    pub unsafe fn value(&self) -> &'m [u8] {
+        // SAFETY: the caller's contract.
+        unsafe { self.key_and_value_parts().1 }
+    }
+
+    /// The key and the value bytes, with one read of their lengths and one check.
+    ///
+    /// # Safety
+    /// As for [`ItemMemory::key`].
+    #[inline]
+    pub unsafe fn key_and_value_parts(&self) -> (&'m [u8], &'m [u8]) {
+        let header = self.header();
+        let key_len = header.key_len.load(Ordering::Relaxed) as usize;
+        let value_len = header.value_len.load(Ordering::Relaxed) as usize;
+        let ptr = self.bytes_ptr(ITEM_HEADER_BYTES, key_len + value_len);
+        // SAFETY: as in `key`: both lie in the checked span.
+        unsafe {
+            (
+                std::slice::from_raw_parts(ptr, key_len),
+                std::slice::from_raw_parts(ptr.add(key_len), value_len),
+            )
+        }
+    }
+
+    /// [`ItemMemory::charge_read`] of this item.
+    #[inline]
+    pub fn charge_read(&self, from: usize, len: usize) {
+        self.mem
+            .region
+            .charge_read(self.ptr.wrapping_add(from), len);
+    }
+
+    /// [`ItemMemory::charge_header_write`] of this item.
+    #[inline]
+    pub fn charge_header_write(&self, range: std::ops::Range<usize>) {
+        self.mem
+            .region
+            .charge_write(self.ptr.wrapping_add(range.start), range.len());
+    }
+
+    /// [`ItemMemory::charge_read_continuing`] of this item.
+    #[inline]
+    pub fn charge_read_continuing(&self, from: usize, to: usize) {
+        debug_assert!(from <= to, "read range {from}..{to} is reversed");
+        let base = self.ptr as usize;
+        let first_new_line = (base + from).next_multiple_of(tier::LINE_SIZE_BYTES);
+        let end = base + to;
+        if first_new_line < end {
+            self.mem
+                .region
+                .charge_read(first_new_line as *const u8, end - first_new_line);
         }
     }
 }
@@ -525,6 +630,49 @@ mod tests {
             assert_eq!(mem.value(addr), b"42         ");
         }
         assert_eq!(mem.header(addr).total_bytes(), 56 + 3 + 11);
+    }
+
+    /// An `ItemRef` checks its header once and each key or value read against the
+    /// region's end: the bytes it hands out are the item's, and a header whose lengths
+    /// reach past the region (a torn or foreign pool record) is refused, at the last
+    /// header of the region as anywhere.
+    #[test]
+    fn item_refs_read_the_item_and_refuse_lengths_past_the_region() {
+        let mem = memory();
+        let last = tier::PAGE_SIZE_BYTES - ITEM_HEADER_BYTES - 16;
+        for offset in [192, last] {
+            let addr = mem.addr_at(offset);
+            // SAFETY: fresh chunk owned by this test.
+            unsafe { mem.write_item(addr, ITEM_HEADER_BYTES + 16, b"key", &[b"value"]) };
+            let item = mem.item(addr);
+            assert_eq!(item.addr(), addr);
+            // SAFETY: as above.
+            unsafe {
+                assert_eq!(item.key(), b"key");
+                assert_eq!(item.value(), b"value");
+                assert_eq!(item.key_and_value_parts(), (&b"key"[..], &b"value"[..]));
+            }
+            let room = tier::PAGE_SIZE_BYTES - offset - ITEM_HEADER_BYTES - 3;
+            for (value_len, fits) in [(room, true), (room + 1, false), (u32::MAX as usize, false)] {
+                item.header()
+                    .value_len
+                    .store(value_len as u32, Ordering::Relaxed);
+                let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    // SAFETY: as above; the lengths are what is tested.
+                    unsafe { item.key_and_value_parts().1.len() }
+                }));
+                assert_eq!(
+                    read.ok(),
+                    fits.then_some(value_len),
+                    "offset {offset} value {value_len}"
+                );
+                let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    // SAFETY: as above.
+                    unsafe { mem.value(addr).len() }
+                }));
+                assert_eq!(value.ok(), fits.then_some(value_len));
+            }
+        }
     }
 
     #[test]

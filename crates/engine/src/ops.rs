@@ -12,6 +12,7 @@ use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, ItemHeader, ITEM_HEADER_BYTES};
 use crate::lru::{HOT, WARM};
+use crate::memory::Found;
 use crate::policy::Policy;
 use crate::stats::{C, G};
 
@@ -34,7 +35,7 @@ impl Engine {
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
         let now = opts.now_s.unwrap_or_else(|| self.clock.now_s());
-        let Some(addr) = self.find_live(&mut table, key_hash, key, now, count) else {
+        let Some(found) = self.find_live_item(&mut table, key_hash, key, now, count) else {
             if count {
                 if opts.is_touch_command && !opts.miss_counts_as_get {
                     self.counters.add(G::CmdTouch, 1);
@@ -57,8 +58,9 @@ impl Engine {
             };
             return ReadOutcome::Miss { vivified };
         };
-        let tier = self.tier_of(addr);
-        let h = tier.mem.header(addr);
+        let Found { tier, item } = found;
+        let addr = item.addr();
+        let h = item.header();
         let retimed = touch_rel
             .is_some_and(|rel| h.exptime_rel_s.load(Ordering::Relaxed) != rel.unwrap_or(1));
         if retimed {
@@ -89,11 +91,10 @@ impl Engine {
         let class_id = tier.class_of(addr);
         let segment = h.segment();
         // SAFETY: we hold the item's shard lock (item.rs invariant 3).
-        let (item_key, value) = unsafe { (tier.mem.key(addr), tier.mem.value(addr)) };
+        let (item_key, value) = unsafe { item.key_and_value_parts() };
         // The index probe charged header and key; the value continues that read.
         let value_from = ITEM_HEADER_BYTES + item_key.len();
-        tier.mem
-            .charge_read_continuing(addr, value_from, value_from + value.len());
+        item.charge_read_continuing(value_from, value_from + value.len());
         let view = ItemView {
             key: item_key,
             value,
@@ -129,7 +130,7 @@ impl Engine {
         let access_charged = !opts.no_bump
             && self
                 .policy
-                .on_access(self, tier, addr, now, &mut table, key_hash);
+                .on_access(self, tier, addr, class_id, now, &mut table, key_hash);
         if header_dirty {
             // A touch (`gat`, `mg T`) or a recache token rewrote expiry or state: the
             // lines not already charged by the access update.
@@ -654,10 +655,15 @@ impl Engine {
                     self.reseal(addr);
                     self.note_expiry(rel);
                 }
-                if self
-                    .policy
-                    .on_access(self, tier, addr, now, &mut table, key_hash)
-                {
+                if self.policy.on_access(
+                    self,
+                    tier,
+                    addr,
+                    tier.class_of(addr),
+                    now,
+                    &mut table,
+                    key_hash,
+                ) {
                     tier.mem.charge_header_write_except(
                         addr,
                         header_bytes::TOUCH,

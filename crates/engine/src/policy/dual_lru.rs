@@ -147,6 +147,7 @@ impl Policy for DualLru {
         e: &Engine,
         tier: &Tier,
         addr: ItemAddr,
+        class_id: usize,
         now_s: u32,
         _table: &mut ShardGuard<'_>,
         _key_hash: u32,
@@ -160,7 +161,6 @@ impl Policy for DualLru {
             // the slow maintainer offers it again at its HOT/WARM tails if the queue
             // was busy. While DRAM is full, only an item that could beat even an idle
             // victim is offered at all.
-            let class_id = tier.class_of(addr);
             if tier.id == TierId::Slow
                 && !h.has(state::QUEUED)
                 && e.migrating()

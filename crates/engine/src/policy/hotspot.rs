@@ -609,6 +609,7 @@ impl Hotspot {
         &self,
         tier: &Tier,
         addr: ItemAddr,
+        class_id: usize,
         h: &ItemHeader,
         now_s: u32,
     ) -> (bool, CountStep) {
@@ -631,7 +632,7 @@ impl Hotspot {
         let (mut dirty, step) = self.periods.record_step(h, now_s);
         let due = queue_of(step.after, self.queues);
         if due != h.segment() {
-            if let Some(mut cs) = tier.classes[tier.class_of(addr)].0.try_lock() {
+            if let Some(mut cs) = tier.classes[class_id].0.try_lock() {
                 if h.has(state::LINKED) {
                     super::slru::move_to(tier, &mut cs, addr, due);
                 }
@@ -748,16 +749,18 @@ impl Policy for Hotspot {
         e: &Engine,
         tier: &Tier,
         addr: ItemAddr,
+        class_id: usize,
         now_s: u32,
         table: &mut ShardGuard<'_>,
         key_hash: u32,
     ) -> bool {
-        let h = tier.mem.header(addr);
+        let item = tier.mem.item(addr);
+        let h = item.header();
         if tier.id == TierId::Dram {
-            let (dirty, step) = self.dram_access(tier, addr, h, now_s);
-            self.record_reached(tier.class_of(addr), step);
+            let (dirty, step) = self.dram_access(tier, addr, class_id, h, now_s);
+            self.record_reached(class_id, step);
             if dirty {
-                tier.mem.charge_header_write(addr, header_bytes::ACCESS);
+                item.charge_header_write(header_bytes::ACCESS);
             }
             return dirty;
         }
@@ -781,7 +784,6 @@ impl Policy for Hotspot {
             h.last_access_s.store(now_s, Ordering::Relaxed);
             dirty = true;
         }
-        let class_id = tier.class_of(addr);
         if let Some(step) = step {
             self.record_reached(class_id, step);
         }
@@ -791,7 +793,7 @@ impl Policy for Hotspot {
             dirty = true;
         }
         if dirty {
-            tier.mem.charge_header_write(addr, header_bytes::ACCESS);
+            item.charge_header_write(header_bytes::ACCESS);
         }
         dirty
     }

@@ -98,15 +98,18 @@ pub(crate) trait Policy {
         self.segment_for_new_item(tier.id)
     }
 
-    /// A read or touch of the live item at `addr` (the caller holds its shard lock,
-    /// `table`): update what the policy tracks, maybe offer the item for a move.
+    /// A read or touch of the live item at `addr`, of slab class `class_id` (the caller
+    /// holds its shard lock, `table`, and looked the class up already): update what the
+    /// policy tracks, maybe offer the item for a move.
     /// Returns whether it charged a write of the header's access word
     /// (`header_bytes::ACCESS`).
+    #[allow(clippy::too_many_arguments)]
     fn on_access(
         &self,
         e: &Engine,
         tier: &Tier,
         addr: ItemAddr,
+        class_id: usize,
         now_s: u32,
         table: &mut ShardGuard<'_>,
         key_hash: u32,
@@ -249,11 +252,12 @@ impl Policy for AnyPolicy {
         e: &Engine,
         tier: &Tier,
         addr: ItemAddr,
+        class_id: usize,
         now_s: u32,
         table: &mut ShardGuard<'_>,
         key_hash: u32,
     ) -> bool {
-        dispatch!(self, p => p.on_access(e, tier, addr, now_s, table, key_hash))
+        dispatch!(self, p => p.on_access(e, tier, addr, class_id, now_s, table, key_hash))
     }
     #[inline]
     fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {

@@ -66,6 +66,7 @@ impl Policy for Uniform {
         _e: &Engine,
         tier: &Tier,
         addr: ItemAddr,
+        _class_id: usize,
         now_s: u32,
         _table: &mut ShardGuard<'_>,
         _key_hash: u32,
