@@ -320,6 +320,10 @@ pub fn parse<'a>(buf: &'a [u8], limits: &TextLimits<'_>) -> Parsed<TextRequest<'
     if line.starts_with(b"gets ") {
         return get_request(Keys { span: &line[4..] }, true, None, true, line_consumed);
     }
+    // So does the common store, in its usual shape.
+    if let Some(parsed) = parse_plain_set(buf, line, line_consumed, limits) {
+        return parsed;
+    }
     let tokens = Tokens::new(line);
     let Some(command) = tokens.get(0).filter(|c| c.len() >= 2) else {
         return invalid(ERROR, line_consumed);
@@ -809,6 +813,109 @@ fn parse_store<'a>(
     let Ok(value_len) = usize::try_from(value_len) else {
         return refuse(BAD_FORMAT, noreply, line_consumed);
     };
+    let fields = StoreFields {
+        command,
+        key,
+        client_flags,
+        exptime,
+        cas_unique,
+        value_len,
+        noreply,
+    };
+    store_payload(buf, fields, line_consumed, limits)
+}
+
+/// A store's command line, read.
+struct StoreFields<'a> {
+    command: StoreCommand,
+    key: &'a [u8],
+    client_flags: u32,
+    exptime: i64,
+    cas_unique: u64,
+    value_len: usize,
+    noreply: bool,
+}
+
+/// `set <key> <flags> <exptime> <bytes>` with single spaces, a valid key and plain digits
+/// (what clients send), read in one pass over the line; `None` for any other line, which
+/// the tokenizer and [`parse_store`] read (with the same outcome for the lines this
+/// takes: `parse_store` finds six tokens, no `noreply`, a valid key and numbers in
+/// range). Tokenizing a SET line and reading its tokens again cost ~300 instructions.
+#[inline]
+fn parse_plain_set<'a>(
+    buf: &'a [u8],
+    line: &'a [u8],
+    line_consumed: usize,
+    limits: &TextLimits<'_>,
+) -> Option<Parsed<TextRequest<'a>>> {
+    let rest = line.strip_prefix(b"set ")?;
+    let key_len = find_byte_near(rest, b' ')?;
+    let (key, rest) = rest.split_at(key_len);
+    // The key has no space (it ends at the first); `is_valid_key`'s other rules.
+    if key.is_empty()
+        || key.len() > KEY_LENGTH_MAX_BYTES
+        || key.iter().any(|&b| b == b'\r' || b == 0)
+    {
+        return None;
+    }
+    let (client_flags, rest) = plain_number(&rest[1..])?;
+    let (exptime, rest) = plain_number(rest.strip_prefix(b" ")?)?;
+    let (value_len, rest) = plain_number(rest.strip_prefix(b" ")?)?;
+    if !rest.is_empty() || value_len > VALUE_LENGTH_MAX_BYTES as u64 {
+        return None;
+    }
+    let fields = StoreFields {
+        command: StoreCommand::Set,
+        key,
+        client_flags: u32::try_from(client_flags).ok()?,
+        exptime: exptime as i64,
+        cas_unique: 0,
+        value_len: value_len as usize,
+        noreply: false,
+    };
+    Some(store_payload(buf, fields, line_consumed, limits))
+}
+
+/// The digits at the front of `bytes` (one to [`PLAIN_DIGITS_MAX`], so no overflow) and
+/// what follows them.
+#[inline]
+fn plain_number(bytes: &[u8]) -> Option<(u64, &[u8])> {
+    let digits = bytes
+        .iter()
+        .take(PLAIN_DIGITS_MAX + 1)
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    if digits == 0 || digits > PLAIN_DIGITS_MAX {
+        return None;
+    }
+    let value = bytes[..digits]
+        .iter()
+        .fold(0u64, |value, &d| value * 10 + u64::from(d - b'0'));
+    Some((value, &bytes[digits..]))
+}
+
+/// Digits [`plain_number`] reads: any such number fits an i64.
+const PLAIN_DIGITS_MAX: usize = 18;
+
+/// The rest of a store once its command line is read: refused if the item could never
+/// fit (its payload is swallowed as it comes), incomplete until the payload and its
+/// `\r\n` are in, refused if they are not followed by `\r\n`.
+#[inline]
+fn store_payload<'a>(
+    buf: &'a [u8],
+    fields: StoreFields<'a>,
+    line_consumed: usize,
+    limits: &TextLimits<'_>,
+) -> Parsed<TextRequest<'a>> {
+    let StoreFields {
+        command,
+        key,
+        client_flags,
+        exptime,
+        cas_unique,
+        value_len,
+        noreply,
+    } = fields;
     if !(limits.item_fits)(key.len(), value_len) {
         return complete(
             TextRequest::StoreTooLarge {
@@ -1805,6 +1912,95 @@ mod tests {
             parts in proptest::collection::vec(proptest::sample::select(TOKENS), 0..40)
         ) {
             check_consumed(parts.concat().as_bytes())?;
+        }
+    }
+
+    /// Keys, numbers, separators and line ends of store lines for
+    /// [`plain_sets_parse_as_the_tokenizer_does`]: valid and not, plain and not, at and
+    /// past every limit.
+    const SET_KEYS: &[&str] = &["k", "key:1", "a\x00b", "k\rx", "", "noreply"];
+    const SET_NUMBERS: &[&str] = &[
+        "0",
+        "007",
+        "1",
+        "100",
+        "1025",
+        "4294967295",
+        "4294967296",
+        "999999999999999999",
+        "9999999999999999999",
+        "2147483645",
+        "2147483646",
+        "-1",
+        "+5",
+        "12a",
+        "",
+    ];
+    const SET_GAPS: &[&str] = &[" ", " ", " ", " ", " ", " ", " ", " ", "  ", "\t"];
+    const SET_ENDS: &[&str] = &["", "", "", "", "", "", " ", " noreply", " 5", "\r"];
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        /// The one-pass reading of a plain `set` line gives exactly what the tokenizer
+        /// and `parse_store` give, for every line it takes (and it takes plain ones).
+        #[test]
+        fn plain_sets_parse_as_the_tokenizer_does(
+            key in proptest::sample::select(SET_KEYS),
+            long_key in proptest::option::of(249usize..=252),
+            numbers in proptest::collection::vec(proptest::sample::select(SET_NUMBERS), 3),
+            gaps in proptest::collection::vec(proptest::sample::select(SET_GAPS), 4),
+            end in proptest::sample::select(SET_ENDS),
+            payload_len in 0usize..120,
+            terminated in any::<bool>(),
+        ) {
+            let key = long_key.map_or(key.to_owned(), |len| "k".repeat(len));
+            let line = format!(
+                "set{}{key}{}{}{}{}{}{}{end}",
+                gaps[0], gaps[1], numbers[0], gaps[2], numbers[1], gaps[3], numbers[2]
+            );
+            let mut buf = line.clone().into_bytes();
+            buf.extend_from_slice(b"\r\n");
+            buf.extend(std::iter::repeat_n(b'v', payload_len));
+            if terminated {
+                buf.extend_from_slice(b"\r\n");
+            }
+            let limits = TextLimits { item_fits: &fits_1k };
+            let line_consumed = line.len() + 2;
+            if let Some(fast) = parse_plain_set(&buf, line.as_bytes(), line_consumed, &limits) {
+                let tokens = Tokens::new(line.as_bytes());
+                let general = parse_store(&buf, b"set", &tokens, line_consumed, &limits);
+                prop_assert_eq!(fast, general);
+            }
+        }
+    }
+
+    #[test]
+    fn plain_sets_take_the_one_pass_reading() {
+        let limits = TextLimits {
+            item_fits: &fits_1k,
+        };
+        for line in [
+            "set k 0 0 1",
+            "set fixed:12 4294967295 999999999999999999 1024",
+        ] {
+            let buf = format!("{line}\r\nv\r\n");
+            assert!(
+                parse_plain_set(buf.as_bytes(), line.as_bytes(), line.len() + 2, &limits).is_some(),
+                "{line}"
+            );
+        }
+        for line in [
+            "set k 0 0 1 noreply",
+            "set  k 0 0 1",
+            "set k 0 0 -1",
+            "set k 0 0 1 ",
+        ] {
+            let buf = format!("{line}\r\nv\r\n");
+            assert!(
+                parse_plain_set(buf.as_bytes(), line.as_bytes(), line.len() + 2, &limits).is_none(),
+                "{line}"
+            );
         }
     }
 
