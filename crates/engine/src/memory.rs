@@ -405,11 +405,39 @@ impl Engine {
         now_s: u32,
     ) -> Result<ItemAddr, StoreOutcome> {
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
+        let class_id = self
+            .geometry
+            .class_for(ITEM_HEADER_BYTES + key.len() + value_len);
+        self.new_item_in_class(
+            class_id,
+            key,
+            key_hash,
+            value_parts,
+            client_flags,
+            exptime_rel_s,
+            now_s,
+        )
+    }
+
+    /// [`Engine::new_item`] when the caller has the item's slab class at hand (a store
+    /// counts it before): the class is a binary search over the class sizes.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new_item_in_class(
+        &self,
+        class_id: usize,
+        key: &[u8],
+        key_hash: u32,
+        value_parts: &[&[u8]],
+        client_flags: u32,
+        exptime_rel_s: u32,
+        now_s: u32,
+    ) -> Result<ItemAddr, StoreOutcome> {
+        let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
         let total = ITEM_HEADER_BYTES + key.len() + value_len;
         if !self.item_fits(key.len(), value_len) {
             return Err(StoreOutcome::TooLarge);
         }
-        let class_id = self.geometry.class_for(total);
+        debug_assert_eq!(class_id, self.geometry.class_for(total));
         let Some(addr) = self.policy.alloc_new_item(self, key_hash, class_id, total) else {
             return Err(StoreOutcome::OutOfMemory);
         };

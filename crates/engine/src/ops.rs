@@ -10,7 +10,7 @@ use crate::api::*;
 use crate::engine::Engine;
 use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::ShardGuard;
-use crate::item::{header_bytes, state, ItemHeader, ITEM_HEADER_BYTES};
+use crate::item::{header_bytes, state, ItemAddr, ItemHeader, ITEM_HEADER_BYTES};
 use crate::lru::{HOT, WARM};
 use crate::memory::Found;
 use crate::policy::Policy;
@@ -284,7 +284,7 @@ impl Engine {
     fn verdict(
         &self,
         opts: &StoreOptions,
-        existing: Option<(&ItemHeader, usize)>,
+        existing: Option<(&ItemHeader, ItemAddr)>,
         class_id: usize,
     ) -> Verdict {
         let mut stale = false;
@@ -294,12 +294,13 @@ impl Engine {
                     self.counters.add(G::CasMisses, 1);
                     return Verdict::Refuse(StoreOutcome::NotFound);
                 }
-                Some((h, class_of_existing)) => {
+                Some((h, existing_addr)) => {
                     let current = self.visible_cas(h.cas.load(Ordering::Relaxed));
                     if current != expected {
                         if opts.invalidate && expected < current {
                             stale = true;
                         } else {
+                            let class_of_existing = self.class_of(existing_addr);
                             self.counters.add_class(class_of_existing, C::CasBadval, 1);
                             return Verdict::Refuse(StoreOutcome::Exists);
                         }
@@ -328,7 +329,17 @@ impl Engine {
         // value is removed, as if the item was stored and expired at once.
         let new_addr = match exptime_rel {
             Some(rel) => {
-                match self.new_item(key, key_hash, &[value], opts.client_flags, rel, now) {
+                let parts = [value];
+                let made = self.new_item_in_class(
+                    class_id,
+                    key,
+                    key_hash,
+                    &parts,
+                    opts.client_flags,
+                    rel,
+                    now,
+                );
+                match made {
                     Ok(addr) => Some(addr),
                     Err(outcome) => return outcome,
                 }
@@ -337,8 +348,9 @@ impl Engine {
         };
         let mut table = self.index.shard(key_hash).table.lock();
         let now = self.clock.now_s();
-        let existing = self.find_live(&mut table, key_hash, key, now, false);
-        let existing_header = existing.map(|a| (self.tier_of(a).mem.header(a), self.class_of(a)));
+        let found = self.find_live_item(&mut table, key_hash, key, now, false);
+        let existing = found.map(|f| f.item.addr());
+        let existing_header = found.map(|f| (f.item.header(), f.item.addr()));
         let stale = match self.verdict(opts, existing_header, class_id) {
             Verdict::Refuse(outcome) => {
                 if outcome == StoreOutcome::NotStored && opts.mode == StoreMode::Add {
@@ -427,7 +439,7 @@ impl Engine {
         let old_h = old_tier.mem.header(old);
         let class_id = old_tier.class_of(old);
         self.counters.add_class(class_id, C::CmdSet, 1);
-        let stale = match self.verdict(opts, Some((old_h, class_id)), class_id) {
+        let stale = match self.verdict(opts, Some((old_h, old)), class_id) {
             Verdict::Refuse(outcome) => return outcome,
             Verdict::Store { stale } => stale,
         };

@@ -14,11 +14,19 @@ impl Engine {
     /// Seals the item at `addr` as a record of its tier's pool: computes the checksum
     /// over the header fields, key and value, and writes it last. The caller holds the
     /// item's shard lock, or it is not published yet; nothing happens outside a pool.
+    #[inline]
     pub(crate) fn seal(&self, addr: ItemAddr) {
         let tier = self.tier_of(addr);
-        let Some(pool) = &tier.pool_file else {
-            return;
-        };
+        // Inlined to here: most items are in no pool (DRAM), and the call cost more
+        // than this test.
+        if let Some(pool) = &tier.pool_file {
+            self.seal_in(tier, pool, addr);
+        }
+    }
+
+    /// [`Engine::seal`] of an item of a pool's tier.
+    #[inline(never)]
+    fn seal_in(&self, tier: &Tier, pool: &crate::pool::Pool, addr: ItemAddr) {
         let h = tier.mem.header(addr);
         // SAFETY: the caller holds the shard lock or has not published the item
         // (item.rs invariant 3).
@@ -42,15 +50,20 @@ impl Engine {
     /// changes in place (the caller seals it again after) or its chunk is freed. The
     /// write is charged beyond the lines of `already` (header bytes the operation has
     /// charged). Returns whether a record was invalidated.
+    #[inline]
     pub(crate) fn unseal(
         &self,
         tier: &Tier,
         addr: ItemAddr,
         already: std::ops::Range<usize>,
     ) -> bool {
-        if tier.pool_file.is_none() {
-            return false;
-        }
+        // Inlined to here, as `seal`.
+        tier.pool_file.is_some() && self.unseal_in(tier, addr, already)
+    }
+
+    /// [`Engine::unseal`] of an item of a pool's tier.
+    #[inline(never)]
+    fn unseal_in(&self, tier: &Tier, addr: ItemAddr, already: std::ops::Range<usize>) -> bool {
         let h = tier.mem.header(addr);
         if h.checksum.load(Ordering::Relaxed) == 0 {
             return false;

@@ -682,7 +682,6 @@ impl Policy for Hotspot {
         addr: ItemAddr,
         old: Option<ItemAddr>,
     ) -> usize {
-        let now_s = e.clock.now_s();
         // A SET is an access: an overwrite carries the key's counter on.
         let first_access = |before: u8| CountStep {
             first_in_period: true,
@@ -705,7 +704,9 @@ impl Policy for Hotspot {
             }
             // The descriptor (kept by the index's `replace`) holds a slow item's counter.
             Some(_) => Index::with_policy_bits(table, key_hash, addr, |byte, _| {
-                self.periods.accessed_step(*byte, now_s).1
+                // Read only here: an overwrite of a DRAM item (the common one) needs no
+                // clock, and reading it cost a call.
+                self.periods.accessed_step(*byte, e.clock.now_s()).1
             })
             .unwrap_or(first_access(0)),
             None => first_access(0),
