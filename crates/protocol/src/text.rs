@@ -113,7 +113,9 @@ struct KeyIter<'a> {
 impl<'a> Iterator for KeyIter<'a> {
     type Item = &'a [u8];
 
-    #[inline]
+    // Always: called once a key (and once more at the end) of every retrieval, and as a
+    // call it cost ~15 instructions of its ~45.
+    #[inline(always)]
     fn next(&mut self) -> Option<&'a [u8]> {
         while let [b' ', tail @ ..] = self.rest {
             self.rest = tail;
@@ -522,7 +524,16 @@ pub fn push_value_line(
     out.truncate(tail_start + tail_len);
 }
 
-/// Writes ` <n>` into `buf` just before `end`; returns where it starts.
+/// The two digits of every number below 100, in order.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
+
+/// Writes ` <n>` into `buf` just before `end`; returns where it starts. Two digits a step
+/// (a 4-digit length took four divisions): a reply's every hit formats two numbers.
 #[inline]
 fn put_spaced_decimal_before(
     buf: &mut [u8; 2 * VALUE_LINE_TAIL_BYTES],
@@ -531,13 +542,19 @@ fn put_spaced_decimal_before(
 ) -> usize {
     let mut at = end;
     let mut rest = n;
-    loop {
+    while rest >= 100 {
+        let pair = (rest % 100) as usize * 2;
+        rest /= 100;
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if rest >= 10 {
+        let pair = rest as usize * 2;
+        at -= 2;
+        buf[at..at + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
         at -= 1;
-        buf[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
+        buf[at] = b'0' + rest as u8;
     }
     at -= 1;
     buf[at] = b' ';
