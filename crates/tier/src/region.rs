@@ -406,9 +406,7 @@ impl Region {
         let lines = lines_touched(ptr as usize, len);
         self.counters.add_read(len as u64, lines);
         if !self.costless {
-            let ns = self.cost.read_cost_ns(len, lines);
-            self.counters.add_wait_ns(ns);
-            busy_wait_ns(ns);
+            self.wait_read(len, lines);
         }
     }
 
@@ -419,10 +417,26 @@ impl Region {
         let lines = lines_touched(ptr as usize, len);
         self.counters.add_write(len as u64, lines);
         if !self.costless {
-            let ns = self.cost.write_cost_ns(len, lines);
-            self.counters.add_wait_ns(ns);
-            busy_wait_ns(ns);
+            self.wait_write(len, lines);
         }
+    }
+
+    /// The emulated cost of a read (an emulated slow tier only). Out of line: inlined,
+    /// its floating-point set-up was hoisted into the callers' loops (the index probe's),
+    /// where a costless region paid for it on every look-up.
+    #[inline(never)]
+    fn wait_read(&self, len: usize, lines: u64) {
+        let ns = self.cost.read_cost_ns(len, lines);
+        self.counters.add_wait_ns(ns);
+        busy_wait_ns(ns);
+    }
+
+    /// [`Region::wait_read`] for a write.
+    #[inline(never)]
+    fn wait_write(&self, len: usize, lines: u64) {
+        let ns = self.cost.write_cost_ns(len, lines);
+        self.counters.add_wait_ns(ns);
+        busy_wait_ns(ns);
     }
 
     /// Counts a burst of `lines` 64-byte lines holding `bytes` bytes as written (a page
