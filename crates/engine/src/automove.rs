@@ -75,7 +75,7 @@ impl Engine {
             return plan.is_some_and(|(src, dst)| self.move_page(tier, src, dst));
         }
         let tiered = self.page_moves_demote(tier);
-        let now = self.clock.now_s();
+        let now = self.now_s();
         let large = self.geometry.large;
         let mut info = Vec::with_capacity(large + 1);
         info.push(ClassInfo::default());

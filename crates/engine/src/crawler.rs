@@ -35,7 +35,7 @@ impl Engine {
     /// an hour passed since the last one). Returns whether a pass ran. The background
     /// crawler thread calls this every few seconds.
     pub fn lru_crawler_tick(&self) -> bool {
-        if self.clock.now_s() < self.crawl_due_s.load(Ordering::Relaxed) {
+        if self.now_s() < self.crawl_due_s.load(Ordering::Relaxed) {
             return false;
         }
         self.lru_crawler_step();
@@ -64,7 +64,7 @@ impl Engine {
     pub fn lru_crawler_step(&self) -> u64 {
         self.rare.lru_crawler_starts.fetch_add(1, Ordering::Relaxed);
         self.rare.lru_crawler_running.store(true, Ordering::Relaxed);
-        let pass_start_s = self.clock.now_s();
+        let pass_start_s = self.now_s();
         self.crawl_due_s.store(
             pass_start_s.saturating_add(CRAWL_INTERVAL_MAX_S),
             Ordering::Relaxed,
@@ -91,7 +91,7 @@ impl Engine {
         let mut reclaimed = 0;
         let mut soonest_expiry_s = u32::MAX;
         while budget > 0 {
-            let now = self.clock.now_s();
+            let now = self.now_s();
             let mut cs = tier.classes[class_id].0.lock();
             if !started {
                 cursor = cs.lru.tail[segment];
@@ -205,7 +205,7 @@ mod tests {
         drop(busy);
         assert_eq!(reclaimed, 0, "the shard was busy");
         assert!(
-            e.crawl_due_s.load(Ordering::Relaxed) <= e.clock.now_s(),
+            e.crawl_due_s.load(Ordering::Relaxed) <= e.now_s(),
             "the next tick crawls again"
         );
         assert_eq!(e.lru_crawler_step(), 1);

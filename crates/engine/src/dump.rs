@@ -55,7 +55,7 @@ impl Engine {
     ) -> Option<u64> {
         let mut shard_index = (cursor >> 32) as usize;
         let mut slot = (cursor & u64::from(u32::MAX)) as usize;
-        let now = self.clock.now_s();
+        let now = self.now_s();
         while shard_index < self.index.shard_count() {
             let table = self.index.shard_at(shard_index).table.lock();
             let mut read = 0;
@@ -100,7 +100,7 @@ impl Engine {
         if class_id == 0 || class_id > self.geometry.large {
             return false;
         }
-        let now = self.clock.now_s();
+        let now = self.now_s();
         let cs = tier.classes[class_id].0.lock();
         let mut listed = 0;
         for segment in 0..SEGMENTS {
@@ -224,7 +224,7 @@ mod tests {
         e.store(b"short", b"x", &StoreOptions::new(StoreMode::Set, 0, 1));
         let _ = e.read(b"forever", &ReadOptions::default(), |_| ());
         clock.advance_s(2);
-        let now_unix_s = START_UNIX_S + u64::from(e.clock.now_s());
+        let now_unix_s = START_UNIX_S + u64::from(e.now_s());
         let mut seen = Vec::new();
         assert_eq!(
             e.dump_items(DUMP_CURSOR_START, &mut |item| {

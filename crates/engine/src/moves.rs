@@ -330,7 +330,7 @@ impl Engine {
                 return Outcome::Busy;
             };
             src.charge_header_read(req.addr, header_bytes::ALL);
-            if !self.still_queued_item(&table, &req, self.clock.now_s()) {
+            if !self.still_queued_item(&table, &req, self.now_s()) {
                 self.release(&table, &req);
                 return Outcome::Raced;
             }
@@ -386,7 +386,7 @@ impl Engine {
             self.clear_state(req.addr, state::QUEUED);
             return Outcome::Busy;
         };
-        let now = self.clock.now_s();
+        let now = self.now_s();
         let src_h = src.header(req.addr);
         if !self.still_queued_item(&table, &req, now) || src_h.total_bytes() != total_bytes {
             self.release(&table, &req);

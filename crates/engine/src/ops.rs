@@ -34,7 +34,7 @@ impl Engine {
         let touch_rel = opts.touch_exptime.map(|e| self.exptime_to_rel(e));
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
-        let now = opts.now_s.unwrap_or_else(|| self.clock.now_s());
+        let now = opts.now_s.unwrap_or_else(|| self.now_s());
         let Some(found) = self.find_live_item(&mut table, key_hash, key, now, count) else {
             if count {
                 if opts.is_touch_command && !opts.miss_counts_as_get {
@@ -215,7 +215,7 @@ impl Engine {
     ) {
         let ttl_s = match self.exptime_to_rel(opts.exptime) {
             Some(0) | None => 0,
-            Some(rel) => rel.saturating_sub(self.clock.now_s()),
+            Some(rel) => rel.saturating_sub(self.now_s()),
         };
         let what = EventWhat::Stored {
             mode: opts.mode,
@@ -269,7 +269,7 @@ impl Engine {
     pub fn unlink_key(&self, key: &[u8]) -> bool {
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
-        let now = self.clock.now_s();
+        let now = self.now_s();
         match self.find_live(&mut table, key_hash, key, now, false) {
             Some(addr) => {
                 self.unlink(&mut table, key_hash, addr);
@@ -320,7 +320,7 @@ impl Engine {
     /// `set`, `add`, `replace`, `cas`: the new item is written before the shard lock.
     fn store_whole(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> StoreOutcome {
         let exptime_rel = self.exptime_to_rel(opts.exptime);
-        let now = self.clock.now_s();
+        let now = self.now_s();
         let total = ITEM_HEADER_BYTES + key.len() + value.len();
         let class_id = self.geometry.class_for(total);
         self.counters.add_class(class_id, C::CmdSet, 1);
@@ -347,7 +347,7 @@ impl Engine {
             None => None,
         };
         let mut table = self.index.shard(key_hash).table.lock();
-        let now = self.clock.now_s();
+        let now = self.now_s();
         let found = self.find_live_item(&mut table, key_hash, key, now, false);
         let existing = found.map(|f| f.item.addr());
         let existing_header = found.map(|f| (f.item.header(), f.item.addr()));
@@ -397,7 +397,7 @@ impl Engine {
     fn store_concat(&self, key: &[u8], value: &[u8], opts: &StoreOptions) -> StoreOutcome {
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
-        let now = self.clock.now_s();
+        let now = self.now_s();
         let existing = self.find_live(&mut table, key_hash, key, now, false);
         let Some(old) = existing else {
             if let Some(vivify) = opts.vivify_exptime {
@@ -481,7 +481,7 @@ impl Engine {
     pub fn delete(&self, key: &[u8], opts: &DeleteOptions) -> DeleteOutcome {
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
-        let now = self.clock.now_s();
+        let now = self.now_s();
         let Some(addr) = self.find_live(&mut table, key_hash, key, now, false) else {
             self.counters.add(G::DeleteMisses, 1);
             return DeleteOutcome::NotFound;
@@ -535,7 +535,7 @@ impl Engine {
     pub fn arith(&self, key: &[u8], opts: &ArithOptions) -> ArithOutcome {
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
-        let now = self.clock.now_s();
+        let now = self.now_s();
         let miss_counter = if opts.increment {
             G::IncrMisses
         } else {
@@ -649,7 +649,7 @@ impl Engine {
         let rel = self.exptime_to_rel(exptime);
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
-        let now = self.clock.now_s();
+        let now = self.now_s();
         let Some(addr) = self.find_live(&mut table, key_hash, key, now, false) else {
             self.counters.add(G::TouchMisses, 1);
             return TouchOutcome::NotFound;
@@ -695,7 +695,7 @@ impl Engine {
     /// crawler, as memcached does.
     pub fn flush_all(&self, delay_s: i64) {
         self.counters.add(G::CmdFlush, 1);
-        let now = self.clock.now_s();
+        let now = self.now_s();
         if delay_s <= 0 {
             // memcached takes a CAS value for the flush (`get_cas_id`): every item stored
             // before it has a smaller CAS, and the next store's CAS skips one value.

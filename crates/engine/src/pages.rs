@@ -293,7 +293,7 @@ impl Engine {
             {
                 return false;
             }
-            let now = self.clock.now_s();
+            let now = self.now_s();
             let base = page * SLAB_PAGE_SIZE_BYTES;
             let chunks = if src == self.geometry.large {
                 // A large item's run starts at its first page; nothing to reserve.

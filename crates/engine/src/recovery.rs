@@ -136,7 +136,7 @@ impl Engine {
         let Some(pool) = &tier.pool_file else {
             return 0;
         };
-        let now_s = self.clock.now_s();
+        let now_s = self.now_s();
         // Phase 1: which pages belong to which class, which chunks are records.
         let threads = std::thread::available_parallelism()
             .map_or(1, |n| n.get())

@@ -186,7 +186,7 @@ impl Engine {
     }
 
     fn stats_items_tier(&self, tier: &Tier, emit: Emit<'_>) {
-        let now = self.clock.now_s();
+        let now = self.now_s();
         let prefix = match tier.id {
             TierId::Dram => "items",
             TierId::Slow => "slow:items",

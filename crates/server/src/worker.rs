@@ -160,7 +160,7 @@ impl Worker {
             dispatchers: shared.dispatchers,
             reqs_per_event: shared.config.reqs_per_event,
             input_limit_bytes: shared.config.engine.item_size_max_bytes + INPUT_HEADROOM_BYTES,
-            now_s: shared.engine.clock().now_s(),
+            now_s: shared.engine.now_s(),
         }
     }
 

@@ -87,7 +87,7 @@ impl Periods {
         if ended == 0 {
             return 0;
         }
-        let now_s = e.clock.now_s();
+        let now_s = e.now_s();
         let mut current = self.current.load(Ordering::Relaxed);
         for _ in 0..ended {
             current = current.wrapping_add(1);

@@ -225,7 +225,7 @@ impl Policy for DualLru {
                 // is free: the reserve is for new items, not for promotions.
                 {
                     let mut cs = dram.classes[class_id].0.lock();
-                    let now = e.clock.now_s();
+                    let now = e.now_s();
                     let victim_count = tiering::dram_victim(e, &mut cs, now)
                         .map_or(0, |v| self.periods.count_of(dram.mem.header(v)));
                     if !self.admits(candidate_count, victim_count) {

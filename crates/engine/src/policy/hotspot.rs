@@ -706,7 +706,7 @@ impl Policy for Hotspot {
             Some(_) => Index::with_policy_bits(table, key_hash, addr, |byte, _| {
                 // Read only here: an overwrite of a DRAM item (the common one) needs no
                 // clock, and reading it cost a call.
-                self.periods.accessed_step(*byte, e.clock.now_s()).1
+                self.periods.accessed_step(*byte, e.now_s()).1
             })
             .unwrap_or(first_access(0)),
             None => first_access(0),
@@ -931,7 +931,7 @@ impl Policy for Hotspot {
             return 0;
         }
         self.tune(e, class_id);
-        let now_s = e.clock.now_s();
+        let now_s = e.now_s();
         let mut cs = tier.classes[class_id].0.lock();
         self.decay_queues(e, &mut cs);
         if !e.migrating() {

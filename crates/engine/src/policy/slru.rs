@@ -200,7 +200,7 @@ pub(crate) fn juggle_class(
     class_id: usize,
     hooks: &impl TailHooks,
 ) -> usize {
-    let now = e.clock.now_s();
+    let now = e.now_s();
     let (hot_age, warm_age, total_bytes) = {
         let cs = tier.classes[class_id].0.lock();
         if cs.lru.items() == 0 {

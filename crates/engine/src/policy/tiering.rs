@@ -140,7 +140,7 @@ pub(crate) fn make_dram_room_with(
     let dram = e.dram();
     let req = {
         let mut cs = dram.classes[class_id].0.lock();
-        let now = e.clock.now_s();
+        let now = e.now_s();
         let victim = victim(e, &mut cs, now);
         if let Some(addr) = victim {
             if !admit(dram.mem.header(addr)) {

@@ -307,7 +307,7 @@ fn get(
         is_touch_command: touch_exptime.is_some(),
         requester: session.client_fd,
         // One clock reading for all the keys of the line.
-        now_s: Some(engine.clock().now_s()),
+        now_s: Some(engine.now_s()),
         ..ReadOptions::default()
     };
     // `stats detail` counts each key; looked up once per request while it is off.
