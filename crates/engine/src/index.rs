@@ -282,6 +282,7 @@ impl Index {
         }
     }
 
+    #[inline]
     pub fn hash(&self, key: &[u8]) -> u32 {
         use std::hash::BuildHasher;
         let h = self.hasher.hash_one(key);
