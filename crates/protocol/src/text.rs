@@ -1097,6 +1097,24 @@ mod tests {
         }
     }
 
+    /// Every number below 200 000 and around every power of ten formats as `to_string`
+    /// does (each two-digit step and each length of a number).
+    #[test]
+    fn value_line_numbers_are_their_decimal_digits() {
+        let mut numbers: Vec<u64> = (0..200_000).collect();
+        for power in 0..20 {
+            let p = 10u64.pow(power);
+            numbers.extend([p - 1, p, p + 1, p.saturating_mul(9).saturating_add(p - 1)]);
+        }
+        numbers.push(u64::MAX);
+        let mut out = Vec::new();
+        for n in numbers {
+            out.clear();
+            push_value_line(&mut out, b"k", 0, n as usize, Some(n), 0);
+            assert_eq!(out, format!("VALUE k 0 {n} {n}\r\n").into_bytes(), "{n}");
+        }
+    }
+
     /// The tokenizer keeps eight tokens and counts up to 23, as memcached's does: every
     /// token it hands out (kept or split again), the count and the last token are those
     /// of a plain split on spaces, for lines of 0 to 30 tokens with runs of spaces.
