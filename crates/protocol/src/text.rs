@@ -331,7 +331,8 @@ const ERROR: &[u8] = b"ERROR\r\n";
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
 const BAD_DATA_CHUNK: &[u8] = b"CLIENT_ERROR bad data chunk\r\n";
 const BAD_DELTA: &[u8] = b"CLIENT_ERROR invalid numeric delta argument\r\n";
-const BAD_EXPTIME: &[u8] = b"CLIENT_ERROR invalid exptime argument\r\n";
+/// memcached's reply to an exptime (or `flush_all` delay) that is not a number.
+pub const BAD_EXPTIME: &[u8] = b"CLIENT_ERROR invalid exptime argument\r\n";
 const DELETE_USAGE: &[u8] =
     b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
 
