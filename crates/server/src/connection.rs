@@ -554,25 +554,29 @@ impl Connection {
                 upstream_reply: upstream_replies.as_ref(),
             };
             let binary = self.protocol == Protocol::Binary;
-            let out_start = if log_requests { session.out.len() } else { 0 };
-            // No request of a client that has not authenticated is logged (see `verbose`).
-            let log_request = log_requests
-                && self.resume_keys == 0
-                && (self.auth.is_authenticated() || !ctx.settings.auth.enabled());
+            // `-vv`: where this request's replies start, and whether its request may be
+            // logged: not a resumed one (logged already), nor one of a client that has
+            // not authenticated (see `verbose`).
+            let log = log_requests.then(|| {
+                let authenticated = self.auth.is_authenticated() || !ctx.settings.auth.enabled();
+                (session.out.len(), self.resume_keys == 0 && authenticated)
+            });
             // `-Y`/`-S`: authentication answers first (one branch when it is off).
             let step = match auth::intercept(&mut self.auth, binary, &mut session, input) {
                 Some(step) => step,
                 None if binary => (ctx.dispatchers.binary)(&mut session, input),
                 None => (ctx.dispatchers.text)(&mut session, input),
             };
-            if log_requests && !matches!(step, Step::NeedMore) {
-                crate::verbose::log_exchange(
-                    self.fd,
-                    binary,
-                    input,
-                    &self.output[out_start..],
-                    log_request,
-                );
+            if let Some((out_start, log_request)) = log {
+                if !matches!(step, Step::NeedMore) {
+                    crate::verbose::log_exchange(
+                        self.fd,
+                        binary,
+                        input,
+                        &self.output[out_start..],
+                        log_request,
+                    );
+                }
             }
             let available = input.len();
             match step {

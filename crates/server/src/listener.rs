@@ -59,9 +59,10 @@ impl ListenSocket {
         }
     }
 
-    /// `-b`: the listen(2) backlog. mio listens with 1024 (memcached's default);
-    /// Linux takes a second listen(2) on a listening socket as a new backlog, for TCP and
-    /// unix sockets alike, and caps it at `net.core.somaxconn`.
+    /// `-b`: the listen(2) backlog (memcached's default 1024). mio listens with its own
+    /// (128 for TCP, the kernel's maximum for a unix socket); Linux takes a second
+    /// listen(2) on a listening socket as its new backlog, for TCP and unix sockets
+    /// alike, capped at `net.core.somaxconn`.
     pub fn set_backlog(&self, backlog: u32) -> anyhow::Result<()> {
         let backlog = libc::c_int::try_from(backlog).unwrap_or(libc::c_int::MAX);
         // SAFETY: listen(2) on a socket this struct owns; no memory is passed.
@@ -209,7 +210,7 @@ pub fn bind_all(
             None => (entry.as_str(), tls),
         };
         for addr in resolve(entry, default_port)? {
-            // mio binds with SO_REUSEADDR and a backlog of 1024, memcached's default.
+            // mio binds with SO_REUSEADDR; the backlog is `-b`'s (`set_backlog`).
             let listener = TcpListener::bind(addr)
                 .with_context(|| format!("failed to listen on TCP {addr}"))?;
             let bound = listener.local_addr()?;
