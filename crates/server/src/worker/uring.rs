@@ -584,6 +584,12 @@ impl Uring {
             return;
         }
         if result < 0 {
+            // The failed send's bytes go with the connection: a receive still in flight
+            // keeps the slot until its completion, and the next connection in the slot
+            // must find `sending` empty (`take_output`'s precondition).
+            let io = self.slot(slot);
+            io.sending.clear();
+            io.sent = 0;
             worker.apply(slot, Outcome::Close, ctx, self);
             return;
         }
