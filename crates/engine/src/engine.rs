@@ -200,6 +200,10 @@ pub struct Engine {
     pub(crate) recovery: Mutex<RecoveryReport>,
     /// Fetches, stores, evictions and moves, recorded only while somebody watches.
     pub(crate) events: EventLog,
+    /// What `lru tune` and `lru_crawler` change at run time.
+    pub(crate) tuning: crate::tuning::Tuning,
+    /// End of the last crawler pass (engine-clock seconds), for its `sysevents` lines.
+    pub(crate) crawl_ended_s: AtomicU32,
 }
 
 impl Engine {
@@ -264,6 +268,7 @@ impl Engine {
         let automove = config.slab_automove;
         let moves = Migration::new(config.move_queue_max);
         let policy = AnyPolicy::new(&config);
+        let tuning = crate::tuning::Tuning::new(&config);
         let engine = Arc::new(Engine {
             index: Index::new(config.hashpower_initial),
             config,
@@ -285,6 +290,8 @@ impl Engine {
             pending_flush: PendingFlush::default(),
             recovery: Mutex::new(RecoveryReport::default()),
             events: EventLog::default(),
+            tuning,
+            crawl_ended_s: AtomicU32::new(0),
         });
         engine.open_pool()?;
         Ok(engine)

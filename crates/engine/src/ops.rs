@@ -672,6 +672,12 @@ impl Engine {
         TouchOutcome::Touched
     }
 
+    /// Counts a `flush_all` that was refused (`-F`, or a delay that is not a number), as
+    /// memcached counts every one in `cmd_flush`.
+    pub fn count_flush_command(&self) {
+        self.counters.add(G::CmdFlush, 1);
+    }
+
     /// `flush_all [delay]`: invalidates every item now, or `delay_s` seconds from now
     /// (an absolute Unix time above 30 days). Items are removed lazily and by the
     /// crawler, as memcached does.

@@ -217,6 +217,8 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
         ),
     );
     emit("umask", Text(format!("{:o}", settings.unix_mode)));
+    emit("tcp_backlog", U64(u64::from(settings.tcp_backlog)));
+    emit("flush_enabled", yes_no(settings.flush_enabled));
     emit(
         "verbosity",
         U64(u64::from(settings.verbosity.load(Ordering::Relaxed))),
@@ -254,7 +256,14 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
     );
     emit(
         "binding_protocol",
-        Text(settings.auth.binding_protocol().to_owned()),
+        Text(
+            match settings.binding {
+                // Without -B, -Y binds to the text protocol and -S to the binary one.
+                crate::session::BindingProtocol::Auto => settings.auth.binding_protocol(),
+                forced => forced.name(),
+            }
+            .to_owned(),
+        ),
     );
     emit("auth_enabled_sasl", yes_no(settings.auth.sasl.is_some()));
     // memcached prints the authfile's path, or "no".

@@ -316,3 +316,65 @@ fn a_bad_metrics_address_fails_the_start() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// The TCP ports process `pid` listens on: its sockets (`/proc/<pid>/fd`) that
+/// `/proc/net/tcp` and `tcp6` list in state LISTEN.
+fn listening_ports(pid: u32) -> anyhow::Result<Vec<u16>> {
+    let mut inodes = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
+        // A descriptor closed since the listing is no socket of interest.
+        let Ok(target) = std::fs::read_link(entry?.path()) else {
+            continue;
+        };
+        if let Some(inode) = target
+            .to_str()
+            .and_then(|t| t.strip_prefix("socket:["))
+            .and_then(|t| t.strip_suffix(']'))
+        {
+            inodes.insert(inode.to_owned());
+        }
+    }
+    let mut ports = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // local_address is field 1 (hex ip:port), st field 3 (0A = LISTEN), inode 9.
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            if *state != "0A" || !inodes.contains(*inode) {
+                continue;
+            }
+            if let Some(port) = local.rsplit(':').next() {
+                ports.push(u16::from_str_radix(port, 16)?);
+            }
+        }
+    }
+    ports.sort_unstable();
+    Ok(ports)
+}
+
+/// Without `--metrics-listen` nothing but the memcached port listens (the endpoint is
+/// off by default); with it, its port does too, so the check sees an endpoint.
+#[test]
+fn the_metrics_endpoint_is_off_by_default() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&[])?;
+    let pid = server.pid().expect("running");
+    assert_eq!(listening_ports(pid)?, [server.port()]);
+    let settings = RawClient::connect(server.addr())?.stats("settings")?;
+    assert_eq!(testkit::stat(&settings, "metrics_listen"), Some("none"));
+
+    let (with_metrics, metrics) = server_with_metrics(&[])?;
+    let mut expected = vec![with_metrics.port(), metrics.port()];
+    expected.sort_unstable();
+    assert_eq!(
+        listening_ports(with_metrics.pid().expect("running"))?,
+        expected
+    );
+    Ok(())
+}

@@ -32,6 +32,8 @@ pub struct ServerProcess {
     /// fogcached's `--data-dir`, unique per server (two servers cannot share a slow-tier
     /// pool: the second is refused), removed on drop.
     data_dir: Option<PathBuf>,
+    /// The file the server's stderr goes to when captured, removed on drop.
+    stderr_file: Option<PathBuf>,
 }
 
 impl ServerProcess {
@@ -49,10 +51,57 @@ impl ServerProcess {
         extra_args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
     ) -> anyhow::Result<ServerProcess> {
+        Self::start_with(binary, extra_args, env, false)
+    }
+
+    /// [`ServerProcess::start`] with the server's stderr kept in a file, read with
+    /// [`ServerProcess::stderr_text`] (e.g. the `-vv` log, start-up warnings).
+    pub fn start_capturing_stderr(
+        binary: &str,
+        extra_args: &[&str],
+    ) -> anyhow::Result<ServerProcess> {
+        Self::start_with(binary, extra_args, &[], true)
+    }
+
+    /// [`ServerProcess::fogcached`] with its stderr captured.
+    pub fn fogcached_capturing_stderr(extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
+        let binary = fogcached_binary()?;
+        let binary = binary
+            .to_str()
+            .ok_or_else(|| anyhow!("fogcached path is not UTF-8: {}", binary.display()))?
+            .to_owned();
+        Self::start_capturing_stderr(&binary, extra_args)
+    }
+
+    /// [`ServerProcess::memcached`] with its stderr captured.
+    pub fn memcached_capturing_stderr(extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
+        const MEMCACHED: &str = "/usr/bin/memcached";
+        if !Path::new(MEMCACHED).exists() {
+            bail!("{MEMCACHED} is not installed");
+        }
+        Self::start_capturing_stderr(MEMCACHED, extra_args)
+    }
+
+    /// What the server wrote to stderr so far, if it was started capturing it (else
+    /// empty).
+    pub fn stderr_text(&self) -> String {
+        self.stderr_file
+            .as_ref()
+            .and_then(|path| std::fs::read(path).ok())
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
+    }
+
+    fn start_with(
+        binary: &str,
+        extra_args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+        capture_stderr: bool,
+    ) -> anyhow::Result<ServerProcess> {
         let mut last_error = anyhow!("no attempt made");
         for _ in 0..START_ATTEMPTS {
             let port = free_port()?;
-            match Self::start_on(binary, port, extra_args, env) {
+            match Self::start_on(binary, port, extra_args, env, capture_stderr) {
                 Ok(server) => return Ok(server),
                 Err(error) => last_error = error,
             }
@@ -65,6 +114,7 @@ impl ServerProcess {
         port: u16,
         extra_args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
+        capture_stderr: bool,
     ) -> anyhow::Result<ServerProcess> {
         let port_arg = port.to_string();
         let mut command = Command::new(binary);
@@ -79,11 +129,21 @@ impl ServerProcess {
         if let Some(dir) = &data_dir {
             command.arg("--data-dir").arg(dir);
         }
+        let stderr_file = capture_stderr.then(|| {
+            std::env::temp_dir().join(format!("server-stderr-{}-{port}", std::process::id()))
+        });
+        let stderr = match &stderr_file {
+            Some(path) => Stdio::from(
+                std::fs::File::create(path)
+                    .with_context(|| format!("creating {}", path.display()))?,
+            ),
+            None => Stdio::inherit(),
+        };
         command
             .args(extra_args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+            .stderr(stderr);
         // Debian's memcached refuses to run as root unless told which user to be.
         if is_root()
             && Path::new(binary)
@@ -99,13 +159,17 @@ impl ServerProcess {
             child: Some(child),
             port,
             data_dir,
+            stderr_file,
         };
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             if let Some(child) = server.child.as_mut() {
                 if let Some(status) = child.try_wait()? {
                     server.child = None;
-                    bail!("{binary} exited during start-up with {status}");
+                    bail!(
+                        "{binary} exited during start-up with {status}: {}",
+                        server.stderr_text()
+                    );
                 }
             }
             if TcpStream::connect_timeout(&server.addr(), Duration::from_millis(200)).is_ok() {
@@ -224,6 +288,9 @@ impl Drop for ServerProcess {
         }
         if let Some(dir) = self.data_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
+        }
+        if let Some(file) = self.stderr_file.take() {
+            let _ = std::fs::remove_file(file);
         }
     }
 }
@@ -504,6 +571,8 @@ macro_rules! skip {
 /// it printed.
 pub struct ToolRun {
     pub success: bool,
+    /// The exit code; `None` when it was killed (by a signal, or at the timeout).
+    pub code: Option<i32>,
     /// stdout followed by stderr.
     pub output: String,
 }
@@ -538,6 +607,7 @@ pub fn run_bounded(command: &mut Command, timeout: Duration) -> anyhow::Result<T
     match status {
         Some(status) => Ok(ToolRun {
             success: status.success(),
+            code: status.code(),
             output,
         }),
         None => bail!("{command:?} did not finish within {timeout:?}; output so far:\n{output}"),

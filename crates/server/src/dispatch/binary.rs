@@ -156,9 +156,15 @@ fn execute(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usi
             }
         }
         Command::Flush { exptime, quiet } => {
-            session.engine.flush_all(ClientExptime::from(exptime));
-            if !quiet {
-                success(session, header, 0);
+            if session.settings.flush_enabled {
+                session.engine.flush_all(ClientExptime::from(exptime));
+                if !quiet {
+                    success(session, header, 0);
+                }
+            } else {
+                // `-F`: memcached 1.6.18 answers "Auth failure." even to FLUSHQ, and
+                // does not count the command.
+                error(session, header, Status::AuthError);
             }
         }
         Command::Noop => success(session, header, 0),
