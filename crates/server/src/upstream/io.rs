@@ -87,6 +87,7 @@ pub(super) fn run(poll: Poll, upstream: Arc<Upstream>, shard: usize, engine: Arc
         reads_by_key: HashMap::new(),
         next_flight: 1,
         to_wake: Vec::new(),
+        unflushed: Vec::new(),
     };
     io.run();
 }
@@ -280,6 +281,8 @@ struct Io {
     next_flight: FlightId,
     /// Workers with new deliveries this turn.
     to_wake: Vec<Arc<Route>>,
+    /// Connections with requests encoded this turn, written at its end.
+    unflushed: Vec<usize>,
 }
 
 impl Io {
@@ -314,6 +317,7 @@ impl Io {
             }
             more_submissions = self.take_submissions();
             self.expire(Instant::now());
+            self.flush();
             self.wake_workers();
         }
     }
@@ -428,7 +432,6 @@ impl Io {
     /// wait here for another connection (or for it to catch up) rather than queue behind
     /// a reply that may not come.
     fn pump(&mut self, server: usize) {
-        let mut written = Vec::new();
         while let Some(&id) = self.servers[server].backlog.front() {
             let ready = self.servers[server]
                 .conns
@@ -481,16 +484,24 @@ impl Io {
                     self.upstream.stats.servers[server]
                         .requests
                         .fetch_add(1, Ordering::Relaxed);
-                    if !written.contains(&slot) {
-                        written.push(slot);
+                    if !self.unflushed.contains(&slot) {
+                        self.unflushed.push(slot);
                     }
                 }
                 Err(_) => self.finish(id, Reply::Failed(Failure::Unsupported)),
             }
         }
-        for slot in written {
+    }
+
+    /// Writes what this turn encoded: one send per connection for all the requests the
+    /// turn gave it, not one per request.
+    fn flush(&mut self) {
+        let mut unflushed = std::mem::take(&mut self.unflushed);
+        for &slot in &unflushed {
             self.write(slot);
         }
+        unflushed.clear();
+        self.unflushed = unflushed;
     }
 
     fn connect(&mut self, server: usize) {
