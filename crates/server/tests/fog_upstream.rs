@@ -1384,3 +1384,171 @@ fn a_healthy_cloud_under_concurrent_load_gives_no_errors_and_a_pause_only_timeou
     );
     Ok(())
 }
+
+#[test]
+fn prepend_and_replace_go_to_the_cloud_and_the_edge_keeps_no_stale_copy_in_both_modes(
+) -> anyhow::Result<()> {
+    for mode in ["through", "invalidate"] {
+        let cloud = Cloud::start()?;
+        let edge = edge(cloud.addr(), &["--upstream-writes", mode])?;
+        let mut client = RawClient::connect(edge.addr())?;
+        let mut origin = cloud.client()?;
+        assert_eq!(
+            text(client.request(b"set k 5 0 2\r\nv1\r\n", b"\r\n")?),
+            "STORED\r\n"
+        );
+        assert_eq!(
+            text(client.request(b"get k\r\n", b"END\r\n")?),
+            "VALUE k 5 2\r\nv1\r\nEND\r\n"
+        );
+        // replace: the cloud's value and flags; with `through` the edge keeps the new
+        // value (served without asking the cloud), with `invalidate` it fetches it.
+        assert_eq!(
+            text(client.request(b"replace k 6 0 2\r\nv2\r\n", b"\r\n")?),
+            "STORED\r\n",
+            "{mode}"
+        );
+        assert_eq!(
+            text(origin.request(b"get k\r\n", b"END\r\n")?),
+            "VALUE k 6 2\r\nv2\r\nEND\r\n",
+            "{mode}: the cloud has the replaced value"
+        );
+        let gets = cloud.stat("cmd_get");
+        assert_eq!(
+            text(client.request(b"get k\r\n", b"END\r\n")?),
+            "VALUE k 6 2\r\nv2\r\nEND\r\n",
+            "{mode}"
+        );
+        let fetched = cloud.stat("cmd_get") - gets;
+        assert_eq!(
+            fetched,
+            u64::from(mode == "invalidate"),
+            "{mode}: a replaced value is kept at the edge only in through mode"
+        );
+        // prepend: the edge cannot know the result; the next read fetches it (both
+        // modes), never the edge's old copy.
+        assert_eq!(
+            text(client.request(b"prepend k 0 0 3\r\npre\r\n", b"\r\n")?),
+            "STORED\r\n",
+            "{mode}"
+        );
+        let gets = cloud.stat("cmd_get");
+        assert_eq!(
+            text(client.request(b"get k\r\n", b"END\r\n")?),
+            "VALUE k 6 5\r\nprev2\r\nEND\r\n",
+            "{mode}: the prepended value, not the edge's old copy"
+        );
+        assert_eq!(cloud.stat("cmd_get") - gets, 1, "{mode}: fetched");
+        // The cloud's refusals reach the client and leave nothing at the edge.
+        assert_eq!(
+            text(client.request(b"replace none 0 0 1\r\nx\r\n", b"\r\n")?),
+            "NOT_STORED\r\n",
+            "{mode}"
+        );
+        assert_eq!(
+            text(client.request(b"prepend none 0 0 1\r\nx\r\n", b"\r\n")?),
+            "NOT_STORED\r\n",
+            "{mode}"
+        );
+        assert_eq!(
+            text(client.request(b"get none\r\n", b"END\r\n")?),
+            "END\r\n",
+            "{mode}"
+        );
+        // noreply: nothing comes back; the write still reached the cloud in order.
+        client.send(b"prepend k 0 0 1 noreply\r\n>\r\n")?;
+        client.send(b"replace k 7 0 1 noreply\r\nr\r\n")?;
+        assert_eq!(
+            text(client.request(b"get k\r\n", b"END\r\n")?),
+            "VALUE k 7 1\r\nr\r\nEND\r\n",
+            "{mode}"
+        );
+        assert_eq!(
+            text(origin.request(b"get k\r\n", b"END\r\n")?),
+            "VALUE k 7 1\r\nr\r\nEND\r\n",
+            "{mode}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn writes_while_the_cloud_is_down_get_errors_and_leave_no_stale_edge_copy() -> anyhow::Result<()> {
+    let cloud = Cloud::start()?;
+    let edge = edge(
+        cloud.addr(),
+        &[
+            "--upstream-breaker-failures",
+            "3",
+            "--upstream-retry-ms",
+            "200",
+        ],
+    )?;
+    let mut client = RawClient::connect(edge.addr())?;
+    for key in ["s", "a", "p", "d", "n", "m", "b"] {
+        let value = if key == "n" { "5" } else { "old" };
+        let request = format!("set {key} 0 0 {}\r\n{value}\r\n", value.len());
+        assert_eq!(
+            text(client.request(request.as_bytes(), b"\r\n")?),
+            "STORED\r\n"
+        );
+    }
+    // Write-through left an edge copy of each.
+    assert_eq!(
+        text(client.request(b"get s\r\n", b"END\r\n")?),
+        "VALUE s 0 3\r\nold\r\nEND\r\n"
+    );
+    let Cloud { memcached, proxy } = cloud;
+    drop(memcached);
+    proxy.cut_connections();
+    // Every write fails with memcached's SERVER_ERROR (binary: temporary failure).
+    for request in [
+        &b"set s 0 0 3\r\nnew\r\n"[..],
+        b"append a 0 0 1\r\n+\r\n",
+        b"prepend p 0 0 1\r\n+\r\n",
+        b"delete d\r\n",
+        b"incr n 1\r\n",
+        b"ms m 3\r\nnew\r\n",
+    ] {
+        let reply = text(client.request(request, b"\r\n")?);
+        assert!(
+            reply.starts_with("SERVER_ERROR upstream"),
+            "{}: {reply}",
+            testkit::escape(request)
+        );
+    }
+    // (A connection speaks one protocol, as with memcached.)
+    let mut binary = RawClient::connect(edge.addr())?;
+    let set = binary_request(0x01, &[0; 8], b"b", b"new", 0);
+    let (status, _, _) = binary_call(&mut binary, &set)?;
+    assert_eq!(status, 0x86, "binary set: temporary failure");
+    // None of the edge copies is served any more: the write may have happened, so the
+    // edge does not answer with the value from before it (the cloud is down: misses).
+    for key in ["s", "a", "p", "d", "n", "m", "b"] {
+        assert_eq!(
+            text(client.request(format!("get {key}\r\n").as_bytes(), b"END\r\n")?),
+            "END\r\n",
+            "{key}: the edge served its copy from before a failed write"
+        );
+    }
+    // Back (empty, then written directly): the edge reads the cloud's values.
+    let memcached = ServerProcess::memcached(&[])?;
+    RawClient::connect(memcached.addr())?.request(b"set s 0 0 5\r\nfresh\r\n", b"\r\n")?;
+    proxy.set_target(memcached.addr());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = text(client.request(b"get s\r\n", b"END\r\n")?);
+        if reply == "VALUE s 0 5\r\nfresh\r\nEND\r\n" {
+            break;
+        }
+        assert_eq!(reply, "END\r\n");
+        assert!(Instant::now() < deadline, "the cloud was not tried again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        text(client.request(b"set s 0 0 3\r\nnew\r\n", b"\r\n")?),
+        "STORED\r\n",
+        "writes go through again"
+    );
+    Ok(())
+}
