@@ -198,7 +198,11 @@ fn concurrent_misses_of_one_key_make_one_cloud_get() -> anyhow::Result<()> {
     let mut origin = RawClient::connect(memcached.addr())?;
     origin.request(b"set hot 7 0 3\r\nhot\r\n", b"\r\n")?;
     let before = stat_u64(&origin.stats("")?, "cmd_get");
-    let edge = edge(proxy.addr(), &["--upstream-timeout-ms", "5000"])?;
+    // Several upstream threads: the key's own takes every miss of it.
+    let edge = edge(
+        proxy.addr(),
+        &["--upstream-timeout-ms", "5000", "--upstream-threads", "4"],
+    )?;
     // Connect everyone first so that the gets leave together.
     let mut clients = (0..CLIENTS)
         .map(|_| RawClient::connect(edge.addr()))
@@ -491,6 +495,9 @@ fn a_dead_cloud_opens_the_breaker_and_is_retried_after_it_comes_back() -> anyhow
             "3",
             "--upstream-retry-ms",
             "300",
+            // The keys below spread over the threads; they share the breaker.
+            "--upstream-threads",
+            "4",
         ],
     )?;
     let mut client = RawClient::connect(edge.addr())?;
@@ -718,7 +725,11 @@ fn a_multi_get_fetches_all_its_missing_keys_in_one_round_trip() -> anyhow::Resul
         let request = format!("set m{i} {i} 0 2\r\nv{}\r\n", i % 10);
         origin.request(request.as_bytes(), b"\r\n")?;
     }
-    let edge = edge(proxy.addr(), &["--upstream-timeout-ms", "5000"])?;
+    // Several upstream threads: the keys split among them, fetched at the same time.
+    let edge = edge(
+        proxy.addr(),
+        &["--upstream-timeout-ms", "5000", "--upstream-threads", "4"],
+    )?;
     let mut client = RawClient::connect(edge.addr())?;
     client.request(b"get warmup\r\n", b"END\r\n")?;
     // One key already at the edge, one nowhere, one asked twice.
@@ -1282,6 +1293,8 @@ fn a_healthy_cloud_under_concurrent_load_gives_no_errors_and_a_pause_only_timeou
             &timeout,
             "--upstream-breaker-failures",
             "1000",
+            "--upstream-threads",
+            "2",
         ],
     )?;
     let key = |client: usize, i: usize| format!("c{client}k{i}");

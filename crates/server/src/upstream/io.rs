@@ -290,13 +290,15 @@ impl Io {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         let mut more_submissions = false;
         loop {
-            let timeout = if more_submissions {
+            let timeout = if more_submissions || !self.upstream.may_sleep(self.shard) {
                 Some(Duration::ZERO)
             } else {
                 self.next_deadline()
                     .map(|at| at.saturating_duration_since(Instant::now()))
             };
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
+            let polled = self.poll.poll(&mut events, timeout);
+            self.upstream.awake(self.shard);
+            if let Err(e) = polled {
                 if e.kind() == ErrorKind::Interrupted {
                     continue;
                 }

@@ -10,7 +10,7 @@
 //!   gets the upstream's answer.
 //!
 //! How it runs. The upstream sockets belong to `--upstream-threads` upstream loops (one
-//! per worker thread by default; `io.rs`: a mio loop each, with its own bounded,
+//! per two worker threads by default; `io.rs`: a mio loop each, with its own bounded,
 //! pipelined pool of connections per upstream server, single flight, per-request
 //! timeouts). Keys are split among the loops by a hash of the key, so every request for
 //! one key — the reads that share a single flight and the writes that must overtake
@@ -397,6 +397,10 @@ struct Shard {
     /// The loop's waker, set once when it starts (read without a lock on the workers'
     /// path).
     waker: OnceLock<Arc<Waker>>,
+    /// The loop is (about to be) blocked in its poll: a submission must wake it. While it
+    /// runs, it takes new submissions before it sleeps, and a wake (a system call in the
+    /// worker, another turn in the loop) would be wasted.
+    sleeping: AtomicBool,
 }
 
 /// The shared fog-layer state: configuration, statistics, circuit breakers, the ways to
@@ -440,6 +444,7 @@ impl Upstream {
                     submit,
                     submissions,
                     waker: OnceLock::new(),
+                    sleeping: AtomicBool::new(false),
                 }
             })
             .collect();
@@ -505,6 +510,26 @@ impl Upstream {
         for thread in self.threads.lock().drain(..) {
             let _ = thread.join();
         }
+    }
+
+    /// Loop `shard` is about to block in its poll: `false` (and it must not) when a
+    /// submission arrived meanwhile. From then until [`Upstream::awake`] submissions wake
+    /// it.
+    fn may_sleep(&self, shard: usize) -> bool {
+        let shard = &self.shards[shard];
+        shard.sleeping.store(true, Ordering::Relaxed);
+        // Pairs with the fence in `WorkerPort::submit_to`.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if shard.submissions.is_empty() {
+            return true;
+        }
+        shard.sleeping.store(false, Ordering::Relaxed);
+        false
+    }
+
+    /// Loop `shard` returned from its poll: it will look at its submissions again.
+    fn awake(&self, shard: usize) {
+        self.shards[shard].sleeping.store(false, Ordering::Relaxed);
     }
 
     /// The upstream loops.
@@ -648,9 +673,14 @@ impl WorkerPort {
         let shard = &self.upstream.shards[shard];
         match shard.submit.try_send(submission) {
             Ok(()) => {
-                if let Some(waker) = shard.waker.get() {
-                    // A failed wake delays the request until the loop's next event.
-                    let _ = waker.wake();
+                // Pairs with the loop's fence in `Upstream::may_sleep`: either the loop
+                // sees the submission before it sleeps, or this sees it sleeping.
+                std::sync::atomic::fence(Ordering::SeqCst);
+                if shard.sleeping.load(Ordering::Relaxed) {
+                    if let Some(waker) = shard.waker.get() {
+                        // A failed wake delays the request until the loop's next event.
+                        let _ = waker.wake();
+                    }
                 }
                 Ok(())
             }
@@ -810,6 +840,80 @@ mod tests {
             Some(&Reply::Failed(Failure::Unavailable))
         );
         assert!(parking.take_replies().is_none(), "taken once");
+    }
+
+    #[test]
+    fn a_batch_is_split_among_the_loops_of_its_keys_and_a_full_loop_fails_only_its_keys() {
+        let upstream = Arc::new(
+            Upstream::new(UpstreamConfig {
+                servers: vec!["127.0.0.1:1".to_owned()],
+                threads: 4,
+                ..UpstreamConfig::default()
+            })
+            .unwrap(),
+        );
+        let poll = mio::Poll::new().unwrap();
+        let waker = Arc::new(Waker::new(poll.registry(), mio::Token(0)).unwrap());
+        let port = upstream.worker_port(waker);
+        let keys: Vec<Vec<u8>> = (0..40).map(|i| format!("key{i}").into_bytes()).collect();
+        let batch = |keys: &[Vec<u8>]| {
+            let mut request = Request::get(&keys[0], None);
+            request.more_keys = keys[1..].to_vec();
+            request
+        };
+        assert!(port.submit(batch(&keys), 7, 1).is_ok());
+        let mut seen = Vec::new();
+        for (index, shard) in upstream.shards.iter().enumerate() {
+            let shares: Vec<Submission> = shard.submissions.try_iter().collect();
+            assert!(shares.len() <= 1, "one share per loop");
+            for share in shares {
+                assert_eq!((share.slot, share.serial), (7, 1));
+                for key in share.request.keys() {
+                    assert_eq!(upstream.shard_of(key), index, "a key in another's loop");
+                    seen.push(key.to_vec());
+                }
+            }
+        }
+        seen.sort();
+        let mut expected = keys.clone();
+        expected.sort();
+        assert_eq!(seen, expected, "every key once");
+        assert!(
+            (0..4).all(|shard| keys.iter().any(|k| upstream.shard_of(k) == shard)),
+            "40 keys reach every loop"
+        );
+
+        // Loop 0's queue full: its keys fail at once (busy), the others wait.
+        let full = &upstream.shards[0];
+        while full
+            .submit
+            .try_send(Submission {
+                request: Request::get(b"filler", None),
+                slot: 0,
+                serial: 0,
+                route: Arc::clone(&port.route),
+                submitted: Instant::now(),
+            })
+            .is_ok()
+        {}
+        let mut parking = Parking::default();
+        parking.park(batch(&keys));
+        assert!(
+            !parking.submit(Some(&port), 7),
+            "still waiting for the others"
+        );
+        assert!(parking.is_parked());
+        let busy: Vec<&Vec<u8>> = keys.iter().filter(|k| upstream.shard_of(k) == 0).collect();
+        assert_eq!(parking.replies.entries.len(), busy.len());
+        for (key, reply) in &parking.replies.entries {
+            assert!(busy.contains(&key), "a key of another loop failed");
+            assert_eq!(**reply, Reply::Failed(Failure::Busy));
+        }
+        assert_eq!(
+            upstream.stats.queue_full.load(Ordering::Relaxed),
+            1,
+            "one share refused"
+        );
     }
 
     #[test]
