@@ -806,7 +806,7 @@ fn upstream_config(cli: &Cli) -> Result<Option<crate::upstream::UpstreamConfig>,
     }
     let threads = match cli.upstream_threads {
         // A loop's CPU per client get was measured at about half a worker's (read-through,
-        // 28 % misses), and each loop added costs batching: one per two workers.
+        // 27 % misses), and each loop added costs batching: one per two workers.
         0 => (cli.threads as usize)
             .div_ceil(2)
             .clamp(1, crate::upstream::THREADS_MAX),
