@@ -98,6 +98,7 @@ fn upstream_settings(session: &Session<'_>, emit: &mut Emit<'_>) {
     emit("upstream_ttl_max", U64(u64::from(config.ttl_max_s)));
     emit("upstream_timeout_ms", U64(u64::from(config.timeout_ms)));
     emit("upstream_conns", U64(config.conns_per_server as u64));
+    emit("upstream_threads", U64(upstream.threads() as u64));
     emit(
         "upstream_breaker_failures",
         U64(u64::from(config.breaker_failures)),

@@ -1,17 +1,26 @@
-//! The upstream thread: one mio loop that owns every connection to the upstream servers.
+//! An upstream loop: a mio loop on its own thread that owns its connections to the
+//! upstream servers and the requests for its share of the keys (see the module above).
 //!
-//! - Requests arrive from the workers through a bounded channel. A plain read joins the
-//!   read of the same key already in flight, if any (single flight: N concurrent misses
-//!   of a key make one upstream request); every other request is its own flight.
-//! - Each server has a pool of at most `--upstream-conns` connections, each pipelined
-//!   (replies come back in request order; up to [`PIPELINE_DEPTH_MAX`] outstanding).
-//!   A new connection first sends `mn` to learn whether the server speaks meta.
+//! - Requests arrive from the workers through the loop's bounded channel. A plain read
+//!   joins the read of the same key already in flight, if any (single flight: N
+//!   concurrent misses of a key make one upstream request); every other request is its
+//!   own flight.
+//! - Each server has a pool of at most `--upstream-conns` connections in this loop, each
+//!   pipelined (replies come back in request order; up to [`PIPELINE_DEPTH_MAX`]
+//!   outstanding). A new connection first sends `mn` to learn whether the server speaks
+//!   meta (once per server: the loops share what they learned).
 //! - Every flight has a deadline (`--upstream-timeout-ms` after its first submission).
-//!   A connection whose oldest request is past its deadline is closed: a pipelined stream
-//!   cannot skip a reply, and a server that stopped answering one will not answer the next.
-//! - Consecutive failures of a server (refused or lost connections, timeouts, garbage)
-//!   open its circuit breaker: for `--upstream-retry-ms` its requests fail at once (a read
-//!   as a miss), then the next request tries a connection again.
+//!   A flight past it fails alone: its waiters get a timeout, and its place on the
+//!   connection is kept, *abandoned* — a pipelined stream cannot skip a reply, so the late
+//!   reply is read in its turn and dropped (a late write's reply removes the edge copy of
+//!   its key once more) and the requests behind it get theirs. A connection with an
+//!   abandoned request takes no new ones (they wait for another connection, or for it to
+//!   catch up); it is closed only when no reply came on it for one more timeout after
+//!   the abandonment (stuck: a server that stopped answering).
+//! - Consecutive failures of a server (refused or lost connections, a loop turn in which
+//!   requests timed out, a stuck connection, garbage) open its circuit breaker (shared by
+//!   the loops): for `--upstream-retry-ms` its requests fail at once (a read as a miss),
+//!   then the next request tries a connection again; any reply closes it.
 //! - A read's reply is stored at the edge here (`Add`, with the upstream's flags, CAS and
 //!   capped TTL) before the waiting connections get it — unless a write of that key
 //!   completed while the read was in flight (the read may have seen the old value).
@@ -28,6 +37,7 @@ use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token, Waker};
 use protocol::client::{self, Dialect, Expect, ReplyParse};
 
+use super::breaker::Tripped;
 use super::{Delivery, Failure, Fetched, Op, Reply, Request, Route, Submission, Upstream};
 
 const WAKER_TOKEN: Token = Token(0);
@@ -48,7 +58,8 @@ pub(super) fn new_poll() -> std::io::Result<(Poll, Arc<Waker>)> {
     Ok((poll, waker))
 }
 
-pub(super) fn run(poll: Poll, upstream: Arc<Upstream>, engine: Arc<Engine>) {
+/// Runs upstream loop `shard` until the server stops.
+pub(super) fn run(poll: Poll, upstream: Arc<Upstream>, shard: usize, engine: Arc<Engine>) {
     let servers = upstream
         .addrs
         .iter()
@@ -57,13 +68,12 @@ pub(super) fn run(poll: Poll, upstream: Arc<Upstream>, engine: Arc<Engine>) {
             dialect: None,
             conns: Vec::new(),
             backlog: VecDeque::new(),
-            failures: 0,
-            open_until: None,
         })
         .collect();
     let value_max_bytes = engine.config().item_size_max_bytes;
     let mut io = Io {
         poll,
+        shard,
         ketama: Ketama::new(&upstream.config.servers),
         timeout: Duration::from_millis(u64::from(upstream.config.timeout_ms.max(1))),
         retry: Duration::from_millis(u64::from(upstream.config.retry_ms)),
@@ -77,22 +87,20 @@ pub(super) fn run(poll: Poll, upstream: Arc<Upstream>, engine: Arc<Engine>) {
         reads_by_key: HashMap::new(),
         next_flight: 1,
         to_wake: Vec::new(),
+        unflushed: Vec::new(),
     };
     io.run();
 }
 
 struct Server {
     addr: std::net::SocketAddr,
-    /// Learned from the first connection's `mn`.
+    /// Learned from the first connection's `mn` (this loop's, or another loop's through
+    /// the server's statistics).
     dialect: Option<Dialect>,
     /// Slots of its connections in `Io::conns`.
     conns: Vec<usize>,
     /// Flights waiting for a connection with room.
     backlog: VecDeque<FlightId>,
-    /// Consecutive failures; reset by any reply.
-    failures: u32,
-    /// The breaker is open until then.
-    open_until: Option<Instant>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -105,10 +113,24 @@ enum ConnState {
     Ready,
 }
 
+/// Whose reply a request written on a connection waits for.
+#[derive(Debug, PartialEq, Eq)]
+enum Awaiting {
+    /// The `mn` probe.
+    Probe,
+    Flight(FlightId),
+    /// A flight that timed out (`since` then): its reply is read in its turn and
+    /// dropped. A write keeps its key: its late reply removes the edge copy again (the
+    /// write may have happened after a read filled the edge).
+    Abandoned {
+        write_key: Option<Vec<u8>>,
+        since: Instant,
+    },
+}
+
 /// A request written on a connection, waiting for its reply.
 struct Sent {
-    /// `None`: the `mn` probe.
-    flight: Option<FlightId>,
+    awaiting: Awaiting,
     expect: Expect,
     deadline: Instant,
 }
@@ -122,6 +144,50 @@ struct Conn {
     /// Bytes of an oversized value still to discard from the input.
     skip_bytes: usize,
     sent: VecDeque<Sent>,
+    /// Entries of `sent` that are [`Awaiting::Abandoned`]: while there are any, the
+    /// connection waits for a late reply and takes no new requests.
+    abandoned: usize,
+    /// When a reply last came (or the connection opened).
+    last_reply: Instant,
+}
+
+impl Conn {
+    /// When the connection counts as stuck: its oldest request was abandoned and no
+    /// reply came for `grace` since then. (Counted from when the loop saw the lateness,
+    /// so that a loop that was itself held up does not close a connection whose replies
+    /// wait in its socket.)
+    fn stuck_at(&self, grace: Duration) -> Option<Instant> {
+        match self.sent.front()?.awaiting {
+            Awaiting::Abandoned { since, .. } => Some(since.max(self.last_reply) + grace),
+            _ => None,
+        }
+    }
+
+    /// When the loop must look at this connection again: its connection attempt's
+    /// deadline, the deadline of its oldest request still awaited, or the time it would
+    /// be stuck.
+    fn next_deadline(&self, grace: Duration) -> Option<Instant> {
+        if let ConnState::Connecting { deadline } = self.state {
+            return Some(deadline);
+        }
+        let stuck = self.stuck_at(grace);
+        let live = self
+            .sent
+            .iter()
+            .find(|sent| !matches!(sent.awaiting, Awaiting::Abandoned { .. }))
+            .map(|sent| sent.deadline);
+        match (stuck, live) {
+            (Some(stuck), Some(live)) => Some(stuck.min(live)),
+            (stuck, live) => stuck.or(live),
+        }
+    }
+
+    /// Whether the connection may take a new request.
+    fn has_room(&self) -> bool {
+        self.state == ConnState::Ready
+            && self.sent.len() < PIPELINE_DEPTH_MAX
+            && self.out.len() < OUTPUT_FULL_BYTES
+    }
 }
 
 struct Waiter {
@@ -197,6 +263,8 @@ impl WireReply {
 
 struct Io {
     poll: Poll,
+    /// Which of the upstream loops this is.
+    shard: usize,
     upstream: Arc<Upstream>,
     engine: Arc<Engine>,
     ketama: Ketama,
@@ -213,6 +281,8 @@ struct Io {
     next_flight: FlightId,
     /// Workers with new deliveries this turn.
     to_wake: Vec<Arc<Route>>,
+    /// Connections with requests encoded this turn, written at its end.
+    unflushed: Vec<usize>,
 }
 
 impl Io {
@@ -220,13 +290,15 @@ impl Io {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         let mut more_submissions = false;
         loop {
-            let timeout = if more_submissions {
+            let timeout = if more_submissions || !self.upstream.may_sleep(self.shard) {
                 Some(Duration::ZERO)
             } else {
                 self.next_deadline()
                     .map(|at| at.saturating_duration_since(Instant::now()))
             };
-            if let Err(e) = self.poll.poll(&mut events, timeout) {
+            let polled = self.poll.poll(&mut events, timeout);
+            self.upstream.awake(self.shard);
+            if let Err(e) = polled {
                 if e.kind() == ErrorKind::Interrupted {
                     continue;
                 }
@@ -247,20 +319,18 @@ impl Io {
             }
             more_submissions = self.take_submissions();
             self.expire(Instant::now());
+            self.flush();
             self.wake_workers();
         }
     }
 
-    /// The soonest deadline of a request or a connection attempt.
+    /// The soonest deadline of a request, a connection attempt or a stuck connection.
     fn next_deadline(&self) -> Option<Instant> {
         let conns = self
             .conns
             .iter()
             .flatten()
-            .filter_map(|conn| match conn.state {
-                ConnState::Connecting { deadline } => Some(deadline),
-                _ => conn.sent.front().map(|sent| sent.deadline),
-            });
+            .filter_map(|conn| conn.next_deadline(self.timeout));
         let backlogs = self
             .servers
             .iter()
@@ -271,7 +341,7 @@ impl Io {
 
     fn take_submissions(&mut self) -> bool {
         for _ in 0..SUBMISSIONS_PER_TURN {
-            match self.upstream.submissions.try_recv() {
+            match self.upstream.shards[self.shard].submissions.try_recv() {
                 Ok(submission) => self.submit(submission),
                 Err(_) => return false,
             }
@@ -350,11 +420,7 @@ impl Io {
                 joinable,
             },
         );
-        let now = Instant::now();
-        if self.servers[server]
-            .open_until
-            .is_some_and(|until| now < until)
-        {
+        if self.upstream.breaker(server).is_open() {
             stats.breaker_rejects.fetch_add(1, Ordering::Relaxed);
             self.finish(id, Reply::Failed(Failure::Unavailable));
             return;
@@ -364,20 +430,19 @@ impl Io {
     }
 
     /// Moves the server's backlog onto connections with room, opening connections up to
-    /// the pool size.
+    /// the pool size. A connection waiting for a late reply takes none: the requests
+    /// wait here for another connection (or for it to catch up) rather than queue behind
+    /// a reply that may not come.
     fn pump(&mut self, server: usize) {
-        let mut written = Vec::new();
         while let Some(&id) = self.servers[server].backlog.front() {
             let ready = self.servers[server]
                 .conns
                 .iter()
                 .copied()
                 .filter(|&slot| {
-                    self.conns[slot].as_ref().is_some_and(|conn| {
-                        conn.state == ConnState::Ready
-                            && conn.sent.len() < PIPELINE_DEPTH_MAX
-                            && conn.out.len() < OUTPUT_FULL_BYTES
-                    })
+                    self.conns[slot]
+                        .as_ref()
+                        .is_some_and(|conn| conn.has_room() && conn.abandoned == 0)
                 })
                 .min_by_key(|&slot| self.conns[slot].as_ref().map_or(0, |c| c.sent.len()));
             // Every connection busy (or none ready): open another, up to the pool size,
@@ -414,23 +479,31 @@ impl Io {
             match encoded {
                 Ok(expect) => {
                     conn.sent.push_back(Sent {
-                        flight: Some(id),
+                        awaiting: Awaiting::Flight(id),
                         expect,
                         deadline: flight.deadline,
                     });
                     self.upstream.stats.servers[server]
                         .requests
                         .fetch_add(1, Ordering::Relaxed);
-                    if !written.contains(&slot) {
-                        written.push(slot);
+                    if !self.unflushed.contains(&slot) {
+                        self.unflushed.push(slot);
                     }
                 }
                 Err(_) => self.finish(id, Reply::Failed(Failure::Unsupported)),
             }
         }
-        for slot in written {
+    }
+
+    /// Writes what this turn encoded: one send per connection for all the requests the
+    /// turn gave it, not one per request.
+    fn flush(&mut self) {
+        let mut unflushed = std::mem::take(&mut self.unflushed);
+        for &slot in &unflushed {
             self.write(slot);
         }
+        unflushed.clear();
+        self.unflushed = unflushed;
     }
 
     fn connect(&mut self, server: usize) {
@@ -440,7 +513,7 @@ impl Io {
         let mut stream = match TcpStream::connect(addr) {
             Ok(stream) => stream,
             Err(_) => {
-                self.server_failed(server);
+                self.server_failed(server, true);
                 return;
             }
         };
@@ -459,7 +532,7 @@ impl Io {
             .is_err()
         {
             self.free_conns.push(slot);
-            self.server_failed(server);
+            self.server_failed(server, true);
             return;
         }
         self.conns[slot] = Some(Conn {
@@ -472,6 +545,8 @@ impl Io {
             input: Vec::new(),
             skip_bytes: 0,
             sent: VecDeque::new(),
+            abandoned: 0,
+            last_reply: Instant::now(),
         });
         self.servers[server].conns.push(slot);
     }
@@ -487,7 +562,7 @@ impl Io {
             match conn.stream.take_error() {
                 Ok(None) => {}
                 Ok(Some(_)) | Err(_) => {
-                    self.drop_conn(slot, Failure::Unavailable);
+                    self.drop_conn(slot, Failure::Unavailable, true);
                     return;
                 }
             }
@@ -495,15 +570,22 @@ impl Io {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::NotConnected => return,
                 Err(_) => {
-                    self.drop_conn(slot, Failure::Unavailable);
+                    self.drop_conn(slot, Failure::Unavailable, true);
                     return;
                 }
             }
             let _ = conn.stream.set_nodelay(true);
             let server = conn.server;
-            self.upstream.stats.servers[server]
-                .connections
-                .fetch_add(1, Ordering::Relaxed);
+            let server_stats = &self.upstream.stats.servers[server];
+            server_stats.connections.fetch_add(1, Ordering::Relaxed);
+            if self.servers[server].dialect.is_none() {
+                // Another loop may have probed the server already.
+                self.servers[server].dialect = match server_stats.dialect.load(Ordering::Relaxed) {
+                    1 => Some(Dialect::Meta),
+                    2 => Some(Dialect::Text),
+                    _ => None,
+                };
+            }
             if self.servers[server].dialect.is_some() {
                 conn.state = ConnState::Ready;
                 self.pump(server);
@@ -511,7 +593,7 @@ impl Io {
                 conn.state = ConnState::Probing;
                 let _ = client::encode(Dialect::Meta, &client::Request::Probe, &mut conn.out);
                 conn.sent.push_back(Sent {
-                    flight: None,
+                    awaiting: Awaiting::Probe,
                     expect: Expect::Probe,
                     deadline: Instant::now() + self.timeout,
                 });
@@ -543,14 +625,14 @@ impl Io {
         while written < conn.out.len() {
             match conn.stream.write(&conn.out[written..]) {
                 Ok(0) => {
-                    self.drop_conn(slot, Failure::Unavailable);
+                    self.drop_conn(slot, Failure::Unavailable, true);
                     return;
                 }
                 Ok(n) => written += n,
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(_) => {
-                    self.drop_conn(slot, Failure::Unavailable);
+                    self.drop_conn(slot, Failure::Unavailable, true);
                     return;
                 }
             }
@@ -583,7 +665,7 @@ impl Io {
         }
         self.take_replies(slot);
         if closed {
-            self.drop_conn(slot, Failure::Unavailable);
+            self.drop_conn(slot, Failure::Unavailable, true);
         }
     }
 
@@ -634,12 +716,28 @@ impl Io {
             }
         }
         if !replies.is_empty() {
+            if let Some(conn) = self.conns[slot].as_mut() {
+                conn.last_reply = Instant::now();
+            }
             self.server_answered(server);
         }
         for (sent, wire) in replies {
-            match sent.flight {
-                Some(id) => self.complete(id, wire),
-                None => {
+            match sent.awaiting {
+                Awaiting::Flight(id) => self.complete(id, wire),
+                Awaiting::Abandoned { write_key, .. } => {
+                    if let Some(conn) = self.conns[slot].as_mut() {
+                        debug_assert!(conn.abandoned > 0, "an abandoned reply not counted");
+                        conn.abandoned -= 1;
+                    }
+                    self.upstream
+                        .stats
+                        .late_replies
+                        .fetch_add(1, Ordering::Relaxed);
+                    if let Some(key) = write_key {
+                        self.forget_edge_copy(&key);
+                    }
+                }
+                Awaiting::Probe => {
                     let dialect = match wire {
                         WireReply::MetaNoop => Dialect::Meta,
                         _ => Dialect::Text,
@@ -656,7 +754,7 @@ impl Io {
             }
         }
         if malformed {
-            self.drop_conn(slot, Failure::Protocol);
+            self.drop_conn(slot, Failure::Protocol, true);
         } else {
             self.pump(server);
         }
@@ -747,6 +845,20 @@ impl Io {
         };
     }
 
+    /// Removes the edge copy of `key`, and keeps a read of it in flight from storing its
+    /// value: a write of `key` whose outcome came late or never (it may have happened
+    /// upstream after the read, or after the copy was filled).
+    fn forget_edge_copy(&mut self, key: &[u8]) {
+        self.engine.unlink_key(key);
+        if let Some(read) = self
+            .reads_by_key
+            .get(key)
+            .and_then(|read| self.flights.get_mut(read))
+        {
+            read.poisoned = true;
+        }
+    }
+
     /// Ends flight `id` with `reply`: statistics, single-flight bookkeeping, delivery.
     fn finish(&mut self, id: FlightId, reply: Reply) {
         let Some(flight) = self.flights.remove(&id) else {
@@ -766,9 +878,7 @@ impl Io {
                 server_stats.errors.fetch_add(1, Ordering::Relaxed);
             }
             _ => {
-                let latency = flight.started.elapsed();
-                stats.record_latency(latency);
-                server_stats.record_latency(latency);
+                stats.record_latency(flight.server, flight.started.elapsed());
             }
         }
         if flight.joinable && self.reads_by_key.get(&flight.request.key) == Some(&id) {
@@ -809,18 +919,65 @@ impl Io {
         }
     }
 
-    /// Times out what is past its deadline: connections whose oldest request (or whose
-    /// connection attempt) is late, and backlogged flights.
+    /// Times out what is past its deadline: each request alone (its place on the
+    /// connection abandoned), backlogged flights, connection attempts and probes; and
+    /// closes the connections that are stuck ([`Conn::stuck_at`]). A server whose
+    /// requests timed out in this turn counts one failure.
     fn expire(&mut self, now: Instant) {
+        let mut timed_out = Vec::new();
         for slot in 0..self.conns.len() {
-            let late = self.conns[slot]
-                .as_ref()
-                .is_some_and(|conn| match conn.state {
-                    ConnState::Connecting { deadline } => deadline <= now,
-                    _ => conn.sent.front().is_some_and(|sent| sent.deadline <= now),
-                });
-            if late {
-                self.drop_conn(slot, Failure::Timeout);
+            let Some(conn) = self.conns[slot].as_mut() else {
+                continue;
+            };
+            let server = conn.server;
+            let late_start = match conn.state {
+                ConnState::Connecting { deadline } => deadline <= now,
+                // Nothing goes out before the probe's answer: an unanswered probe is a
+                // connection that does not work.
+                ConnState::Probing => conn.sent.front().is_some_and(|sent| sent.deadline <= now),
+                ConnState::Ready => false,
+            };
+            let stuck = conn.stuck_at(self.timeout).is_some_and(|at| at <= now);
+            if late_start || stuck {
+                if stuck {
+                    self.upstream
+                        .stats
+                        .stuck_closes
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                // A stuck connection's backlog waits for a new connection; one that never
+                // got going fails it, as a refused one does.
+                self.drop_conn(slot, Failure::Timeout, late_start);
+                continue;
+            }
+            let mut expired = Vec::new();
+            for sent in conn.sent.iter_mut() {
+                let Awaiting::Flight(id) = sent.awaiting else {
+                    continue;
+                };
+                // Deadlines grow along the connection (but for requests of different
+                // workers submitted at nearly the same time): the first one not yet due
+                // ends the scan.
+                if sent.deadline > now {
+                    break;
+                }
+                let write_key = self
+                    .flights
+                    .get(&id)
+                    .filter(|flight| !flight.request.is_read())
+                    .map(|flight| flight.request.key.clone());
+                sent.awaiting = Awaiting::Abandoned {
+                    write_key,
+                    since: now,
+                };
+                conn.abandoned += 1;
+                expired.push(id);
+            }
+            if !expired.is_empty() && !timed_out.contains(&server) {
+                timed_out.push(server);
+            }
+            for id in expired {
+                self.finish(id, Reply::Failed(Failure::Timeout));
             }
         }
         for server in 0..self.servers.len() {
@@ -833,12 +990,23 @@ impl Io {
                 self.finish(id, Reply::Failed(Failure::Timeout));
             }
         }
+        for server in timed_out {
+            self.server_failed(server, false);
+        }
+        // Connections closed above are replaced.
+        for server in 0..self.servers.len() {
+            if !self.servers[server].backlog.is_empty() {
+                self.pump(server);
+            }
+        }
     }
 
     /// Closes a connection and fails what it carried: requests past their deadline as
-    /// timeouts, the others as `failure`. A server left without a connection fails its
-    /// backlog too (a read is then a miss at once, not after the timeout).
-    fn drop_conn(&mut self, slot: usize, failure: Failure) {
+    /// timeouts, the others as `failure` (a timeout of the connection itself fails them
+    /// as unavailable). A server left without a connection fails its backlog too (a
+    /// read is then a miss at once, not after the timeout) unless `fail_backlog` is off
+    /// (the connection was stuck, not refused: the backlog waits for a new one).
+    fn drop_conn(&mut self, slot: usize, failure: Failure, fail_backlog: bool) {
         let Some(mut conn) = self.conns.get_mut(slot).and_then(Option::take) else {
             return;
         };
@@ -858,30 +1026,43 @@ impl Io {
             && failure == Failure::Unavailable;
         let now = Instant::now();
         for sent in conn.sent {
-            if let Some(id) = sent.flight {
-                let failure = if sent.deadline <= now {
-                    Failure::Timeout
-                } else if failure == Failure::Timeout {
-                    Failure::Unavailable
-                } else {
-                    failure
-                };
-                self.finish(id, Reply::Failed(failure));
+            match sent.awaiting {
+                Awaiting::Flight(id) => {
+                    let failure = if sent.deadline <= now {
+                        Failure::Timeout
+                    } else if failure == Failure::Timeout {
+                        Failure::Unavailable
+                    } else {
+                        failure
+                    };
+                    self.finish(id, Reply::Failed(failure));
+                }
+                // A write whose outcome will never be known.
+                Awaiting::Abandoned {
+                    write_key: Some(key),
+                    ..
+                } => self.forget_edge_copy(&key),
+                Awaiting::Abandoned {
+                    write_key: None, ..
+                }
+                | Awaiting::Probe => {}
             }
         }
         if !idle_close {
-            self.server_failed(server);
+            self.server_failed(server, fail_backlog);
         }
     }
 
-    fn server_failed(&mut self, server: usize) {
-        let state = &mut self.servers[server];
-        state.failures = state.failures.saturating_add(1);
-        if state.failures >= self.upstream.config.breaker_failures.max(1) {
-            // Open (again, after a retry that failed too) for the retry period.
-            state.open_until = Some(Instant::now() + self.retry);
+    /// Counts a failure of `server` on its breaker (logged when it opens). With
+    /// `fail_backlog`, a server left without a connection here fails its backlog.
+    fn server_failed(&mut self, server: usize, fail_backlog: bool) {
+        let tripped = self
+            .upstream
+            .breaker(server)
+            .failed(self.upstream.config.breaker_failures, self.retry);
+        if let Tripped::Open { failures } = tripped {
             // Counted and logged when it opens after answering, not at every retry
-            // while the upstream stays down.
+            // while the upstream stays down, nor by every loop.
             let stats = &self.upstream.stats;
             let was_closed = !stats.servers[server]
                 .breaker_open
@@ -892,15 +1073,14 @@ impl Io {
                     .breaker_opens
                     .fetch_add(1, Ordering::Relaxed);
                 eprintln!(
-                    "fogcached: upstream {}: circuit breaker open after {} failures in a \
-                     row; its reads are misses, retried every {} ms",
+                    "fogcached: upstream {}: circuit breaker open after {failures} failures \
+                     in a row; its reads are misses, retried every {} ms",
                     stats.servers[server].name,
-                    state.failures,
                     self.retry.as_millis()
                 );
             }
         }
-        if self.servers[server].conns.is_empty() {
+        if fail_backlog && self.servers[server].conns.is_empty() {
             let backlog = std::mem::take(&mut self.servers[server].backlog);
             for id in backlog {
                 self.finish(id, Reply::Failed(Failure::Unavailable));
@@ -909,9 +1089,7 @@ impl Io {
     }
 
     fn server_answered(&mut self, server: usize) {
-        let state = &mut self.servers[server];
-        state.failures = 0;
-        state.open_until = None;
+        self.upstream.breaker(server).answered();
         let server_stats = &self.upstream.stats.servers[server];
         if server_stats.breaker_open.swap(false, Ordering::Relaxed) {
             eprintln!(
