@@ -49,10 +49,22 @@ impl ServerProcess {
         extra_args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
     ) -> anyhow::Result<ServerProcess> {
+        Self::start_logging(binary, extra_args, env, None)
+    }
+
+    /// [`ServerProcess::start_with_env`] with the server's stdout and stderr appended to
+    /// the file `log` (instead of stdout dropped and stderr inherited), for tests that
+    /// read what the server printed.
+    pub fn start_logging(
+        binary: &str,
+        extra_args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+        log: Option<&Path>,
+    ) -> anyhow::Result<ServerProcess> {
         let mut last_error = anyhow!("no attempt made");
         for _ in 0..START_ATTEMPTS {
             let port = free_port()?;
-            match Self::start_on(binary, port, extra_args, env) {
+            match Self::start_on(binary, port, extra_args, env, log) {
                 Ok(server) => return Ok(server),
                 Err(error) => last_error = error,
             }
@@ -65,6 +77,7 @@ impl ServerProcess {
         port: u16,
         extra_args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
+        log: Option<&Path>,
     ) -> anyhow::Result<ServerProcess> {
         let port_arg = port.to_string();
         let mut command = Command::new(binary);
@@ -79,11 +92,22 @@ impl ServerProcess {
         if let Some(dir) = &data_dir {
             command.arg("--data-dir").arg(dir);
         }
-        command
-            .args(extra_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+        command.args(extra_args).stdin(Stdio::null());
+        match log {
+            Some(path) => {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .with_context(|| format!("opening {}", path.display()))?;
+                command
+                    .stdout(Stdio::from(file.try_clone()?))
+                    .stderr(Stdio::from(file));
+            }
+            None => {
+                command.stdout(Stdio::null()).stderr(Stdio::inherit());
+            }
+        }
         // Debian's memcached refuses to run as root unless told which user to be.
         if is_root()
             && Path::new(binary)
