@@ -584,6 +584,11 @@ impl Uring {
             return;
         }
         if result < 0 {
+            // The peer is gone: what was not sent never will be. Dropped now, or the
+            // next connection of this slot would find it in its send buffer.
+            let io = self.slot(slot);
+            io.sending.clear();
+            io.sent = 0;
             worker.apply(slot, Outcome::Close, ctx, self);
             return;
         }
