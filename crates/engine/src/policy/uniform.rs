@@ -7,7 +7,7 @@
 use crate::api::TierId;
 use crate::engine::{Engine, Tier};
 use crate::index::ShardGuard;
-use crate::item::{header_bytes, ItemAddr};
+use crate::item::{header_bytes, Fresh, ItemAddr};
 use crate::moves::Direction;
 use crate::slab::ClassState;
 
@@ -40,7 +40,7 @@ impl Policy for Uniform {
         key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<ItemAddr> {
+    ) -> Option<Fresh> {
         let (home, other) = Self::tier_for(e, key_hash);
         if home.page_count > 0 {
             return e.alloc(home, class_id, total_bytes);
@@ -87,7 +87,7 @@ impl Policy for Uniform {
         _class_id: usize,
         _total_bytes: usize,
         _candidate: Candidate,
-    ) -> Result<ItemAddr, Refusal> {
+    ) -> Result<Fresh, Refusal> {
         // Nothing is ever queued under this policy.
         Err(Refusal::NotAdmitted)
     }
