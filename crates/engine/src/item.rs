@@ -563,6 +563,15 @@ mod tests {
         assert_eq!(mem.key(&chunk), b"key");
         assert_eq!(mem.value(&chunk), b"hello world");
         assert_eq!(mem.key_and_value(&chunk), b"keyhello world");
+        // The in-place rewrite needs the item published and found under its shard lock.
+        let index = crate::index::Index::new(8);
+        let key_hash = index.hash(b"key");
+        let mut table = index.shard(key_hash).table.lock();
+        crate::index::Index::insert_new(&mut table, key_hash, chunk);
+        let mut item =
+            crate::index::Index::find(&mut table, |_| &mem, key_hash, b"key").expect("published");
+        mem.overwrite_value_padded(&mut item, b"42");
+        assert_eq!(mem.value(&item), b"42         ");
         assert_eq!(mem.header(addr).total_bytes(), 56 + 3 + 11);
     }
 
