@@ -1,4 +1,5 @@
 //! `fogbench`: command-line front end of the load generator.
+#![forbid(unsafe_code)]
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;

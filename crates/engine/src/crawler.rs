@@ -258,8 +258,10 @@ mod tests {
         assert!(matches!(stored, StoreOutcome::Stored { .. }));
         let key_hash = e.index.hash(b"x");
         let addr = {
-            let table = e.index.shard(key_hash).table.lock();
-            Index::find(&table, |a| &e.tier_of(a).mem, key_hash, b"x").unwrap()
+            let mut table = e.index.shard(key_hash).table.lock();
+            Index::find(&mut table, |a| &e.tier_of(a).mem, key_hash, b"x")
+                .unwrap()
+                .addr()
         };
         let expiry_s = e
             .dram()

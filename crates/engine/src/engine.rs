@@ -528,7 +528,8 @@ impl Engine {
     /// Which tier a key's item is in now (tests, `me`-style debugging); `None` if absent.
     pub fn tier_of_key(&self, key: &[u8]) -> Option<TierId> {
         let key_hash = self.index.hash(key);
-        let table = self.index.shard(key_hash).table.lock();
-        Index::find(&table, |a| &self.tier_of(a).mem, key_hash, key).map(|a| self.tier_of(a).id)
+        let mut table = self.index.shard(key_hash).table.lock();
+        Index::find(&mut table, |a| &self.tier_of(a).mem, key_hash, key)
+            .map(|item| self.tier_of(item.addr()).id)
     }
 }

@@ -332,8 +332,10 @@ mod tests {
         // A demotion is logged with both tiers.
         let key_hash = e.index.hash(b"k");
         let addr = {
-            let table = e.index.shard(key_hash).table.lock();
-            Index::find(&table, |a| &e.tier_of(a).mem, key_hash, b"k").unwrap()
+            let mut table = e.index.shard(key_hash).table.lock();
+            Index::find(&mut table, |a| &e.tier_of(a).mem, key_hash, b"k")
+                .unwrap()
+                .addr()
         };
         let req = MoveReq::of(&e.dram().mem, addr);
         assert!(e.move_item(req, Direction::ToSlow, ShardLocking::Wait));

@@ -36,6 +36,17 @@ pub struct ServerProcess {
     stderr_file: Option<PathBuf>,
 }
 
+/// Where a started server's stdout and stderr go.
+#[derive(Clone, Copy)]
+enum ServerOutput<'a> {
+    /// stdout dropped, stderr the test's own.
+    Inherit,
+    /// Both into a file of the server's ([`ServerProcess::stderr_text`]), removed on drop.
+    Captured,
+    /// Both appended to the caller's file, which is kept.
+    AppendTo(&'a Path),
+}
+
 impl ServerProcess {
     /// Starts `binary` with `-p <free port> -l 127.0.0.1 -U 0` plus `extra_args`, waits
     /// until it accepts connections (bounded), retrying with another port if the port
@@ -51,7 +62,7 @@ impl ServerProcess {
         extra_args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
     ) -> anyhow::Result<ServerProcess> {
-        Self::start_with(binary, extra_args, env, false)
+        Self::start_with(binary, extra_args, env, ServerOutput::Inherit)
     }
 
     /// [`ServerProcess::start`] with the server's stderr kept in a file, read with
@@ -60,7 +71,7 @@ impl ServerProcess {
         binary: &str,
         extra_args: &[&str],
     ) -> anyhow::Result<ServerProcess> {
-        Self::start_with(binary, extra_args, &[], true)
+        Self::start_with(binary, extra_args, &[], ServerOutput::Captured)
     }
 
     /// [`ServerProcess::fogcached`] with its stderr captured.
@@ -92,16 +103,28 @@ impl ServerProcess {
             .unwrap_or_default()
     }
 
+    /// [`ServerProcess::start_with_env`] with the server's stdout and stderr appended to
+    /// the file `log` (the caller's, kept), for tests that read what the server printed.
+    pub fn start_logging(
+        binary: &str,
+        extra_args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+        log: Option<&Path>,
+    ) -> anyhow::Result<ServerProcess> {
+        let output = log.map_or(ServerOutput::Inherit, ServerOutput::AppendTo);
+        Self::start_with(binary, extra_args, env, output)
+    }
+
     fn start_with(
         binary: &str,
         extra_args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
-        capture_stderr: bool,
+        output: ServerOutput<'_>,
     ) -> anyhow::Result<ServerProcess> {
         let mut last_error = anyhow!("no attempt made");
         for _ in 0..START_ATTEMPTS {
             let port = free_port()?;
-            match Self::start_on(binary, port, extra_args, env, capture_stderr) {
+            match Self::start_on(binary, port, extra_args, env, output) {
                 Ok(server) => return Ok(server),
                 Err(error) => last_error = error,
             }
@@ -114,7 +137,7 @@ impl ServerProcess {
         port: u16,
         extra_args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
-        capture_stderr: bool,
+        output: ServerOutput<'_>,
     ) -> anyhow::Result<ServerProcess> {
         let port_arg = port.to_string();
         let mut command = Command::new(binary);
@@ -129,21 +152,29 @@ impl ServerProcess {
         if let Some(dir) = &data_dir {
             command.arg("--data-dir").arg(dir);
         }
-        let stderr_file = capture_stderr.then(|| {
+        // A captured output goes to a file of this server's, removed with it.
+        let stderr_file = matches!(output, ServerOutput::Captured).then(|| {
             std::env::temp_dir().join(format!("server-stderr-{}-{port}", std::process::id()))
         });
-        let stderr = match &stderr_file {
-            Some(path) => Stdio::from(
-                std::fs::File::create(path)
-                    .with_context(|| format!("creating {}", path.display()))?,
-            ),
-            None => Stdio::inherit(),
-        };
-        command
-            .args(extra_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr);
+        command.args(extra_args).stdin(Stdio::null());
+        match stderr_file.as_deref().or(match output {
+            ServerOutput::AppendTo(path) => Some(path),
+            _ => None,
+        }) {
+            Some(path) => {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .with_context(|| format!("opening {}", path.display()))?;
+                command
+                    .stdout(Stdio::from(file.try_clone()?))
+                    .stderr(Stdio::from(file));
+            }
+            None => {
+                command.stdout(Stdio::null()).stderr(Stdio::inherit());
+            }
+        }
         // Debian's memcached refuses to run as root unless told which user to be.
         if is_root()
             && Path::new(binary)
