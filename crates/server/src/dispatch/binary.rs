@@ -70,9 +70,9 @@ fn execute_timed(session: &mut Session<'_>, request: &BinaryRequest<'_>, consume
 fn execute(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usize) -> Step {
     let header = &request.header;
     let settings = session.settings;
-    if let Some(upstream) = settings.upstream.as_deref() {
+    if settings.upstream.is_some() {
         // The fog layer: writes go to the upstream first.
-        if let Some(step) = super::fog::binary_write(session, upstream, request, consumed) {
+        if let Some(step) = super::fog::binary_write(session, request, consumed) {
             return step;
         }
     }

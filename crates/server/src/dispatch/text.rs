@@ -129,9 +129,9 @@ fn command_kind(request: &TextRequest<'_>) -> CommandKind {
 /// Applies one parsed request; `consumed` is how much input it took.
 fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize) -> Step {
     let settings = session.settings;
-    if let Some(upstream) = settings.upstream.as_deref() {
+    if settings.upstream.is_some() {
         // The fog layer: writes go to the upstream first.
-        if let Some(step) = super::fog::text_write(session, upstream, &request, consumed) {
+        if let Some(step) = super::fog::text_write(session, &request, consumed) {
             return step;
         }
     }

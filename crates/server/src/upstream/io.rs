@@ -5,6 +5,15 @@
 //!   joins the read of the same key already in flight, if any (single flight: N
 //!   concurrent misses of a key make one upstream request); every other request is its
 //!   own flight.
+//! - The writes of a key (and its `gat`s, which write its TTL) are *ordered*: they go out
+//!   on one connection at a time, pipelined in arrival order ([`Line`]), so the upstream
+//!   applies and answers them in that order (as it does a connection's requests), and
+//!   the edge copy is changed here, as each answer comes, before the client gets it
+//!   ([`Io::apply_to_edge`]). A key's next ordered request goes elsewhere only once
+//!   none is outstanding — answered, failed with its connection, or, if it timed out,
+//!   once its late reply came or its connection was closed — and waits meanwhile
+//!   (within its deadline). So the edge's last change of a key is the one for the
+//!   upstream's last write of it, or a removal.
 //! - Each server has a pool of at most `--upstream-conns` connections in this loop, each
 //!   pipelined (replies come back in request order; up to [`PIPELINE_DEPTH_MAX`]
 //!   outstanding). A new connection first sends `mn` to learn whether the server speaks
@@ -13,7 +22,8 @@
 //!   A flight past it fails alone: its waiters get a timeout, and its place on the
 //!   connection is kept, *abandoned* — a pipelined stream cannot skip a reply, so the late
 //!   reply is read in its turn and dropped (a late write's reply removes the edge copy of
-//!   its key once more) and the requests behind it get theirs. A connection with an
+//!   its key once more, and only then may the key's next write go out) and the requests
+//!   behind it get theirs. A connection with an
 //!   abandoned request takes no new ones (they wait for another connection, or for it to
 //!   catch up); it is closed only when no reply came on it for one more timeout after
 //!   the abandonment (stuck: a server that stopped answering).
@@ -22,8 +32,9 @@
 //!   the loops): for `--upstream-retry-ms` its requests fail at once (a read as a miss),
 //!   then the next request tries a connection again; any reply closes it.
 //! - A read's reply is stored at the edge here (`Add`, with the upstream's flags, CAS and
-//!   capped TTL) before the waiting connections get it — unless a write of that key
-//!   completed while the read was in flight (the read may have seen the old value).
+//!   capped TTL) before the waiting connections get it — unless an ordered request of
+//!   that key ended while the read was in flight (the read may have seen the old value;
+//!   the read is then *poisoned*, and later reads do not join it).
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
@@ -38,7 +49,10 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use protocol::client::{self, Dialect, Expect, ReplyParse};
 
 use super::breaker::Tripped;
-use super::{Delivery, Failure, Fetched, Op, Reply, Request, Route, Submission, Upstream};
+use super::{
+    now_unix_s, Delivery, Failure, Fetched, Op, Reply, Request, Route, StoreKind, Submission,
+    Upstream, WriteMode,
+};
 
 const WAKER_TOKEN: Token = Token(0);
 /// Requests outstanding on one connection at most.
@@ -85,7 +99,12 @@ pub(super) fn run(poll: Poll, upstream: Arc<Upstream>, shard: usize, engine: Arc
         free_conns: Vec::new(),
         flights: HashMap::new(),
         reads_by_key: HashMap::new(),
+        lines: HashMap::new(),
+        waiting: 0,
+        to_advance: Vec::new(),
+        to_pump: Vec::new(),
         next_flight: 1,
+        next_conn_serial: 1,
         to_wake: Vec::new(),
         unflushed: Vec::new(),
     };
@@ -120,10 +139,11 @@ enum Awaiting {
     Probe,
     Flight(FlightId),
     /// A flight that timed out (`since` then): its reply is read in its turn and
-    /// dropped. A write keeps its key: its late reply removes the edge copy again (the
-    /// write may have happened after a read filled the edge).
+    /// dropped. An ordered request keeps its key, and its place in the key's [`Line`]:
+    /// its late reply removes the edge copy again (it may have happened after a read
+    /// filled the edge), then lets the key's next ordered request go out.
     Abandoned {
-        write_key: Option<Vec<u8>>,
+        line_key: Option<Vec<u8>>,
         since: Instant,
     },
 }
@@ -137,6 +157,8 @@ struct Sent {
 
 struct Conn {
     server: usize,
+    /// Tells this connection from a later one in the same slot.
+    serial: u64,
     stream: TcpStream,
     state: ConnState,
     out: Vec<u8>,
@@ -149,6 +171,12 @@ struct Conn {
     abandoned: usize,
     /// When a reply last came (or the connection opened).
     last_reply: Instant,
+    /// A request was sent with an earlier deadline than one before it (an ordered
+    /// request that waited for its turn): deadlines do not grow along `sent`, every
+    /// entry must be looked at. Cleared when `sent` empties.
+    deadlines_unordered: bool,
+    /// Keys whose ordered requests wait for room on this connection (their line's).
+    blocked: Vec<Vec<u8>>,
 }
 
 impl Conn {
@@ -171,11 +199,16 @@ impl Conn {
             return Some(deadline);
         }
         let stuck = self.stuck_at(grace);
-        let live = self
+        let mut live = self
             .sent
             .iter()
-            .find(|sent| !matches!(sent.awaiting, Awaiting::Abandoned { .. }))
+            .filter(|sent| !matches!(sent.awaiting, Awaiting::Abandoned { .. }))
             .map(|sent| sent.deadline);
+        let live = if self.deadlines_unordered {
+            live.min()
+        } else {
+            live.next()
+        };
         match (stuck, live) {
             (Some(stuck), Some(live)) => Some(stuck.min(live)),
             (stuck, live) => stuck.or(live),
@@ -187,6 +220,12 @@ impl Conn {
         self.state == ConnState::Ready
             && self.sent.len() < PIPELINE_DEPTH_MAX
             && self.out.len() < OUTPUT_FULL_BYTES
+    }
+
+    /// Whether a request may be sent on it now: room, and no late reply awaited (a
+    /// request behind one would wait for a reply that may never come).
+    fn takes_requests(&self) -> bool {
+        self.has_room() && self.abandoned == 0
     }
 }
 
@@ -202,11 +241,42 @@ struct Flight {
     waiters: Vec<Waiter>,
     started: Instant,
     deadline: Instant,
-    /// A write of the key completed while this read was in flight: do not store its
-    /// (possibly older) value at the edge.
+    /// An ordered request of the key ended while this read was in flight: do not store
+    /// its (possibly older) value at the edge.
     poisoned: bool,
-    /// In `reads_by_key` (a plain read that others may join).
+    /// A plain read (single flight), which others may join while it is in
+    /// `reads_by_key`; every other request is ordered (its key's [`Line`]).
     joinable: bool,
+    /// Where an ordered request stands in its key's line.
+    turn: Turn,
+}
+
+/// Where an ordered request stands in its key's [`Line`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Turn {
+    /// Not in a line: a plain read, or an ordered request whose place an abandoned
+    /// entry on its connection now holds, or one finished before it had a place.
+    Out,
+    /// In `Line::waiting`: not sent.
+    Waiting,
+    /// Counted in `Line::outstanding`: in the server's backlog or sent.
+    Outstanding,
+}
+
+/// The ordered requests (writes, `gat`s) of one key not yet finished. Those sent are
+/// all on one connection, in arrival order: the upstream applies and answers a
+/// connection's requests in order, so the edge sees their outcomes in the order the
+/// upstream applied them.
+#[derive(Default)]
+struct Line {
+    /// The connection (slot, serial) its outstanding requests went out on; `None` while
+    /// its one outstanding request waits in the server's backlog.
+    conn: Option<(usize, u64)>,
+    /// Its requests in the backlog or on `conn` whose outcome is not known yet (timed
+    /// out ones included: the upstream may still apply them).
+    outstanding: usize,
+    /// Its requests waiting for their turn, in arrival order.
+    waiting: VecDeque<FlightId>,
 }
 
 /// A reply copied out of a connection's input buffer.
@@ -278,7 +348,16 @@ struct Io {
     flights: HashMap<FlightId, Flight>,
     /// Plain reads in flight, by key (single flight).
     reads_by_key: HashMap<Vec<u8>, FlightId>,
+    /// Keys with ordered requests not finished.
+    lines: HashMap<Vec<u8>, Line>,
+    /// Requests in the lines' `waiting` (when there are any, `expire` looks at them).
+    waiting: usize,
+    /// Lines to move on, and servers whose backlog to pump, once the work at hand is
+    /// done ([`Io::settle`]): not from inside it, so nothing recurses.
+    to_advance: Vec<Vec<u8>>,
+    to_pump: Vec<usize>,
     next_flight: FlightId,
+    next_conn_serial: u64,
     /// Workers with new deliveries this turn.
     to_wake: Vec<Arc<Route>>,
     /// Connections with requests encoded this turn, written at its end.
@@ -319,7 +398,14 @@ impl Io {
             }
             more_submissions = self.take_submissions();
             self.expire(Instant::now());
-            self.flush();
+            // A failed send ends requests, which may let others go: until nothing moves.
+            loop {
+                self.settle();
+                self.flush();
+                if self.to_advance.is_empty() && self.to_pump.is_empty() {
+                    break;
+                }
+            }
             self.wake_workers();
         }
     }
@@ -336,7 +422,13 @@ impl Io {
             .iter()
             .filter_map(|server| server.backlog.front())
             .filter_map(|id| self.flights.get(id).map(|flight| flight.deadline));
-        conns.chain(backlogs).min()
+        // Looked at only when some wait: most keys have no line, most lines no waiting.
+        let waiting = (self.waiting > 0)
+            .then(|| self.lines.values().flat_map(|line| line.waiting.iter()))
+            .into_iter()
+            .flatten()
+            .filter_map(|id| self.flights.get(id).map(|flight| flight.deadline));
+        conns.chain(backlogs).chain(waiting).min()
     }
 
     fn take_submissions(&mut self) -> bool {
@@ -408,6 +500,7 @@ impl Io {
         if joinable {
             self.reads_by_key.insert(request.key.clone(), id);
         }
+        let key = (!joinable).then(|| request.key.clone());
         self.flights.insert(
             id,
             Flight {
@@ -418,6 +511,7 @@ impl Io {
                 deadline: submitted + self.timeout,
                 poisoned: false,
                 joinable,
+                turn: Turn::Out,
             },
         );
         if self.upstream.breaker(server).is_open() {
@@ -425,8 +519,142 @@ impl Io {
             self.finish(id, Reply::Failed(Failure::Unavailable));
             return;
         }
+        if let Some(key) = key {
+            // Ordered: behind the key's unfinished ones, if any (a line exists while it
+            // has some).
+            let flight = self.flights.get_mut(&id);
+            if let Some(line) = self.lines.get_mut(&key) {
+                line.waiting.push_back(id);
+                self.waiting += 1;
+                if let Some(flight) = flight {
+                    flight.turn = Turn::Waiting;
+                }
+                // Straight onto its line's connection if that takes it.
+                self.advance(&key);
+                return;
+            }
+            if let Some(flight) = flight {
+                flight.turn = Turn::Outstanding;
+            }
+            self.lines.insert(
+                key,
+                Line {
+                    conn: None,
+                    outstanding: 1,
+                    waiting: VecDeque::new(),
+                },
+            );
+        }
         self.servers[server].backlog.push_back(id);
         self.pump(server);
+    }
+
+    /// Moves key `key`'s waiting requests on as far as they may go: behind its
+    /// outstanding ones on their connection while it takes requests, or, when none is
+    /// outstanding, the first one into the server's backlog (the others follow it once
+    /// it is sent). Ends the line when nothing is left in it.
+    fn advance(&mut self, key: &[u8]) {
+        loop {
+            let Some(line) = self.lines.get_mut(key) else {
+                return;
+            };
+            let Some(&id) = line.waiting.front() else {
+                if line.outstanding == 0 {
+                    self.lines.remove(key);
+                }
+                return;
+            };
+            if line.outstanding == 0 {
+                line.waiting.pop_front();
+                self.waiting -= 1;
+                let Some(flight) = self.flights.get_mut(&id) else {
+                    debug_assert!(false, "a finished request waiting in its line");
+                    continue;
+                };
+                let server = flight.server;
+                if self.upstream.breaker(server).is_open() {
+                    flight.turn = Turn::Out;
+                    let stats = &self.upstream.stats;
+                    stats.breaker_rejects.fetch_add(1, Ordering::Relaxed);
+                    self.finish(id, Reply::Failed(Failure::Unavailable));
+                    continue;
+                }
+                flight.turn = Turn::Outstanding;
+                line.outstanding = 1;
+                line.conn = None;
+                self.servers[server].backlog.push_back(id);
+                if !self.to_pump.contains(&server) {
+                    self.to_pump.push(server);
+                }
+                return;
+            }
+            // Its first outstanding request is still in the backlog: the pump that
+            // sends it moves the line on.
+            let Some((slot, serial)) = line.conn else {
+                return;
+            };
+            match self.conns.get_mut(slot).and_then(Option::as_mut) {
+                Some(conn) if conn.serial == serial => {
+                    if !conn.takes_requests() {
+                        // Moved on when it has caught up (`take_replies`).
+                        if !conn.blocked.iter().any(|k| k == key) {
+                            conn.blocked.push(key.to_vec());
+                        }
+                        return;
+                    }
+                }
+                // The connection is gone; its requests end (and leave the line) in the
+                // same step (`drop_conn`), before lines move on.
+                _ => {
+                    debug_assert!(false, "a line on a closed connection");
+                    return;
+                }
+            }
+            line.waiting.pop_front();
+            self.waiting -= 1;
+            line.outstanding += 1;
+            if let Some(flight) = self.flights.get_mut(&id) {
+                flight.turn = Turn::Outstanding;
+            }
+            if self.send(slot, id).is_err() {
+                self.finish(id, Reply::Failed(Failure::Unsupported));
+            }
+        }
+    }
+
+    /// Counts one of `key`'s outstanding ordered requests as ended (answered, failed,
+    /// or its late reply come): the line moves on in [`Io::settle`].
+    fn release(&mut self, key: &[u8]) {
+        let Some(line) = self.lines.get_mut(key) else {
+            debug_assert!(false, "an ordered request without its line");
+            return;
+        };
+        debug_assert!(line.outstanding > 0, "a line released more than it sent");
+        line.outstanding -= 1;
+        if line.outstanding > 0 {
+            // Still on its connection; the waiting ones follow when it has room.
+            return;
+        }
+        line.conn = None;
+        if line.waiting.is_empty() {
+            self.lines.remove(key);
+        } else {
+            self.to_advance.push(key.to_vec());
+        }
+    }
+
+    /// Moves on the lines and pumps the backlogs that the work just done let go, until
+    /// none is left (each step may let others go).
+    fn settle(&mut self) {
+        loop {
+            if let Some(key) = self.to_advance.pop() {
+                self.advance(&key);
+            } else if let Some(server) = self.to_pump.pop() {
+                self.pump(server);
+            } else {
+                return;
+            }
+        }
     }
 
     /// Moves the server's backlog onto connections with room, opening connections up to
@@ -470,29 +698,58 @@ impl Io {
                 break;
             };
             self.servers[server].backlog.pop_front();
-            let dialect = self.servers[server].dialect.unwrap_or(Dialect::Meta);
-            let (Some(flight), Some(conn)) = (self.flights.get(&id), self.conns[slot].as_mut())
-            else {
-                continue;
-            };
-            let encoded = client::encode(dialect, &flight.request.wire(), &mut conn.out);
-            match encoded {
-                Ok(expect) => {
-                    conn.sent.push_back(Sent {
-                        awaiting: Awaiting::Flight(id),
-                        expect,
-                        deadline: flight.deadline,
-                    });
-                    self.upstream.stats.servers[server]
-                        .requests
-                        .fetch_add(1, Ordering::Relaxed);
-                    if !self.unflushed.contains(&slot) {
-                        self.unflushed.push(slot);
-                    }
-                }
-                Err(_) => self.finish(id, Reply::Failed(Failure::Unsupported)),
+            if self.send(slot, id).is_err() {
+                self.finish(id, Reply::Failed(Failure::Unsupported));
             }
         }
+    }
+
+    /// Encodes flight `id` on connection `slot` (written at the turn's end). The
+    /// first sent request of a line ties the line to the connection, and the requests
+    /// waiting in it follow ([`Io::settle`]).
+    fn send(&mut self, slot: usize, id: FlightId) -> Result<(), client::Unencodable> {
+        let (Some(flight), Some(conn)) = (self.flights.get(&id), self.conns[slot].as_mut()) else {
+            debug_assert!(
+                false,
+                "sending a finished request or on a closed connection"
+            );
+            return Ok(());
+        };
+        let server = conn.server;
+        let dialect = self.servers[server].dialect.unwrap_or(Dialect::Meta);
+        let expect = client::encode(dialect, &flight.request.wire(), &mut conn.out)?;
+        if conn
+            .sent
+            .back()
+            .is_some_and(|last| last.deadline > flight.deadline)
+        {
+            conn.deadlines_unordered = true;
+        }
+        conn.sent.push_back(Sent {
+            awaiting: Awaiting::Flight(id),
+            expect,
+            deadline: flight.deadline,
+        });
+        self.upstream.stats.servers[server]
+            .requests
+            .fetch_add(1, Ordering::Relaxed);
+        if !self.unflushed.contains(&slot) {
+            self.unflushed.push(slot);
+        }
+        if flight.turn == Turn::Outstanding {
+            if let Some(line) = self.lines.get_mut(&flight.request.key) {
+                debug_assert!(
+                    line.conn
+                        .is_none_or(|(s, serial)| (s, serial) == (slot, conn.serial)),
+                    "a line on two connections"
+                );
+                line.conn = Some((slot, conn.serial));
+                if !line.waiting.is_empty() {
+                    self.to_advance.push(flight.request.key.clone());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Writes what this turn encoded: one send per connection for all the requests the
@@ -535,8 +792,11 @@ impl Io {
             self.server_failed(server, true);
             return;
         }
+        let serial = self.next_conn_serial;
+        self.next_conn_serial += 1;
         self.conns[slot] = Some(Conn {
             server,
+            serial,
             stream,
             state: ConnState::Connecting {
                 deadline: Instant::now() + self.timeout,
@@ -547,6 +807,8 @@ impl Io {
             sent: VecDeque::new(),
             abandoned: 0,
             last_reply: Instant::now(),
+            deadlines_unordered: false,
+            blocked: Vec::new(),
         });
         self.servers[server].conns.push(slot);
     }
@@ -718,13 +980,16 @@ impl Io {
         if !replies.is_empty() {
             if let Some(conn) = self.conns[slot].as_mut() {
                 conn.last_reply = Instant::now();
+                if conn.sent.is_empty() {
+                    conn.deadlines_unordered = false;
+                }
             }
             self.server_answered(server);
         }
         for (sent, wire) in replies {
             match sent.awaiting {
                 Awaiting::Flight(id) => self.complete(id, wire),
-                Awaiting::Abandoned { write_key, .. } => {
+                Awaiting::Abandoned { line_key, .. } => {
                     if let Some(conn) = self.conns[slot].as_mut() {
                         debug_assert!(conn.abandoned > 0, "an abandoned reply not counted");
                         conn.abandoned -= 1;
@@ -733,8 +998,9 @@ impl Io {
                         .stats
                         .late_replies
                         .fetch_add(1, Ordering::Relaxed);
-                    if let Some(key) = write_key {
+                    if let Some(key) = line_key {
                         self.forget_edge_copy(&key);
+                        self.release(&key);
                     }
                 }
                 Awaiting::Probe => {
@@ -755,9 +1021,15 @@ impl Io {
         }
         if malformed {
             self.drop_conn(slot, Failure::Protocol, true);
-        } else {
-            self.pump(server);
+            return;
         }
+        // Caught up: the lines waiting for room here move on first.
+        if let Some(conn) = self.conns[slot].as_mut() {
+            if conn.takes_requests() && !conn.blocked.is_empty() {
+                self.to_advance.append(&mut conn.blocked);
+            }
+        }
+        self.pump(server);
     }
 
     /// Turns the upstream's reply to flight `id` into the edge's [`Reply`].
@@ -850,12 +1122,81 @@ impl Io {
     /// upstream after the read, or after the copy was filled).
     fn forget_edge_copy(&mut self, key: &[u8]) {
         self.engine.unlink_key(key);
-        if let Some(read) = self
-            .reads_by_key
-            .get(key)
-            .and_then(|read| self.flights.get_mut(read))
-        {
-            read.poisoned = true;
+        self.poison_read(key);
+    }
+
+    /// Keeps the read of `key` in flight, if any, from storing its value (it may have
+    /// seen the value before an ordered request that just ended), and lets later reads
+    /// ask again rather than join it (a client that got its write's reply must not be
+    /// answered with the value from before it).
+    fn poison_read(&mut self, key: &[u8]) {
+        if let Some(read) = self.reads_by_key.remove(key) {
+            if let Some(read) = self.flights.get_mut(&read) {
+                read.poisoned = true;
+            }
+        }
+    }
+
+    /// Changes the edge copy of an ordered request's key for its outcome `reply`. Runs
+    /// in the order the upstream applied the key's ordered requests, before the client
+    /// gets the reply (so it reads its own write at the edge). In write-through mode a
+    /// whole-value store the upstream reports with its new CAS is kept at the edge with
+    /// that CAS (so a `gets` at the edge returns a CAS the upstream accepts) and the
+    /// capped TTL; a touch, and a `gat` that found the item (its value was filled in
+    /// [`Io::complete`], in both modes: a `gat` is a read), retime the edge copy;
+    /// everything else — appends, counters, deletes, refusals, failures (the write may
+    /// still have happened), every write in invalidate mode — removes it, so the next
+    /// read fetches the upstream's value.
+    fn apply_to_edge(&self, request: &Request, reply: &Reply) {
+        let through = self.upstream.config.writes == WriteMode::Through;
+        let key = &request.key[..];
+        let kept = match (&request.op, reply) {
+            (
+                Op::Store {
+                    kind: StoreKind::Set | StoreKind::Add | StoreKind::Replace,
+                    client_flags,
+                    exptime,
+                    value,
+                    ..
+                },
+                Reply::Done { cas: Some(cas) },
+            ) if through => self
+                .upstream
+                .edge_exptime(*exptime, now_unix_s())
+                .is_some_and(|edge_exptime| {
+                    let mut options =
+                        StoreOptions::new(StoreMode::Set, *client_flags, edge_exptime);
+                    options.new_cas = Some(*cas);
+                    matches!(
+                        self.engine.store(key, value, &options),
+                        StoreOutcome::Stored { .. }
+                    )
+                }),
+            (Op::Touch { exptime }, Reply::Done { .. }) if through => self.retime(key, *exptime),
+            (
+                Op::Get {
+                    touch_exptime: Some(exptime),
+                },
+                Reply::Hit(_),
+            ) => self.retime(key, *exptime),
+            _ => false,
+        };
+        if !kept {
+            // Not counted as a delete: the client did not delete anything at the edge.
+            self.engine.unlink_key(key);
+        }
+    }
+
+    /// Gives the edge copy of `key` (if any) the TTL a client's `exptime` sets,
+    /// capped; `false` when the edge should keep no copy.
+    fn retime(&self, key: &[u8], exptime: i64) -> bool {
+        match self.upstream.edge_exptime(exptime, now_unix_s()) {
+            Some(edge_exptime) => {
+                // No edge copy to retime is fine too.
+                let _ = self.engine.touch(key, edge_exptime);
+                true
+            }
+            None => false,
         }
     }
 
@@ -881,18 +1222,29 @@ impl Io {
                 stats.record_latency(flight.server, flight.started.elapsed());
             }
         }
-        if flight.joinable && self.reads_by_key.get(&flight.request.key) == Some(&id) {
-            self.reads_by_key.remove(&flight.request.key);
+        let key = &flight.request.key;
+        if flight.joinable && self.reads_by_key.get(key) == Some(&id) {
+            self.reads_by_key.remove(key);
         }
-        if !flight.request.is_read() {
-            // A read of this key still in flight may have seen the value before this
-            // write: its answer goes to its readers but not into the edge.
-            if let Some(read) = self
-                .reads_by_key
-                .get(&flight.request.key)
-                .and_then(|read| self.flights.get_mut(read))
-            {
-                read.poisoned = true;
+        if !flight.joinable {
+            // An ordered request: its edge change, in the order the upstream applied
+            // the key's (a read still in flight may have seen the value before it: its
+            // answer goes to its readers but not into the edge), then its place.
+            self.poison_read(key);
+            self.apply_to_edge(&flight.request, &reply);
+            match flight.turn {
+                Turn::Outstanding => self.release(key),
+                Turn::Waiting => {
+                    // Never sent: it leaves its line, which ends if that was all.
+                    if let Some(line) = self.lines.get_mut(key) {
+                        line.waiting.retain(|&waiting| waiting != id);
+                        self.waiting -= 1;
+                        if line.outstanding == 0 && line.waiting.is_empty() {
+                            self.lines.remove(key);
+                        }
+                    }
+                }
+                Turn::Out => {}
             }
         }
         let reply = Arc::new(reply);
@@ -955,19 +1307,27 @@ impl Io {
                 let Awaiting::Flight(id) = sent.awaiting else {
                     continue;
                 };
-                // Deadlines grow along the connection (but for requests of different
-                // workers submitted at nearly the same time): the first one not yet due
-                // ends the scan.
                 if sent.deadline > now {
+                    // Deadlines grow along the connection (but for requests of
+                    // different workers submitted at nearly the same time, and ordered
+                    // requests that waited for their turn): the first one not yet due
+                    // ends the scan, unless they are known not to.
+                    if conn.deadlines_unordered {
+                        continue;
+                    }
                     break;
                 }
-                let write_key = self
+                // An ordered request's place in its line passes to the abandoned entry.
+                let line_key = self
                     .flights
-                    .get(&id)
-                    .filter(|flight| !flight.request.is_read())
-                    .map(|flight| flight.request.key.clone());
+                    .get_mut(&id)
+                    .filter(|flight| !flight.joinable)
+                    .map(|flight| {
+                        flight.turn = Turn::Out;
+                        flight.request.key.clone()
+                    });
                 sent.awaiting = Awaiting::Abandoned {
-                    write_key,
+                    line_key,
                     since: now,
                 };
                 conn.abandoned += 1;
@@ -987,6 +1347,18 @@ impl Io {
                     break;
                 }
                 self.servers[server].backlog.pop_front();
+                self.finish(id, Reply::Failed(Failure::Timeout));
+            }
+        }
+        if self.waiting > 0 {
+            // Never sent: their deadlines apply while they wait for their turn.
+            let late: Vec<FlightId> = self
+                .lines
+                .values()
+                .flat_map(|line| line.waiting.iter().copied())
+                .filter(|id| self.flights.get(id).is_some_and(|f| f.deadline <= now))
+                .collect();
+            for id in late {
                 self.finish(id, Reply::Failed(Failure::Timeout));
             }
         }
@@ -1037,15 +1409,15 @@ impl Io {
                     };
                     self.finish(id, Reply::Failed(failure));
                 }
-                // A write whose outcome will never be known.
+                // An ordered request whose outcome will never be known.
                 Awaiting::Abandoned {
-                    write_key: Some(key),
+                    line_key: Some(key),
                     ..
-                } => self.forget_edge_copy(&key),
-                Awaiting::Abandoned {
-                    write_key: None, ..
+                } => {
+                    self.forget_edge_copy(&key);
+                    self.release(&key);
                 }
-                | Awaiting::Probe => {}
+                Awaiting::Abandoned { line_key: None, .. } | Awaiting::Probe => {}
             }
         }
         if !idle_close {

@@ -6,16 +6,20 @@
 //!   and remaining TTL (capped by `--upstream-ttl-max`), and answered; the client sees one
 //!   round trip to the edge.
 //! - **Writes** go to the upstream first; the edge copy is updated (`--upstream-writes
-//!   through`) or removed (`invalidate`) only once the upstream answered, and the client
-//!   gets the upstream's answer.
+//!   through`) or removed (`invalidate`) only once the upstream answered — by the key's
+//!   upstream loop, in the order the upstream applied the key's writes, before the
+//!   client gets the upstream's answer — so the edge's copy of a key ends as the
+//!   upstream's last value of it, or absent, whatever the writes' interleaving and
+//!   failures (`io.rs`: a key's writes go out on one connection at a time, in order).
 //!
 //! How it runs. The upstream sockets belong to `--upstream-threads` upstream loops (one
 //! per two worker threads by default; `io.rs`: a mio loop each, with its own bounded,
 //! pipelined pool of connections per upstream server, single flight, per-request
 //! timeouts). Keys are split among the loops by a hash of the key, so every request for
-//! one key — the reads that share a single flight and the writes that must overtake
-//! them — meets in one loop, and the fills (edge stores) spread over the loops as the
-//! workers' requests spread over the workers. The circuit breaker of each upstream server
+//! one key — the reads that share a single flight and the writes, which are kept in
+//! order and spoil the reads they overtake — meets in one loop, and the edge stores
+//! (fills and written values) spread over the loops as the workers' requests spread
+//! over the workers. The circuit breaker of each upstream server
 //! is shared by the loops ([`Breaker`]). A worker never waits for a loop: a dispatcher
 //! that needs the upstream returns [`crate::session::Step::Upstream`]; the connection
 //! keeps the request at the front of its input and parks ([`Parking`]); the worker hands
