@@ -9,7 +9,8 @@
 #   OUT         output directory (default target/soak-<date>)
 #   FOGCACHED   server binary (default target/release/fogcached)
 #   FOGBENCH    load generator (default target/release/fogbench)
-#   POLICY      --policy of the server (default dual-lru)
+#   POLICY      --policy of the server (default: none given, so the server's default,
+#               hotspot)
 #   KEYS        distinct keys (default 40000: about 80 MB of values, more than the 8 MiB
 #               DRAM tier and less than both tiers, so items live in both and move)
 #   CONNECTIONS client connections (default 32)
@@ -33,7 +34,9 @@ duration_s="${DURATION:-3600}"
 out="${OUT:-target/soak-$(date -u +%Y%m%dT%H%M%S)}"
 fogcached="${FOGCACHED:-target/release/fogcached}"
 fogbench="${FOGBENCH:-target/release/fogbench}"
-policy="${POLICY:-dual-lru}"
+policy="${POLICY:-}"
+policy_args=()
+[ -n "$policy" ] && policy_args=(--policy "$policy")
 keys="${KEYS:-40000}"
 connections="${CONNECTIONS:-32}"
 sample_s="${SAMPLE_S:-10}"
@@ -47,7 +50,7 @@ data_dir="$(mktemp -d /tmp/fogcached-soak-XXXXXX)"
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 
 nice -n 19 "$fogcached" -p "$port" -l 127.0.0.1 -t 2 --dram 8 --slow-size 96m \
-    --data-dir "$data_dir" --policy "$policy" 2>"$out/server.log" &
+    --data-dir "$data_dir" "${policy_args[@]}" 2>"$out/server.log" &
 server_pid=$!
 sampler_pid=""
 cleanup() {
@@ -92,7 +95,7 @@ stats >"$out/stats-start.txt"
 ) >"$out/rss.csv" &
 sampler_pid=$!
 
-echo "soak: ${duration_s}s, $keys keys, $connections connections, policy $policy, output $out"
+echo "soak: ${duration_s}s, $keys keys, $connections connections, policy ${policy:-the default (hotspot)}, output $out"
 status=0
 nice -n 19 "$fogbench" run --server "127.0.0.1:$port" --load --verify --keys "$keys" \
     --value-size 64-4096 --distribution zipf --get-ratio 0.8 --duration-s "$duration_s" \

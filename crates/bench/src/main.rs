@@ -1,4 +1,5 @@
 //! `fogbench`: command-line front end of the load generator.
+#![forbid(unsafe_code)]
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -33,6 +34,31 @@ enum Command {
     /// Re-run a seed paper's experiment: start every server it needs on loopback, run
     /// the load, stop them, and write a report directory (REPORT.md, SVG plots, raw JSON).
     Reproduce(ReproduceArgs),
+    /// A delay line on loopback (the edge-cloud experiment's "cloud 1 ms away"): forwards
+    /// to --target, holding every byte --one-way-us each way; prints its address, then
+    /// runs until killed.
+    DelayLine(DelayLineArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct DelayLineArgs {
+    /// Where to forward, host:port.
+    #[arg(long)]
+    target: std::net::SocketAddr,
+    /// Delay of each direction, in microseconds.
+    #[arg(long, default_value_t = 500)]
+    one_way_us: u64,
+}
+
+fn delay_line(args: &DelayLineArgs) -> anyhow::Result<bool> {
+    let proxy = delay_proxy::DelayProxy::start(
+        args.target,
+        std::time::Duration::from_micros(args.one_way_us),
+    )?;
+    println!("{}", proxy.addr());
+    loop {
+        std::thread::park();
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -382,6 +408,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Command::Run(args) => run(args),
         Command::Reproduce(args) => reproduce(args),
+        Command::DelayLine(args) => delay_line(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

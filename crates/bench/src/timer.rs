@@ -39,9 +39,8 @@ impl PreciseTimer {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: `raw` is a fresh descriptor that nothing else owns.
-        Ok(PreciseTimer {
-            fd: unsafe { OwnedFd::from_raw_fd(raw) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        Ok(PreciseTimer { fd })
     }
 
     /// Fires once, `after` from now (at least 1 ns: a zero value would disarm it).

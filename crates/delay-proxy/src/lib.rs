@@ -5,6 +5,7 @@
 //! It is a delay line, not a store-and-forward hop: bytes read at time t are written at
 //! t + delay, so pipelined requests stay pipelined and throughput is not capped by the
 //! delay.
+#![forbid(unsafe_code)]
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};

@@ -7,6 +7,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::engine::Engine;
+use crate::events::{kind, EventWhat};
 use crate::lru::COLD;
 use crate::policy::Policy;
 
@@ -50,6 +51,20 @@ struct ClassInfo {
 }
 
 impl Engine {
+    /// Moves a DRAM page the automover chose, telling `watch sysevents` first, as
+    /// memcached logs its automover's decisions (`type=slab_move src=<c> dst=<c>`, dst 0:
+    /// back to the free pool), whether or not the move then finds a page to take.
+    fn automove_page(&self, src: usize, dst: usize) -> bool {
+        if self.events.wants(kind::SYSTEM) {
+            let what = EventWhat::SlabMove {
+                src: src as u32,
+                dst: dst as u32,
+            };
+            self.events.record(kind::SYSTEM, b"", what);
+        }
+        self.move_page(self.dram(), src, dst)
+    }
+
     /// One step of the slab automover (call once per second). Returns whether a page
     /// was moved (at most one per step). Rules (memcached's `slab_automove=1`,
     /// simplified):
@@ -72,7 +87,7 @@ impl Engine {
         }
         let tier = self.dram();
         if let Some(plan) = self.policy.plan_page_move(self) {
-            return plan.is_some_and(|(src, dst)| self.move_page(tier, src, dst));
+            return plan.is_some_and(|(src, dst)| self.automove_page(src, dst));
         }
         let tiered = self.page_moves_demote(tier);
         let now = self.now_s();
@@ -95,7 +110,7 @@ impl Engine {
             });
         }
         if let Some(class_id) = (1..=large).find(|&c| info[c].spare_page) {
-            return self.move_page(tier, class_id, 0);
+            return self.automove_page(class_id, 0);
         }
         let window = if mode == 2 { 1 } else { AUTOMOVE_WINDOW };
         // A donor keeps one page in DRAM-only mode (memcached); with a slow tier its
@@ -155,7 +170,7 @@ impl Engine {
                 src
             }
         };
-        let moved = self.move_page(tier, src, dst);
+        let moved = self.automove_page(src, dst);
         if moved {
             // Start a new window so one burst of need moves one page per window.
             let mut am = self.automove.lock();

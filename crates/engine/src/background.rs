@@ -136,7 +136,9 @@ impl Engine {
                 ));
             }
         }
-        if self.config.lru_crawler {
+        // Started even with `-o no_lru_crawler`, so that `lru_crawler enable` can turn
+        // it on at run time; while disabled it only wakes to look at the flag.
+        {
             let engine = Arc::clone(self);
             let stop = Arc::clone(&stop);
             handles.extend(spawn(
@@ -147,7 +149,9 @@ impl Engine {
                         if stop.load(Ordering::Relaxed) {
                             break;
                         }
-                        engine.lru_crawler_tick();
+                        if engine.lru_crawler_enabled() {
+                            engine.lru_crawler_tick();
+                        }
                     }
                 }),
             ));

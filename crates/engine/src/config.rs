@@ -50,6 +50,19 @@ pub struct EngineConfig {
     pub slab_automove: u32,
     /// `-o hashpower`: log2 of the initial number of index buckets.
     pub hashpower_initial: u32,
+    /// `-o slab_sizes=<a>-<b>-...`: the chunk sizes of the classes (ascending, each
+    /// rounded up to 8 bytes), instead of the ones `-f` and `-n` make; `slab_chunk_max`
+    /// is the class after them, as in memcached.
+    pub slab_sizes: Option<Vec<usize>>,
+    /// `-o lru_crawler_sleep` (and `lru_crawler sleep`): microseconds the crawler
+    /// pauses after every [`CRAWLER_ITEMS_PER_SLEEP`] items it walks; 0 = never.
+    pub lru_crawler_sleep_us: u32,
+    /// `-o lru_crawler_tocrawl` (and `lru_crawler tocrawl`): items a pass walks at most
+    /// per LRU segment of a class, from its tail; 0 = all of them.
+    pub lru_crawler_tocrawl: u32,
+    /// `-o track_sizes` (and `stats sizes_enable`): `stats sizes` lists the histogram of
+    /// item sizes.
+    pub track_sizes: bool,
     /// `--slow-size`, `--slow-path`, `--slow-numa-node`, `--slow-cost`: the slow tier's
     /// region; `None` (or a size under one slab page) is DRAM only. `memory_limit_bytes`
     /// is the DRAM tier (`--dram`, `-m`); 0 with a slow tier is slow-tier only.
@@ -201,6 +214,14 @@ impl Durability {
 /// saturate at 31, so a sixth queue ([32, 64)) would never hold an item.
 pub const MQ_QUEUES_MAX: usize = 5;
 
+/// Items the crawler walks between two pauses of `lru_crawler_sleep_us` (memcached's
+/// `crawls_persleep`).
+pub const CRAWLER_ITEMS_PER_SLEEP: u64 = 1000;
+/// The longest crawler pause memcached accepts: one second.
+pub const CRAWLER_SLEEP_MAX_US: u32 = 1_000_000;
+/// memcached aligns every chunk size to this.
+pub const CHUNK_ALIGN_BYTES: usize = 8;
+
 /// Bounds of the migration knobs (a queue or thread count outside them is a typo).
 pub const MOVE_QUEUE_MAX_LIMIT: usize = 1 << 20;
 pub const MIGRATION_THREADS_MAX: usize = 64;
@@ -243,6 +264,10 @@ impl Default for EngineConfig {
             slab_reassign: true,
             slab_automove: 1,
             hashpower_initial: 16,
+            slab_sizes: None,
+            lru_crawler_sleep_us: 100,
+            lru_crawler_tocrawl: 0,
+            track_sizes: false,
             slow_tier: None,
             policy: PlacementPolicy::DualLru,
             migration_enabled: true,
@@ -279,6 +304,11 @@ pub enum ConfigError {
     SlabAutomove(u32),
     #[error("hashpower must be between 12 and 32, got {0}")]
     Hashpower(u32),
+    /// `-o slab_sizes`, in memcached's words.
+    #[error("{0}")]
+    SlabSizes(String),
+    #[error("LRU crawler sleep must be between 0 and 1 second")]
+    CrawlerSleep(u32),
     #[error("cannot reserve the cache memory: {0}")]
     Memory(String),
     #[error("cannot open the slow tier: {0}")]
@@ -329,6 +359,12 @@ impl EngineConfig {
         if !(12..=32).contains(&self.hashpower_initial) {
             return Err(ConfigError::Hashpower(self.hashpower_initial));
         }
+        if let Some(sizes) = &self.slab_sizes {
+            self.check_slab_sizes(sizes)?;
+        }
+        if self.lru_crawler_sleep_us > CRAWLER_SLEEP_MAX_US {
+            return Err(ConfigError::CrawlerSleep(self.lru_crawler_sleep_us));
+        }
         if self.move_queue_max == 0 || self.move_queue_max > MOVE_QUEUE_MAX_LIMIT {
             return Err(ConfigError::MoveQueueMax(self.move_queue_max));
         }
@@ -352,6 +388,37 @@ impl EngineConfig {
             if got > limit {
                 return Err(ConfigError::TierTooLarge { got, limit });
             }
+        }
+        Ok(())
+    }
+
+    /// memcached's checks of `-o slab_sizes` (`_parse_slab_sizes`): each size between
+    /// `-n` and `slab_chunk_max`, each at least 8 bytes above the one before.
+    fn check_slab_sizes(&self, sizes: &[usize]) -> Result<(), ConfigError> {
+        let refuse = |message: String| Err(ConfigError::SlabSizes(message));
+        // One slot stays for the `slab_chunk_max` class and one for the large class.
+        if sizes.is_empty() {
+            return refuse("slab_sizes needs at least one size".to_owned());
+        }
+        if sizes.len() > SLAB_CLASSES_MAX - 2 {
+            return refuse("too many slab classes specified".to_owned());
+        }
+        let mut last = 0;
+        for &size in sizes {
+            if size < self.chunk_size_min_bytes || size > self.slab_chunk_max_bytes {
+                return refuse(format!("slab size {size} is out of valid range"));
+            }
+            if last >= size {
+                return refuse(format!(
+                    "slab size {size} cannot be lower than or equal to a previous class size"
+                ));
+            }
+            if size <= last + CHUNK_ALIGN_BYTES {
+                return refuse(format!(
+                    "slab size {size} must be at least {CHUNK_ALIGN_BYTES} bytes larger than previous class"
+                ));
+            }
+            last = size;
         }
         Ok(())
     }

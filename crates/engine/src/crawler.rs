@@ -16,10 +16,23 @@
 //! segment restarts from its tail because the item under its cursor moved away and its
 //! budget runs out first: such an item waits for the hourly pass at most (its `get`
 //! misses all the same; only its memory comes back later).
+//!
+//! Pace (memcached's knobs, set by `-o` or at run time): `lru_crawler tocrawl <n>` walks
+//! at most `n` items of each segment per pass, from its tail, so an item further up is
+//! reclaimed only once it reaches the last `n` (its expiry is not seen before);
+//! `lru_crawler sleep <us>` pauses the crawler, no lock held, after every 1 000 items.
+//! `lru_crawler disable` stops the passes (the thread stays, to be enabled again).
+//!
+//! For `watch sysevents`, each segment a pass walked gets memcached's `type=lru_crawler`
+//! line: `low_mark` is the walked items with an expiry / 100 + 1, `next_reclaims` those
+//! of them due within the hour, `since_run` the seconds since the previous pass ended,
+//! `next_run` the seconds until the next is due, `elapsed` the walk's seconds.
 
 use std::sync::atomic::Ordering;
 
+use crate::config::CRAWLER_ITEMS_PER_SLEEP;
 use crate::engine::{Engine, Tier};
+use crate::events::{kind, CrawlerStatus, EventWhat};
 use crate::item::{header_bytes, state, ItemAddr, NIL};
 use crate::lru::SEGMENTS;
 
@@ -60,7 +73,8 @@ impl Engine {
     }
 
     /// One pass of the LRU crawler: checks every item once (bounded by the item counts
-    /// at the start) and reclaims expired and flushed ones. Returns items reclaimed.
+    /// at the start, and by `lru_crawler tocrawl` per segment) and reclaims expired and
+    /// flushed ones. Returns items reclaimed.
     pub fn lru_crawler_step(&self) -> u64 {
         self.rare.lru_crawler_starts.fetch_add(1, Ordering::Relaxed);
         self.rare.lru_crawler_running.store(true, Ordering::Relaxed);
@@ -69,28 +83,71 @@ impl Engine {
             pass_start_s.saturating_add(CRAWL_INTERVAL_MAX_S),
             Ordering::Relaxed,
         );
+        let since_run_s = pass_start_s.saturating_sub(self.crawl_ended_s.load(Ordering::Relaxed));
+        let mut pace = Pace {
+            sleep_us: self.tuning.crawler_sleep_us(),
+            tocrawl: u64::from(self.tuning.crawler_tocrawl()),
+            since_sleep: 0,
+        };
         let mut reclaimed = 0;
+        let mut walked = Vec::new();
         for tier in &self.tiers {
             for class_id in 1..=self.geometry.large {
                 for segment in 0..SEGMENTS {
-                    reclaimed += self.crawl_segment(tier, class_id, segment);
+                    let started_s = self.now_s();
+                    let walk = self.crawl_segment(tier, class_id, segment, &mut pace);
+                    reclaimed += walk.reclaimed;
+                    if walk.examined > 0 && self.events.wants(kind::SYSTEM) {
+                        walked.push((tier.id, class_id, segment, started_s, walk));
+                    }
                 }
             }
         }
+        let end_s = self.now_s();
+        self.crawl_ended_s.store(end_s, Ordering::Relaxed);
         self.rare
             .lru_crawler_running
             .store(false, Ordering::Relaxed);
+        // The lines are recorded once the pass is over, when its next due time is known.
+        let next_run_s = self
+            .crawl_due_s
+            .load(Ordering::Relaxed)
+            .saturating_sub(end_s);
+        for (tier, class_id, segment, started_s, walk) in walked {
+            let status = CrawlerStatus {
+                tier,
+                class_id: class_id as u8,
+                segment: segment as u8,
+                low_mark: walk.expiring / 100 + 1,
+                next_reclaims: walk.expiring_within_hour,
+                since_run_s,
+                next_run_s,
+                elapsed_s: walk.ended_s.saturating_sub(started_s),
+                examined: walk.examined,
+                reclaimed: walk.reclaimed,
+            };
+            self.events
+                .record(kind::SYSTEM, b"", EventWhat::CrawlerStatus(status));
+        }
         reclaimed
     }
 
-    fn crawl_segment(&self, tier: &Tier, class_id: usize, segment: usize) -> u64 {
+    fn crawl_segment(&self, tier: &Tier, class_id: usize, segment: usize, pace: &mut Pace) -> Walk {
         let mem = &tier.mem;
         let mut budget = tier.classes[class_id].0.lock().lru.count[segment];
+        if pace.tocrawl > 0 {
+            budget = budget.min(pace.tocrawl);
+        }
         let mut cursor: ItemAddr = NIL;
         let mut started = false;
-        let mut reclaimed = 0;
+        let mut walk = Walk::default();
         let mut soonest_expiry_s = u32::MAX;
         while budget > 0 {
+            if pace.sleep_us > 0 && pace.since_sleep >= CRAWLER_ITEMS_PER_SLEEP {
+                // No lock is held here: the pause slows only the crawler.
+                pace.since_sleep = 0;
+                std::thread::sleep(std::time::Duration::from_micros(u64::from(pace.sleep_us)));
+            }
             let now = self.now_s();
             let mut cs = tier.classes[class_id].0.lock();
             if !started {
@@ -111,13 +168,15 @@ impl Engine {
             while batch > 0 && budget > 0 && cursor != NIL {
                 batch -= 1;
                 budget -= 1;
+                walk.examined += 1;
+                pace.since_sleep += 1;
                 let h = mem.header(cursor);
                 let prev = h.prev.load(Ordering::Relaxed);
                 cs.stats.crawler_items_checked += 1;
                 mem.charge_header_read(cursor, header_bytes::ALL);
                 if self.dead_reason(h, now).is_some() {
                     if self.reclaim_dead(tier, &mut cs, cursor, true) {
-                        reclaimed += 1;
+                        walk.reclaimed += 1;
                     } else {
                         // Busy now: the next tick's pass tries again.
                         soonest_expiry_s = soonest_expiry_s.min(now.max(1));
@@ -126,6 +185,10 @@ impl Engine {
                     let exptime_s = h.exptime_rel_s.load(Ordering::Relaxed);
                     if exptime_s != 0 {
                         soonest_expiry_s = soonest_expiry_s.min(exptime_s);
+                        walk.expiring += 1;
+                        if exptime_s <= now.saturating_add(CRAWL_INTERVAL_MAX_S) {
+                            walk.expiring_within_hour += 1;
+                        }
                     }
                 }
                 cursor = prev;
@@ -139,14 +202,36 @@ impl Engine {
         } else {
             soonest_expiry_s
         });
-        reclaimed
+        walk.ended_s = self.now_s();
+        walk
     }
+}
+
+/// The crawler's pace over one pass (`lru_crawler sleep`, `lru_crawler tocrawl`).
+struct Pace {
+    sleep_us: u32,
+    /// Items per segment at most; 0 = all.
+    tocrawl: u64,
+    /// Items walked since the last pause.
+    since_sleep: u64,
+}
+
+/// What the walk of one segment saw.
+#[derive(Default)]
+struct Walk {
+    examined: u64,
+    reclaimed: u64,
+    /// Live items with an expiry, and those of them due within the hour.
+    expiring: u64,
+    expiring_within_hour: u64,
+    ended_s: u32,
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::Ordering;
 
+    use super::CRAWL_INTERVAL_MAX_S;
     use crate::api::{StoreMode, StoreOptions, StoreOutcome};
     use crate::clock::ManualClock;
     use crate::config::EngineConfig;
@@ -173,8 +258,10 @@ mod tests {
         assert!(matches!(stored, StoreOutcome::Stored { .. }));
         let key_hash = e.index.hash(b"x");
         let addr = {
-            let table = e.index.shard(key_hash).table.lock();
-            Index::find(&table, |a| &e.tier_of(a).mem, key_hash, b"x").unwrap()
+            let mut table = e.index.shard(key_hash).table.lock();
+            Index::find(&mut table, |a| &e.tier_of(a).mem, key_hash, b"x")
+                .unwrap()
+                .addr()
         };
         let expiry_s = e
             .dram()
@@ -209,5 +296,41 @@ mod tests {
             "the next tick crawls again"
         );
         assert_eq!(e.lru_crawler_step(), 1);
+    }
+
+    /// `lru_crawler tocrawl 3`: a pass walks three items of each segment, from the
+    /// tail; 0 walks them all. Each walked segment gets a `sysevents` line.
+    #[test]
+    fn tocrawl_bounds_a_pass_and_each_walked_segment_is_reported() {
+        use crate::events::{kind, CrawlerStatus, EventWhat};
+        let clock = ManualClock::new(1_700_000_000);
+        let e = Engine::new(EngineConfig::default(), clock.clone()).unwrap();
+        for i in 0..10 {
+            let key = format!("k{i}");
+            let stored = e.store(
+                key.as_bytes(),
+                b"v",
+                &StoreOptions::new(StoreMode::Set, 0, 10),
+            );
+            assert!(matches!(stored, StoreOutcome::Stored { .. }));
+        }
+        clock.advance_s(11);
+        e.set_lru_crawler_tocrawl(3);
+        e.events().set_wanted(kind::SYSTEM);
+        assert_eq!(e.lru_crawler_step(), 3);
+        let mut events = Vec::new();
+        e.events().drain(&mut events, usize::MAX);
+        let statuses: Vec<CrawlerStatus> = events
+            .iter()
+            .filter_map(|ev| match ev.what {
+                EventWhat::CrawlerStatus(status) => Some(status),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(statuses.len(), 1, "{events:?}");
+        assert_eq!((statuses[0].examined, statuses[0].reclaimed), (3, 3));
+        assert_eq!(statuses[0].next_run_s, CRAWL_INTERVAL_MAX_S);
+        e.set_lru_crawler_tocrawl(0);
+        assert_eq!(e.lru_crawler_step(), 7);
     }
 }

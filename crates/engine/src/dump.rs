@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use crate::api::TierId;
 use crate::engine::{Engine, Tier};
-use crate::index::Index;
+use crate::index::{Held, Index};
 use crate::item::{state, ItemAddr, ITEM_HEADER_BYTES, NIL};
 use crate::lru::SEGMENTS;
 
@@ -57,13 +57,13 @@ impl Engine {
         let mut slot = (cursor & u64::from(u32::MAX)) as usize;
         let now = self.now_s();
         while shard_index < self.index.shard_count() {
-            let table = self.index.shard_at(shard_index).table.lock();
+            let mut table = self.index.shard_at(shard_index).table.lock();
             let mut read = 0;
             let mut stopped = false;
-            let next = Index::visit_from(&table, slot, |addr| {
+            let next = Index::visit_from(&mut table, slot, |item| {
                 read += 1;
-                if let Some(item) = self.dump_of(addr, now) {
-                    stopped = !visit(&item.as_dump(self, addr));
+                if let Some(listed) = self.dump_of(item.addr(), now) {
+                    stopped = !visit(&listed.as_dump(self, item));
                 }
                 !stopped && read < DUMP_ITEMS_PER_LOCK
             });
@@ -109,10 +109,12 @@ impl Engine {
                 let h = tier.mem.header(addr);
                 let next = h.next.load(Ordering::Relaxed);
                 let key_hash = h.key_hash.load(Ordering::Relaxed);
-                if let Some(_table) = self.index.shard(key_hash).table.try_lock() {
-                    if let Some(item) = self.dump_of(addr, now) {
+                if let Some(mut table) = self.index.shard(key_hash).table.try_lock() {
+                    // The proof to read its key: a probe of its shard (an admin listing).
+                    let held = Index::held(&mut table, key_hash, addr);
+                    if let (Some(held), Some(listed_item)) = (held, self.dump_of(addr, now)) {
                         listed += 1;
-                        if !visit(&item.as_dump(self, addr)) {
+                        if !visit(&listed_item.as_dump(self, &held)) {
                             return true;
                         }
                     }
@@ -143,15 +145,15 @@ struct Listed<'e> {
 }
 
 impl Listed<'_> {
-    /// The item's facts. The caller holds the item's shard lock.
-    fn as_dump<'k>(&'k self, engine: &Engine, addr: ItemAddr) -> ItemDump<'k> {
+    /// The item's facts, read under its shard lock (`item`).
+    fn as_dump<'k>(&'k self, engine: &Engine, item: &'k Held<'_>) -> ItemDump<'k> {
+        let addr = item.addr();
         let mem = &self.tier.mem;
         let h = mem.header(addr);
         let start_unix_s = engine.clock.start_unix_s();
         let exptime_rel_s = h.exptime_rel_s.load(Ordering::Relaxed);
         ItemDump {
-            // SAFETY: the caller holds the item's shard lock (item.rs invariant 3).
-            key: unsafe { mem.key(addr) },
+            key: mem.key(item),
             value_bytes: h.value_len.load(Ordering::Relaxed),
             total_bytes: h.total_bytes() as u32,
             exptime_unix_s: (exptime_rel_s != 0).then(|| start_unix_s + u64::from(exptime_rel_s)),

@@ -204,6 +204,10 @@ pub struct Engine {
     pub(crate) recovery: Mutex<RecoveryReport>,
     /// Fetches, stores, evictions and moves, recorded only while somebody watches.
     pub(crate) events: EventLog,
+    /// What `lru tune` and `lru_crawler` change at run time.
+    pub(crate) tuning: crate::tuning::Tuning,
+    /// End of the last crawler pass (engine-clock seconds), for its `sysevents` lines.
+    pub(crate) crawl_ended_s: AtomicU32,
 }
 
 impl Engine {
@@ -268,6 +272,7 @@ impl Engine {
         let automove = config.slab_automove;
         let moves = Migration::new(config.move_queue_max);
         let policy = AnyPolicy::new(&config);
+        let tuning = crate::tuning::Tuning::new(&config);
         let engine = Arc::new(Engine {
             index: Index::new(config.hashpower_initial),
             config,
@@ -290,6 +295,8 @@ impl Engine {
             pending_flush: PendingFlush::default(),
             recovery: Mutex::new(RecoveryReport::default()),
             events: EventLog::default(),
+            tuning,
+            crawl_ended_s: AtomicU32::new(0),
         });
         engine.open_pool()?;
         Ok(engine)
@@ -542,7 +549,8 @@ impl Engine {
     /// Which tier a key's item is in now (tests, `me`-style debugging); `None` if absent.
     pub fn tier_of_key(&self, key: &[u8]) -> Option<TierId> {
         let key_hash = self.index.hash(key);
-        let table = self.index.shard(key_hash).table.lock();
-        Index::find(&table, |a| &self.tier_of(a).mem, key_hash, key).map(|a| self.tier_of(a).id)
+        let mut table = self.index.shard(key_hash).table.lock();
+        Index::find(&mut table, |a| &self.tier_of(a).mem, key_hash, key)
+            .map(|item| self.tier_of(item.addr()).id)
     }
 }

@@ -1,6 +1,8 @@
 //! The event log behind memcached's `watch` command: what the cache did, item by item
-//! (a fetch, a store, an eviction, a move between tiers), for the server to format and
-//! stream to whoever watches.
+//! (a fetch, a store, an eviction, a move between tiers), what its background work did
+//! (a slab page move, a crawler pass: memcached's `sysevents`), and the connections the
+//! server opened and closed (`connevents`, recorded by the server), for the server to
+//! format and stream to whoever watches.
 //!
 //! Cost rule: when nobody watches, emitting an event is one relaxed atomic load
 //! ([`EventLog::wants`]) and a not-taken branch. When somebody watches, the event (its key
@@ -9,6 +11,7 @@
 //! request. The engine formats nothing: [`Event`] is plain data.
 
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -29,6 +32,11 @@ pub mod kind {
     pub const EVICTIONS: u32 = 1 << 2;
     /// An item copied to the other tier: a promotion or a demotion (fogcached's own).
     pub const MIGRATIONS: u32 = 1 << 3;
+    /// A connection opened or closed (memcached's `connevents`).
+    pub const CONNECTIONS: u32 = 1 << 4;
+    /// Background work: the slab automover's page moves and the LRU crawler's passes
+    /// (memcached's `sysevents`).
+    pub const SYSTEM: u32 = 1 << 5;
 }
 
 /// One thing the cache did to one key.
@@ -80,6 +88,65 @@ pub enum EventWhat {
         /// Seconds since its last access.
         idle_s: u32,
     },
+    /// A client connection was accepted (`opened`) or closed; recorded by the server.
+    Connection {
+        opened: bool,
+        /// The peer; `None` for a unix-domain socket.
+        peer: Option<SocketAddr>,
+        reason: CloseReason,
+        fd: i32,
+    },
+    /// The slab automover decided to move a DRAM page from class `src` to class `dst`
+    /// (0: back to the free pool).
+    SlabMove { src: u32, dst: u32 },
+    /// One LRU segment of one class, walked by a crawler pass.
+    CrawlerStatus(CrawlerStatus),
+}
+
+/// Why a connection closed, with memcached's names (`reason=` of `conn_close`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CloseReason {
+    /// A protocol error, an oversized request, a failed read or write.
+    Error,
+    /// The client closed its side or sent `quit`.
+    Normal,
+    /// `-o idle_timeout`.
+    IdleTimeout,
+    /// The server is stopping.
+    Shutdown,
+}
+
+impl CloseReason {
+    pub fn name(&self) -> &'static str {
+        match self {
+            CloseReason::Error => "error",
+            CloseReason::Normal => "normal",
+            CloseReason::IdleTimeout => "idle_timeout",
+            CloseReason::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// What a crawler pass found in one LRU segment of one class (memcached's
+/// `type=lru_crawler` line; see `crawler.rs` for how each figure is taken).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CrawlerStatus {
+    pub tier: TierId,
+    pub class_id: u8,
+    /// Segment index: 0 HOT, 1 WARM, 2 COLD (the hotspot policy's queues 0 to 4).
+    pub segment: u8,
+    /// Items with an expiry, / 100, + 1 (memcached's `low_mark`).
+    pub low_mark: u64,
+    /// Items walked that expire within the next hour (memcached's `next_reclaims`).
+    pub next_reclaims: u64,
+    /// Seconds since the previous pass ended.
+    pub since_run_s: u32,
+    /// Seconds until the next pass is due.
+    pub next_run_s: u32,
+    /// Seconds the walk of this segment took.
+    pub elapsed_s: u32,
+    pub examined: u64,
+    pub reclaimed: u64,
 }
 
 /// Where an item lives and how big it is.
@@ -265,8 +332,10 @@ mod tests {
         // A demotion is logged with both tiers.
         let key_hash = e.index.hash(b"k");
         let addr = {
-            let table = e.index.shard(key_hash).table.lock();
-            Index::find(&table, |a| &e.tier_of(a).mem, key_hash, b"k").unwrap()
+            let mut table = e.index.shard(key_hash).table.lock();
+            Index::find(&mut table, |a| &e.tier_of(a).mem, key_hash, b"k")
+                .unwrap()
+                .addr()
         };
         let req = MoveReq::of(&e.dram().mem, addr);
         assert!(e.move_item(req, Direction::ToSlow, ShardLocking::Wait));

@@ -26,10 +26,11 @@
 //! the other shards.
 
 use std::cell::Cell;
+use std::marker::PhantomData;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::item::{ItemAddr, ItemMemory, ItemRef, ITEM_HEADER_BYTES};
+use crate::item::{Fresh, ItemAccess, ItemAddr, ItemMemory, ItemRef, Located, ITEM_HEADER_BYTES};
 
 /// A shard: its table, padded to its own cache lines.
 #[repr(align(128))]
@@ -38,6 +39,45 @@ pub(crate) struct Shard {
 }
 
 pub(crate) type ShardGuard<'a> = MutexGuard<'a, Table>;
+
+/// A published item of the shard whose lock is held for `'g`: the proof that reading its
+/// key and value is safe (`item.rs`, invariant 3). Made only here, from a descriptor of
+/// the table behind a `&'g mut` guard (so at most one exists per guard at a time, and
+/// none outlives the lock); neither `Copy` nor `Clone`.
+#[derive(Debug)]
+pub(crate) struct Held<'g> {
+    addr: ItemAddr,
+    _guard: PhantomData<&'g mut Table>,
+}
+
+impl Held<'_> {
+    /// Only for descriptors of a table whose guard the caller borrows for the `Held`'s
+    /// lifetime.
+    fn vouched(addr: ItemAddr) -> Self {
+        Held {
+            addr,
+            _guard: PhantomData,
+        }
+    }
+
+    pub fn addr(&self) -> ItemAddr {
+        self.addr
+    }
+}
+
+// SAFETY: a `Held` names an item whose descriptor is in a shard's table, and lives no
+// longer than the `&mut` borrow of that shard's guard it was made under (`vouched` is
+// private to this module, and every function making one ties its lifetime to the
+// guard's borrow). A descriptor names a live item of its shard (`item.rs`, invariant 3
+// (b)), whose bytes are written only under the same lock through the one `&mut Held`
+// (`overwrite_value_padded`), and whose chunk is freed only after the descriptor left
+// the table, which needs the guard `Held` borrows.
+unsafe impl ItemAccess for Held<'_> {
+    #[inline]
+    fn item_addr(&self) -> ItemAddr {
+        self.addr
+    }
+}
 
 /// Descriptors per bucket: one cache line.
 const SLOTS: usize = 8;
@@ -337,39 +377,80 @@ impl Index {
     /// Finds the item with `key`. Descriptors may point into any tier: `mem_of` names
     /// the memory of an address. Only an item whose signature matches is read (charged
     /// to its tier: header and key).
-    pub fn find<'m>(
-        table: &ShardGuard<'_>,
+    #[inline]
+    pub fn find<'g, 'm>(
+        table: &'g mut ShardGuard<'_>,
         mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
         key_hash: u32,
         key: &[u8],
-    ) -> Option<ItemAddr> {
-        Index::find_item(table, mem_of, key_hash, key).map(|item| item.addr())
+    ) -> Option<Held<'g>> {
+        Index::find_item(table, mem_of, key_hash, key).map(ItemRef::into_proof)
     }
 
-    /// [`Index::find`], handing back the item found with its header located, so that
-    /// the caller reads its fields without locating it again.
+    /// [`Index::find`], handing back the item found with its header located (and the
+    /// `Held` to read its key and value), so that the caller reads its fields without
+    /// locating it again.
     #[inline]
-    pub fn find_item<'m>(
+    pub fn find_item<'g, 'm>(
+        table: &'g mut ShardGuard<'_>,
+        mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
+        key_hash: u32,
+        key: &[u8],
+    ) -> Option<ItemRef<'m, Held<'g>>> {
+        Index::find_item_unless(table, mem_of, key_hash, key, |_, _| false)
+    }
+
+    /// [`Index::find_item`], unless `drop_dead` says the item found is dead: it gets the
+    /// guard to remove it (and the located header to decide), and returns whether it did
+    /// (then `None`).
+    #[inline]
+    pub fn find_item_unless<'g, 'm>(
+        table: &'g mut ShardGuard<'_>,
+        mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
+        key_hash: u32,
+        key: &[u8],
+        drop_dead: impl FnOnce(&mut ShardGuard<'_>, Located<'m>) -> bool,
+    ) -> Option<ItemRef<'m, Held<'g>>> {
+        let at = Index::locate(table, mem_of, key_hash, key)?;
+        if drop_dead(table, at) {
+            return None;
+        }
+        // A descriptor of the table whose guard `Held` borrows for `'g`.
+        Some(ItemRef::new(at, Held::vouched(at.addr())))
+    }
+
+    /// The item with `key`, its header located once (and its key compared by words).
+    #[inline]
+    fn locate<'m>(
         table: &ShardGuard<'_>,
         mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
         key_hash: u32,
         key: &[u8],
-    ) -> Option<ItemRef<'m>> {
+    ) -> Option<Located<'m>> {
         let mut found = None;
         let slot = table.probe(signature(key_hash), |d| {
             let addr = decode_addr(d);
-            let item = mem_of(addr).item(addr);
+            // A descriptor of the table whose guard the caller borrows, for the
+            // comparison only.
+            let item = mem_of(addr).item_ref(Held::vouched(addr));
             item.charge_read(0, ITEM_HEADER_BYTES + key.len());
-            // SAFETY: the caller holds this shard's lock and every descriptor of the
-            // shard names a published item of the shard (item.rs invariant 3).
-            let matches = same_key(unsafe { item.key() }, key);
+            let matches = same_key(item.key(), key);
             if matches {
-                found = Some(item);
+                found = Some(item.located());
             }
             matches
         })?;
         table.found_hint.set(slot);
         found
+    }
+
+    /// The item at `addr`, if the shard holds its descriptor: the proof to read it.
+    pub fn held<'g>(
+        table: &'g mut ShardGuard<'_>,
+        key_hash: u32,
+        addr: ItemAddr,
+    ) -> Option<Held<'g>> {
+        Index::slot_of(table, key_hash, addr).map(|_| Held::vouched(addr))
     }
 
     /// The slot of the descriptor of the item at `addr`, if the shard holds one.
@@ -389,25 +470,27 @@ impl Index {
         Index::slot_of(table, key_hash, addr).is_some()
     }
 
-    /// Inserts a descriptor for `addr`, whose key is known to be absent.
+    /// Publishes the written chunk `item` (its key known to be absent): inserts its
+    /// descriptor.
     #[inline]
-    pub fn insert_new(table: &mut ShardGuard<'_>, key_hash: u32, addr: ItemAddr) {
-        table.insert(encode(signature(key_hash), 0, addr));
+    pub fn insert_new(table: &mut ShardGuard<'_>, key_hash: u32, item: Fresh) {
+        table.insert(encode(signature(key_hash), 0, item.addr()));
     }
 
-    /// Points the descriptor of `old` at `new` (the same key; the policy byte is kept).
+    /// Publishes the written chunk `new` in place of `old` (the same key): points the
+    /// descriptor of `old` at it, keeping the policy byte. `false` (and `new` dropped:
+    /// the caller still owns its chunk by address) if the shard holds no descriptor of
+    /// `old`.
     #[inline]
-    pub fn replace(
-        table: &mut ShardGuard<'_>,
-        key_hash: u32,
-        old: ItemAddr,
-        new: ItemAddr,
-    ) -> bool {
+    pub fn replace(table: &mut ShardGuard<'_>, key_hash: u32, old: ItemAddr, new: Fresh) -> bool {
         let Some(slot) = Index::slot_of(table, key_hash, old) else {
             return false;
         };
         let d = table.get(slot);
-        table.set(slot, encode(sig_of(d), (d >> POLICY_SHIFT) as u8, new));
+        table.set(
+            slot,
+            encode(sig_of(d), (d >> POLICY_SHIFT) as u8, new.addr()),
+        );
         true
     }
 
@@ -434,19 +517,20 @@ impl Index {
         Some(result)
     }
 
-    /// Calls `visit` with the address of every item of the shard in slots `from..` (slot
-    /// order: bucket by bucket), until it returns false. Returns the slot to continue
-    /// from, or `None` once the end of the table was reached. Slot numbers are valid
-    /// until the table is rebuilt (a listing across calls may then repeat or miss items).
+    /// Calls `visit` with every item of the shard in slots `from..` (slot order: bucket
+    /// by bucket), until it returns false. Returns the slot to continue from, or `None`
+    /// once the end of the table was reached. Slot numbers are valid until the table is
+    /// rebuilt (a listing across calls may then repeat or miss items).
     pub fn visit_from(
-        table: &ShardGuard<'_>,
+        table: &mut ShardGuard<'_>,
         from: usize,
-        mut visit: impl FnMut(ItemAddr) -> bool,
+        mut visit: impl FnMut(&Held<'_>) -> bool,
     ) -> Option<usize> {
         let slots = table.capacity();
         for position in from..slots {
             let d = table.buckets[position / SLOTS].0[position % SLOTS];
-            if is_descriptor(d) && !visit(decode_addr(d)) {
+            // Lent for the call only, while this function holds the guard's borrow.
+            if is_descriptor(d) && !visit(&Held::vouched(decode_addr(d))) {
                 return Some(position + 1);
             }
         }
@@ -471,6 +555,14 @@ mod tests {
 
     fn addr(tier: u64, offset: u64) -> ItemAddr {
         (tier << 56) | offset
+    }
+
+    /// A descriptor's chunk for the tests that never read an item (there is no memory
+    /// behind these addresses).
+    fn unread(addr: ItemAddr) -> Fresh {
+        // SAFETY: no item is read or written through it: these tests use the index's
+        // placement only, with no `ItemMemory`.
+        unsafe { Fresh::claim(addr) }
     }
 
     /// A well-mixed 32-bit key hash for key number `i` (splitmix64), as the index's own
@@ -521,18 +613,18 @@ mod tests {
         let shard = Mutex::new(Table::with_capacity(8));
         let mut table = shard.lock();
         let a = |i: u64| addr(0, i * 8);
-        Index::insert_new(&mut table, hash(1), a(1));
+        Index::insert_new(&mut table, hash(1), unread(a(1)));
         let slot = Index::slot_of(&table, hash(1), a(1)).expect("inserted");
         table.found_hint.set(slot);
         assert!(Index::remove(&mut table, hash(1), a(1)));
         assert!(Index::slot_of(&table, hash(1), a(1)).is_none(), "removed");
         // Another key takes the tombstone the hint points at.
-        Index::insert_new(&mut table, hash(1), a(2));
+        Index::insert_new(&mut table, hash(1), unread(a(2)));
         assert!(
             Index::slot_of(&table, hash(1), a(1)).is_none(),
             "the hint's slot moved on"
         );
-        assert!(Index::replace(&mut table, hash(1), a(2), a(3)));
+        assert!(Index::replace(&mut table, hash(1), a(2), unread(a(3))));
         assert!(Index::slot_of(&table, hash(1), a(2)).is_none());
         // Grown past the hint's bucket count and shrunk by a rebuild: still exact.
         table.found_hint.set(Slot {
@@ -540,7 +632,7 @@ mod tests {
             slot: 7,
         });
         for i in 10..2_000u64 {
-            Index::insert_new(&mut table, hash(i), a(i));
+            Index::insert_new(&mut table, hash(i), unread(a(i)));
         }
         for i in 10..2_000u64 {
             let slot = Index::slot_of(&table, hash(i), a(i)).expect("inserted");
@@ -659,7 +751,7 @@ mod tests {
         assert!(buckets * SLOTS * LOAD_MAX_PERMILLE >= 50_000 * 1000);
         for i in 0..50_000u64 {
             let h = key_hash.wrapping_add((i as u32).wrapping_mul(0x9E37_79B9));
-            Index::insert_new(&mut table, h, addr(1, i * 8));
+            Index::insert_new(&mut table, h, unread(addr(1, i * 8)));
         }
         assert_eq!(
             table.buckets.len(),
@@ -673,6 +765,35 @@ mod tests {
         assert_eq!(index.bucket_count(), slots);
         assert_eq!(index.allocated_bytes(), slots / SLOTS * 64);
         assert!(index.allocated_bytes() >= 50_000 * 8);
+    }
+
+    /// The proofs end to end over real item memory (Miri runs this): a written chunk is
+    /// published, found under its shard's lock, read, rewritten in place through `&mut
+    /// Held`, and read again through a proof the index makes from its address.
+    #[test]
+    fn an_item_is_written_published_found_read_and_rewritten_through_its_proofs() {
+        let mem = ItemMemory::new(tier::Region::heap(tier::PAGE_SIZE_BYTES).unwrap(), 0);
+        let index = Index::new(8);
+        let key_hash = index.hash(b"counter");
+        let at = mem.addr_at(128);
+        // SAFETY: a chunk of this test's own memory, which nothing else names.
+        let mut chunk = unsafe { Fresh::claim(at) };
+        mem.write_item(&mut chunk, 256, b"counter", &[b"12", b"34"]);
+        assert_eq!(mem.value(&chunk), b"1234");
+        let mut table = index.shard(key_hash).table.lock();
+        Index::insert_new(&mut table, key_hash, chunk);
+        {
+            let mut item =
+                Index::find(&mut table, |_| &mem, key_hash, b"counter").expect("published");
+            assert_eq!(item.addr(), at);
+            assert_eq!(mem.key(&item), b"counter");
+            mem.overwrite_value_padded(&mut item, b"7");
+            assert_eq!(mem.value(&item), b"7   ");
+        }
+        assert!(Index::find(&mut table, |_| &mem, key_hash, b"counteR").is_none());
+        let item = Index::held(&mut table, key_hash, at).expect("held");
+        assert_eq!(mem.key_and_value(&item), b"counter7   ");
+        assert!(Index::held(&mut table, key_hash, mem.addr_at(512)).is_none());
     }
 
     /// Keys whose hashes share a signature (here: the same hash) get descriptors that
@@ -690,13 +811,13 @@ mod tests {
         // Eight descriptors share the wanted key's signature (its collisions); hundreds
         // of others fill the table around them.
         for i in 0..8 {
-            Index::insert_new(&mut table, wanted, addr(1, 64 * (i + 1)));
+            Index::insert_new(&mut table, wanted, unread(addr(1, 64 * (i + 1))));
         }
         let mut others = 0;
         for i in 0..400u64 {
             let h = hash(i);
             if signature(h) != signature(wanted) {
-                Index::insert_new(&mut table, h, addr(1, 64 * (1000 + i)));
+                Index::insert_new(&mut table, h, unread(addr(1, 64 * (1000 + i))));
                 others += 1;
             }
         }
@@ -720,7 +841,7 @@ mod tests {
         let hash = 0xDEAD_BEEF;
         let addrs: Vec<ItemAddr> = (0..40).map(|i| addr(i % 2, 64 * (i + 1))).collect();
         for &a in &addrs {
-            Index::insert_new(&mut table, hash, a);
+            Index::insert_new(&mut table, hash, unread(a));
         }
         for (i, &a) in addrs.iter().enumerate() {
             let set = Index::with_policy_bits(&mut table, hash, a, |byte, referenced| {
@@ -731,7 +852,12 @@ mod tests {
         }
         assert!(Index::remove(&mut table, hash, addrs[7]));
         assert!(!Index::contains(&table, hash, addrs[7]));
-        assert!(Index::replace(&mut table, hash, addrs[8], addr(1, 1 << 20)));
+        assert!(Index::replace(
+            &mut table,
+            hash,
+            addrs[8],
+            unread(addr(1, 1 << 20))
+        ));
         for (i, &a) in addrs.iter().enumerate() {
             let a = if i == 8 { addr(1, 1 << 20) } else { a };
             let bits = Index::with_policy_bits(&mut table, hash, a, |byte, referenced| {

@@ -8,21 +8,50 @@
 //! Safety invariants (every `unsafe` block below relies on them):
 //! 1. Memory: an `ItemMemory` owns its `Region` for as long as it lives; every address
 //!    it is asked about is the start of a chunk inside that region (checked by
-//!    `header_ptr`, which refuses out-of-range offsets), chunks are 8-byte aligned and at
-//!    least `ITEM_HEADER_BYTES + key_len + value_len` long.
+//!    `header_ptr`, which refuses out-of-range offsets) and of this memory's tier (checked
+//!    there in debug builds: every caller takes the memory from the address), chunks are
+//!    8-byte aligned and at least `ITEM_HEADER_BYTES + key_len + value_len` long; and
+//!    every key or value slice is checked to lie inside the region whatever the header
+//!    says (`Located::bytes_ptr`).
 //! 2. Header fields are atomics, so reading or writing them from any thread is defined
 //!    behaviour; which lock makes a value *meaningful* is written next to each field.
-//! 3. Key and value bytes are plain memory. They are written only (a) by the thread that
-//!    allocated the chunk, before the item is published in the index (publication goes
-//!    through the shard mutex, which orders the writes before any reader), or (b) under
-//!    the item's index shard lock (in-place `incr`/`decr`). They are read only under the
-//!    item's shard lock (or by the allocating thread). An item is freed only by a thread
-//!    holding its shard lock after removing it from the index, so a reader holding the
-//!    shard lock never sees its bytes reused.
+//! 3. Key and value bytes are plain memory. No other thread may write them while a slice
+//!    of them is alive, and nobody may hold a slice of them while they are written. This is
+//!    carried by types: every function that reads or writes them takes a proof, an
+//!    [`ItemAccess`], and the slices it returns borrow that proof:
+//!    - [`Fresh`]: a chunk the allocator just handed to this thread (`Engine::take_chunk`),
+//!      not yet published. It is neither `Copy` nor `Clone`, so only its owner can name
+//!      it; writing takes `&mut Fresh`, so no slice of it is alive then; publishing it
+//!      (`Index::insert_new`, `Index::replace`) consumes it.
+//!    - [`Held`]: an item found in a shard's table while the caller holds that shard's
+//!      lock. Only the index makes one (`Index::find`, `Index::held`, `Index::visit_from`),
+//!      from a `&mut` borrow of the lock's guard (or a shared `&Held` inside a listing),
+//!      so no slice outlives the lock and at most one `Held` per guard exists at a time;
+//!      the in-place rewrite (`overwrite_value_padded`) takes `&mut Held`, so it cannot
+//!      overlap a slice.
+//!
+//!    A look-up hands back an [`ItemRef`]: the item's header located and bounds-checked
+//!    once ([`Located`], which reads header fields only) paired with its proof, whose
+//!    `key()` and `value` slices borrow the `ItemRef` and so the proof. The unchecked
+//!    reads (`Located::key_unproven`, `key_and_value_unproven`) are private to this
+//!    module; only `ItemRef` and `ItemMemory`'s proof-taking functions call them.
+//!
+//! What the types cannot say (and how it is checked instead), so the proofs are made by
+//! `unsafe` code that says why: (a) that a chunk is fresh: `Fresh::claim`, in the
+//! allocator (the chunk just came off its class's free list, or is a page just given to
+//! the class, under the class lock) and in recovery (a record found before the engine
+//! serves anyone); (b) that a descriptor in a shard's table names a live item of that
+//! shard: the index takes descriptors only from `Fresh` chunks, and an item's chunk is
+//! freed only after its descriptor left the index under the same lock (`Engine::unlink`,
+//! `remove_locked`, `move_item`); the free path debug-asserts that the chunk is no longer
+//! linked, and reads debug-assert that it is not on a free list; (c) that an item's bytes
+//! are written only through those proofs: this module is the only one that can write them.
 
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 use tier::Region;
+
+pub(crate) use crate::index::Held;
 
 /// Size of the item header in slab memory.
 pub(crate) const ITEM_HEADER_BYTES: usize = 56;
@@ -34,6 +63,52 @@ pub(crate) type ItemAddr = u64;
 pub(crate) const NIL: ItemAddr = u64::MAX;
 
 const OFFSET_MASK: u64 = (1 << 56) - 1;
+
+/// A proof that its holder may read the key and value bytes of the item at
+/// [`ItemAccess::item_addr`] (invariant 3); the slices borrow it.
+///
+/// # Safety
+/// An implementation vouches that while a value of it lives, no other thread writes the
+/// bytes of the chunk it names and the chunk is not freed, and that a `&mut` of it is the
+/// only way to name that chunk for a write (see the module comment). [`Fresh`] and
+/// [`Held`] are the only implementations.
+pub(crate) unsafe trait ItemAccess {
+    fn item_addr(&self) -> ItemAddr;
+}
+
+/// A chunk the allocator handed to this thread and nobody else can see yet (invariant 3).
+/// Neither `Copy` nor `Clone`: whoever holds it is the only one naming the chunk, until
+/// the index consumes it at publication (or it is freed unpublished).
+#[derive(Debug)]
+pub(crate) struct Fresh {
+    addr: ItemAddr,
+}
+
+impl Fresh {
+    /// Makes the proof for the chunk at `addr`.
+    ///
+    /// # Safety
+    /// The caller has just taken the chunk for itself (off its class's free list, or a
+    /// page run just given to the class, under the class lock), or is recovery reading a
+    /// record before the engine serves anyone; no index entry, LRU list or other thread
+    /// names it, and no other `Fresh` for it exists.
+    pub unsafe fn claim(addr: ItemAddr) -> Fresh {
+        Fresh { addr }
+    }
+
+    pub fn addr(&self) -> ItemAddr {
+        self.addr
+    }
+}
+
+// SAFETY: a `Fresh` is made only by `Fresh::claim`, whose caller vouches that nobody
+// else names the chunk; it is not `Copy`, so its owner is the only one who can.
+unsafe impl ItemAccess for Fresh {
+    #[inline]
+    fn item_addr(&self) -> ItemAddr {
+        self.addr
+    }
+}
 
 /// Item state bits (`ItemHeader::state`).
 pub(crate) mod state {
@@ -172,7 +247,7 @@ pub(crate) struct ItemMemory {
     /// header fits. The bounds check of every header access (`header_ptr`), kept here:
     /// computed from the region's page count it cost a multiplication and two loads.
     header_bound_eighths: usize,
-    /// The region's size, for the item-bytes check of [`ItemRef::bytes_ptr`] (one load
+    /// The region's size, for the item-bytes check of [`Located::bytes_ptr`] (one load
     /// instead of the region's page count and a shift).
     size_bytes: usize,
 }
@@ -190,15 +265,24 @@ impl ItemMemory {
         }
     }
 
-    /// The item at `addr`, its header located (and bounds-checked) once for every field,
-    /// key and value byte the caller reads next. An out-of-range address is an engine
-    /// bug and panics, as [`ItemMemory::header`].
+    /// The item at `addr`, its header located (and bounds-checked) once for every field
+    /// the caller reads next. An out-of-range address is an engine bug and panics, as
+    /// [`ItemMemory::header`].
     #[inline]
-    pub fn item(&self, addr: ItemAddr) -> ItemRef<'_> {
-        ItemRef {
+    pub fn item(&self, addr: ItemAddr) -> Located<'_> {
+        Located {
             mem: self,
             ptr: self.header_ptr(addr),
             addr,
+        }
+    }
+
+    /// The item `proof` names, located once, with the proof to read its key and value.
+    #[inline]
+    pub fn item_ref<P: ItemAccess>(&self, proof: P) -> ItemRef<'_, P> {
+        ItemRef {
+            at: self.item(proof.item_addr()),
+            proof,
         }
     }
 
@@ -303,9 +387,17 @@ impl ItemMemory {
     }
 
     /// Pointer to the header at `addr`, with the bounds check of invariant 1. An
-    /// out-of-range address is an engine bug, never client-controlled.
+    /// out-of-range address is an engine bug, never client-controlled. That the address
+    /// is of this memory's tier is checked in debug builds only: every caller takes the
+    /// memory from the address (`Engine::tier_of`), and checking it in release builds
+    /// costs a load per header access (measured: 9 instructions per GET).
     #[inline]
     fn header_ptr(&self, addr: ItemAddr) -> *mut u8 {
+        debug_assert_eq!(
+            addr & !OFFSET_MASK,
+            self.tier_bits,
+            "item address {addr:#x} of another tier"
+        );
         let offset = Self::offset_of(addr);
         // Aligned and in range in one compare (a dozen checks a request, three
         // instructions fewer each): rotating moves any of the low three bits to the top,
@@ -323,41 +415,62 @@ impl ItemMemory {
         self.item(addr).header()
     }
 
-    /// The key bytes of the item at `addr`.
-    ///
-    /// # Safety
-    /// The caller holds the item's shard lock, or allocated the chunk and has not
-    /// published it yet (invariant 3).
+    /// The key bytes of the item `item` names; the slice lives as long as the proof.
     #[inline]
-    pub unsafe fn key(&self, addr: ItemAddr) -> &[u8] {
-        // SAFETY: the caller's contract.
-        unsafe { self.item(addr).key() }
+    pub fn key<'a>(&'a self, item: &'a impl ItemAccess) -> &'a [u8] {
+        // SAFETY: `item` vouches for the chunk (invariant 3) and the slice borrows it.
+        unsafe { self.key_at(item.item_addr()) }
     }
 
-    /// The value bytes of the item at `addr`.
+    /// [`ItemMemory::key`] without the proof: one non-generic body for every proof type,
+    /// compiled as the engine's hot path always was (a generic body made the optimiser
+    /// inline it and call what it calls: +24 instructions per GET).
     ///
     /// # Safety
-    /// As for [`ItemMemory::key`].
+    /// The caller holds an [`ItemAccess`] for `addr` for as long as the slice lives.
     #[inline]
-    pub unsafe fn value(&self, addr: ItemAddr) -> &[u8] {
+    unsafe fn key_at(&self, addr: ItemAddr) -> &[u8] {
         // SAFETY: the caller's contract.
-        unsafe { self.item(addr).value() }
+        unsafe { self.item(addr).key_unproven() }
     }
 
-    /// The key and value bytes of the item at `addr`, contiguous (what a record
+    /// The value bytes of the item `item` names; the slice lives as long as the proof.
+    #[inline]
+    pub fn value<'a>(&'a self, item: &'a impl ItemAccess) -> &'a [u8] {
+        // SAFETY: `item` vouches for the chunk (invariant 3) and the slice borrows it.
+        unsafe { self.value_at(item.item_addr()) }
+    }
+
+    /// [`ItemMemory::value`] without the proof (see `key_at`).
+    ///
+    /// # Safety
+    /// As for `key_at`.
+    #[inline]
+    unsafe fn value_at(&self, addr: ItemAddr) -> &[u8] {
+        // SAFETY: the caller's contract.
+        unsafe { self.item(addr).key_and_value_unproven().1 }
+    }
+
+    /// The key and value bytes of the item `item` names, contiguous (what a record
     /// checksum covers).
+    pub fn key_and_value<'a>(&'a self, item: &'a impl ItemAccess) -> &'a [u8] {
+        // SAFETY: `item` vouches for the chunk (invariant 3) and the slice borrows it.
+        unsafe { self.key_and_value_at(item.item_addr()) }
+    }
+
+    /// [`ItemMemory::key_and_value`] without the proof (see `key_at`).
     ///
     /// # Safety
-    /// As for [`ItemMemory::key`].
-    pub unsafe fn key_and_value(&self, addr: ItemAddr) -> &[u8] {
+    /// As for `key_at`.
+    unsafe fn key_and_value_at(&self, addr: ItemAddr) -> &[u8] {
         let item = self.item(addr);
         let header = item.header();
         let len = header.key_len.load(Ordering::Relaxed) as usize
             + header.value_len.load(Ordering::Relaxed) as usize;
         let ptr = item.bytes_ptr(ITEM_HEADER_BYTES, len);
         // SAFETY: in the region (checked by `bytes_ptr`) and in the chunk, which holds
-        // header, key and value (invariant 1); no writer runs concurrently (caller's
-        // contract, invariant 3).
+        // header, key and value (invariant 1); no writer runs while the caller's proof,
+        // which the slice outlives not, lives (invariant 3).
         unsafe { std::slice::from_raw_parts(ptr, len) }
     }
 
@@ -369,12 +482,10 @@ impl ItemMemory {
     }
 
     /// Rewrites the value in place as `digits` followed by spaces up to its current
-    /// length (memcached's in-place `incr`/`decr`), whatever that length is.
-    ///
-    /// # Safety
-    /// The caller holds the item's shard lock (invariant 3 (b)), and `digits` is no
-    /// longer than the item's value.
-    pub unsafe fn overwrite_value_padded(&self, addr: ItemAddr, digits: &[u8]) {
+    /// length (memcached's in-place `incr`/`decr`), whatever that length is. `digits` is
+    /// no longer than the item's value.
+    pub fn overwrite_value_padded(&self, item: &mut Held<'_>, digits: &[u8]) {
+        let addr = item.item_addr();
         let header = self.header(addr);
         let key_len = header.key_len.load(Ordering::Relaxed) as usize;
         let value_len = header.value_len.load(Ordering::Relaxed) as usize;
@@ -387,28 +498,27 @@ impl ItemMemory {
             .item(addr)
             .bytes_ptr(ITEM_HEADER_BYTES + key_len, value_len)
             .cast_mut();
-        // SAFETY: `value_len` bytes from `ptr` lie in the chunk (invariant 1); exclusive
-        // under the shard lock; `digits` is a caller buffer, never this chunk.
+        // SAFETY: `value_len` bytes from `ptr` lie in the chunk (invariant 1); no slice of
+        // them is alive and no other thread touches them: `&mut Held` is the only name
+        // of the item under its shard lock (invariant 3); `digits` is a caller buffer,
+        // which cannot be a slice of this item for the same reason.
         unsafe {
             std::ptr::copy_nonoverlapping(digits.as_ptr(), ptr, digits.len());
             std::ptr::write_bytes(ptr.add(digits.len()), b' ', value_len - digits.len());
         }
     }
 
-    /// Writes key and value (the concatenation of `value_parts`) into a chunk that the
-    /// caller just allocated, and sets the header's length fields. The chunk must be at
-    /// least `ITEM_HEADER_BYTES + key.len() + sum(value_parts)` bytes long.
-    ///
-    /// # Safety
-    /// The caller allocated the chunk at `addr` with at least that capacity and has not
-    /// published it (invariant 3 (a)).
-    pub unsafe fn write_item(
+    /// Writes key and value (the concatenation of `value_parts`) into the fresh chunk
+    /// `chunk` of `capacity_bytes`, and sets the header's length fields. The chunk must be
+    /// at least `ITEM_HEADER_BYTES + key.len() + sum(value_parts)` bytes long.
+    pub fn write_item(
         &self,
-        addr: ItemAddr,
+        chunk: &mut Fresh,
         capacity_bytes: usize,
         key: &[u8],
         value_parts: &[&[u8]],
     ) {
+        let addr = chunk.addr;
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
         self.charge_write(addr, 0, ITEM_HEADER_BYTES + key.len() + value_len);
         assert!(
@@ -425,9 +535,10 @@ impl ItemMemory {
         header.key_len.store(key.len() as u8, Ordering::Relaxed);
         header.value_len.store(value_len as u32, Ordering::Relaxed);
         let mut ptr = self.header_ptr(addr).wrapping_add(ITEM_HEADER_BYTES);
-        // SAFETY: the whole write lies inside the chunk (checked above, invariant 1),
-        // and nobody else can see the chunk yet (invariant 3 (a)). Sources are client
-        // buffers or other items' bytes read under their shard lock, never this chunk.
+        // SAFETY: the whole write lies inside the chunk (checked above, invariant 1), and
+        // nobody else can see the chunk, nor hold a slice of it (`&mut Fresh`, invariant
+        // 3). Sources are client buffers or other items' bytes borrowed from their own
+        // proofs, never this chunk.
         unsafe {
             std::ptr::copy_nonoverlapping(key.as_ptr(), ptr, key.len());
             ptr = ptr.add(key.len());
@@ -440,22 +551,24 @@ impl ItemMemory {
 }
 
 /// An item whose header was located once: [`ItemMemory::item`] made the bounds check of
-/// invariant 1 for the header, so every field read through [`ItemRef::header`] needs no
+/// invariant 1 for the header, so every field read through [`Located::header`] needs no
 /// other, and a key or value read needs one compare (its end against the region's).
 /// A request reads a dozen fields and the key and value of the item it found; checking
-/// the address again for each cost ~7 instructions apiece.
+/// the address again for each cost ~7 instructions apiece. Header fields only (invariant
+/// 2): the key and value are read through an [`ItemRef`], which pairs a `Located` with
+/// the proof that they may be read.
 ///
 /// Invariant: `ptr` is `mem`'s base plus the offset of `addr`, and that offset passed
 /// `header_ptr`'s check (8-byte aligned, with a whole header inside the region); `mem`,
 /// borrowed for `'m`, owns the region for at least as long (invariant 1).
 #[derive(Clone, Copy)]
-pub(crate) struct ItemRef<'m> {
+pub(crate) struct Located<'m> {
     mem: &'m ItemMemory,
     ptr: *mut u8,
     addr: ItemAddr,
 }
 
-impl<'m> ItemRef<'m> {
+impl<'m> Located<'m> {
     #[inline]
     pub fn addr(&self) -> ItemAddr {
         self.addr
@@ -463,7 +576,7 @@ impl<'m> ItemRef<'m> {
 
     #[inline]
     pub fn header(&self) -> &'m ItemHeader {
-        // SAFETY: invariants 1 and 2 (checked when the ItemRef was made: in range and
+        // SAFETY: invariants 1 and 2 (checked when the `Located` was made: in range and
         // aligned), and every field is an atomic, so a shared reference is valid
         // whatever other threads do to the header.
         unsafe { &*(self.ptr as *const ItemHeader) }
@@ -472,8 +585,8 @@ impl<'m> ItemRef<'m> {
     /// Pointer to bytes `[from, from + len)` of the live item, checked to lie inside the
     /// region whatever its header says (a header is only as good as the last write to
     /// it: a torn or foreign pool record must not make a slice reach past the mapping).
-    /// In debug builds also checks that the chunk is not on a free list (invariant 3:
-    /// items are read only while published or being written).
+    /// In debug builds also checks that the chunk is not on a free list (invariant 3
+    /// (b)).
     #[inline]
     fn bytes_ptr(&self, from: usize, len: usize) -> *const u8 {
         debug_assert!(
@@ -492,41 +605,33 @@ impl<'m> ItemRef<'m> {
         self.ptr.wrapping_add(from)
     }
 
-    /// The key bytes.
+    /// The key bytes, for any lifetime the caller picks: private to this module, whose
+    /// proof-taking functions ([`ItemRef::key`], [`ItemMemory::key`]) tie it to a proof.
     ///
     /// # Safety
-    /// As for [`ItemMemory::key`].
+    /// The caller holds an [`ItemAccess`] for this item for as long as the slice lives
+    /// (invariant 3).
     #[inline]
-    pub unsafe fn key(&self) -> &'m [u8] {
+    unsafe fn key_unproven<'a>(&self) -> &'a [u8] {
         let key_len = self.header().key_len.load(Ordering::Relaxed) as usize;
         let ptr = self.bytes_ptr(ITEM_HEADER_BYTES, key_len);
         // SAFETY: in the region (checked by `bytes_ptr`) and in the chunk, which holds
-        // header + key + value (invariant 1); no writer runs concurrently (caller's
-        // contract, invariant 3).
+        // header + key + value (invariant 1); no writer runs while the caller's proof,
+        // which the slice outlives not, lives (caller's contract, invariant 3).
         unsafe { std::slice::from_raw_parts(ptr, key_len) }
-    }
-
-    /// The value bytes.
-    ///
-    /// # Safety
-    /// As for [`ItemMemory::key`].
-    #[inline]
-    pub unsafe fn value(&self) -> &'m [u8] {
-        // SAFETY: the caller's contract.
-        unsafe { self.key_and_value_parts().1 }
     }
 
     /// The key and the value bytes, with one read of their lengths and one check.
     ///
     /// # Safety
-    /// As for [`ItemMemory::key`].
+    /// As for `key_unproven`.
     #[inline]
-    pub unsafe fn key_and_value_parts(&self) -> (&'m [u8], &'m [u8]) {
+    unsafe fn key_and_value_unproven<'a>(&self) -> (&'a [u8], &'a [u8]) {
         let header = self.header();
         let key_len = header.key_len.load(Ordering::Relaxed) as usize;
         let value_len = header.value_len.load(Ordering::Relaxed) as usize;
         let ptr = self.bytes_ptr(ITEM_HEADER_BYTES, key_len + value_len);
-        // SAFETY: as in `key`: both lie in the checked span.
+        // SAFETY: as in `key_unproven`: both lie in the checked span.
         unsafe {
             (
                 std::slice::from_raw_parts(ptr, key_len),
@@ -563,6 +668,88 @@ impl<'m> ItemRef<'m> {
                 .region
                 .charge_read(first_new_line as *const u8, end - first_new_line);
         }
+    }
+}
+
+/// A located item ([`Located`]: its header found and checked once) with the proof that
+/// its key and value may be read ([`ItemAccess`]: a [`Held`] from the index, or a
+/// [`Fresh`] chunk). The key and value slices borrow the `ItemRef`, so they live no
+/// longer than its proof (for a `Held`, no longer than the shard lock). Made by
+/// [`ItemMemory::item_ref`], which locates the header at the proof's own address, or by
+/// [`ItemRef::new`], which checks that the two name the same item (a compare the
+/// optimiser removes where both come from one address, as in the index's look-up).
+pub(crate) struct ItemRef<'m, P: ItemAccess> {
+    at: Located<'m>,
+    proof: P,
+}
+
+impl<'m, P: ItemAccess> ItemRef<'m, P> {
+    /// Pairs `at` with `proof`; panics unless they name the same item.
+    #[inline]
+    pub fn new(at: Located<'m>, proof: P) -> Self {
+        assert!(
+            at.addr == proof.item_addr(),
+            "item {:#x} located, proof for {:#x}",
+            at.addr,
+            proof.item_addr()
+        );
+        ItemRef { at, proof }
+    }
+
+    #[inline]
+    pub fn addr(&self) -> ItemAddr {
+        self.at.addr
+    }
+
+    /// The item's header (the `'m` reference needs no proof: invariant 2).
+    #[inline]
+    pub fn header(&self) -> &'m ItemHeader {
+        self.at.header()
+    }
+
+    /// The located header without the proof (header fields and charges only).
+    #[inline]
+    pub fn located(&self) -> Located<'m> {
+        self.at
+    }
+
+    #[inline]
+    pub fn proof(&self) -> &P {
+        &self.proof
+    }
+
+    #[inline]
+    pub fn into_proof(self) -> P {
+        self.proof
+    }
+
+    /// The key bytes; the slice borrows the proof.
+    #[inline]
+    pub fn key(&self) -> &[u8] {
+        // SAFETY: `self.proof` vouches for the item at `self.at.addr` (the same address:
+        // `new` checks it, `item_ref` locates it there), and the slice borrows `self`,
+        // so it lives no longer than the proof (invariant 3).
+        unsafe { self.at.key_unproven() }
+    }
+
+    /// The key and the value bytes, with one read of their lengths and one check; the
+    /// slices borrow the proof.
+    #[inline]
+    pub fn key_and_value_parts(&self) -> (&[u8], &[u8]) {
+        // SAFETY: as in `key`.
+        unsafe { self.at.key_and_value_unproven() }
+    }
+
+    /// [`Located::charge_read`].
+    #[inline]
+    pub fn charge_read(&self, from: usize, len: usize) {
+        self.at.charge_read(from, len);
+    }
+
+    /// [`Located::charge_read_continuing`].
+    #[inline]
+    pub fn charge_read_continuing(&self, from: usize, to: usize) {
+        self.at.charge_read_continuing(from, to);
     }
 }
 
@@ -621,45 +808,50 @@ mod tests {
     fn item_bytes_round_trip() {
         let mem = memory();
         let addr = mem.addr_at(192);
-        // SAFETY: fresh chunk owned by this test.
-        unsafe {
-            mem.write_item(addr, 120, b"key", &[b"hello ", b"world"]);
-            assert_eq!(mem.key(addr), b"key");
-            assert_eq!(mem.value(addr), b"hello world");
-            mem.overwrite_value_padded(addr, b"42");
-            assert_eq!(mem.value(addr), b"42         ");
-        }
+        // SAFETY: a chunk of this test's own memory, which nothing else names.
+        let mut chunk = unsafe { Fresh::claim(addr) };
+        mem.write_item(&mut chunk, 120, b"key", &[b"hello ", b"world"]);
+        assert_eq!(mem.key(&chunk), b"key");
+        assert_eq!(mem.value(&chunk), b"hello world");
+        assert_eq!(mem.key_and_value(&chunk), b"keyhello world");
+        // The in-place rewrite needs the item published and found under its shard lock.
+        let index = crate::index::Index::new(8);
+        let key_hash = index.hash(b"key");
+        let mut table = index.shard(key_hash).table.lock();
+        crate::index::Index::insert_new(&mut table, key_hash, chunk);
+        let mut item =
+            crate::index::Index::find(&mut table, |_| &mem, key_hash, b"key").expect("published");
+        mem.overwrite_value_padded(&mut item, b"42");
+        assert_eq!(mem.value(&item), b"42         ");
         assert_eq!(mem.header(addr).total_bytes(), 56 + 3 + 11);
     }
 
     /// An `ItemRef` checks its header once and each key or value read against the
     /// region's end: the bytes it hands out are the item's, and a header whose lengths
     /// reach past the region (a torn or foreign pool record) is refused, at the last
-    /// header of the region as anywhere.
+    /// header of the region as anywhere. Its slices borrow its proof: a `Fresh` chunk
+    /// here, the index's `Held` once published; a proof of another item is refused.
     #[test]
     fn item_refs_read_the_item_and_refuse_lengths_past_the_region() {
         let mem = memory();
         let last = tier::PAGE_SIZE_BYTES - ITEM_HEADER_BYTES - 16;
         for offset in [192, last] {
             let addr = mem.addr_at(offset);
-            // SAFETY: fresh chunk owned by this test.
-            unsafe { mem.write_item(addr, ITEM_HEADER_BYTES + 16, b"key", &[b"value"]) };
-            let item = mem.item(addr);
+            // SAFETY: a chunk of this test's own memory, which nothing else names.
+            let mut chunk = unsafe { Fresh::claim(addr) };
+            mem.write_item(&mut chunk, ITEM_HEADER_BYTES + 16, b"key", &[b"value"]);
+            let item = mem.item_ref(chunk);
             assert_eq!(item.addr(), addr);
-            // SAFETY: as above.
-            unsafe {
-                assert_eq!(item.key(), b"key");
-                assert_eq!(item.value(), b"value");
-                assert_eq!(item.key_and_value_parts(), (&b"key"[..], &b"value"[..]));
-            }
+            assert_eq!(item.key(), b"key");
+            assert_eq!(mem.value(item.proof()), b"value");
+            assert_eq!(item.key_and_value_parts(), (&b"key"[..], &b"value"[..]));
             let room = tier::PAGE_SIZE_BYTES - offset - ITEM_HEADER_BYTES - 3;
             for (value_len, fits) in [(room, true), (room + 1, false), (u32::MAX as usize, false)] {
                 item.header()
                     .value_len
                     .store(value_len as u32, Ordering::Relaxed);
                 let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    // SAFETY: as above; the lengths are what is tested.
-                    unsafe { item.key_and_value_parts().1.len() }
+                    item.key_and_value_parts().1.len()
                 }));
                 assert_eq!(
                     read.ok(),
@@ -667,18 +859,60 @@ mod tests {
                     "offset {offset} value {value_len}"
                 );
                 let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    // SAFETY: as above.
-                    unsafe { mem.value(addr).len() }
+                    mem.value(item.proof()).len()
                 }));
                 assert_eq!(value.ok(), fits.then_some(value_len));
             }
+            item.header().value_len.store(5, Ordering::Relaxed);
+            // Published, the item is read through the `Held` the index's look-up makes.
+            let index = crate::index::Index::new(8);
+            let key_hash = index.hash(b"key");
+            let mut table = index.shard(key_hash).table.lock();
+            crate::index::Index::insert_new(&mut table, key_hash, item.into_proof());
+            let found = crate::index::Index::find_item(&mut table, |_| &mem, key_hash, b"key")
+                .expect("published");
+            assert_eq!(found.addr(), addr);
+            assert_eq!(found.key_and_value_parts(), (&b"key"[..], &b"value"[..]));
+            // A located header and a proof of another item do not pair.
+            let elsewhere = mem.item(mem.addr_at(if offset == 192 { 512 } else { 192 }));
+            let paired = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                ItemRef::new(elsewhere, found.into_proof()).addr()
+            }));
+            assert!(
+                paired.is_err(),
+                "offset {offset}: a mismatched pair was made"
+            );
         }
     }
 
     #[test]
-    #[should_panic]
+    #[should_panic(expected = "outside its region")]
     fn out_of_range_address_is_refused() {
         let mem = memory();
         let _ = mem.header(mem.addr_at(tier::PAGE_SIZE_BYTES));
+    }
+
+    /// An address of another tier is refused (in debug builds) even when its offset lies
+    /// inside this memory's region: its chunk is another memory's.
+    #[cfg(debug_assertions)]
+    #[test]
+    #[should_panic(expected = "of another tier")]
+    fn an_address_of_another_tier_is_refused() {
+        let mem = memory();
+        let other = ItemMemory::new(Region::heap(tier::PAGE_SIZE_BYTES).unwrap(), 1);
+        let _ = mem.header(other.addr_at(192));
+    }
+
+    /// A header whose lengths reach past the region (a torn or foreign pool record) never
+    /// makes a slice beyond it.
+    #[test]
+    #[should_panic(expected = "outside its region")]
+    fn a_header_reaching_past_the_region_is_refused() {
+        let mem = memory();
+        let addr = mem.addr_at(tier::PAGE_SIZE_BYTES - 64);
+        // SAFETY: a chunk of this test's own memory, which nothing else names.
+        let chunk = unsafe { Fresh::claim(addr) };
+        mem.header(addr).value_len.store(1 << 20, Ordering::Relaxed);
+        let _ = mem.value(&chunk);
     }
 }

@@ -7,7 +7,8 @@
 //! `engine.rs` (the engine, its tiers, lock order), `ops.rs` (request verbs),
 //! `memory.rs` (allocation, link, unlink), `moves.rs` (Move queues, `move_item`),
 //! `pages.rs` (slab page moves), `crawler.rs`, `automove.rs`, `background.rs`
-//! (background work), `policy/` (every placement decision), `stats.rs` + `report.rs`
+//! (background work), `tuning.rs` (what `lru tune` and `lru_crawler` change at run
+//! time), `policy/` (every placement decision), `stats.rs` + `report.rs`
 //! (statistics), `events.rs` (the event log `watch` streams), `dump.rs` (item listings for
 //! `stats cachedump` and `lru_crawler metadump`).
 
@@ -36,19 +37,21 @@ mod recovery;
 mod report;
 mod slab;
 mod stats;
+mod tuning;
 
 pub use api::*;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     fraction_to_ppm, parse_fraction, ConfigError, Durability, EngineConfig, PlacementPolicy,
-    KEY_LENGTH_MAX_BYTES, MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT, MQ_QUEUES_MAX, PPM,
-    SLAB_PAGE_SIZE_BYTES,
+    CRAWLER_SLEEP_MAX_US, KEY_LENGTH_MAX_BYTES, MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT,
+    MQ_QUEUES_MAX, PPM, SLAB_PAGE_SIZE_BYTES,
 };
 pub use dump::{ItemDump, DUMP_CURSOR_START};
 pub use engine::Engine;
 pub use engine::{DramLimitError, ReassignError};
-pub use events::{Event, EventLog, EventWhat, ItemFacts};
+pub use events::{CloseReason, CrawlerStatus, Event, EventLog, EventWhat, ItemFacts};
 #[cfg(feature = "test-hooks")]
 pub use pause::MigrationPause;
 pub use pool::PoolError;
 pub use recovery::{RecoveryReport, StopReport};
+pub use tuning::{CrawlerSettingError, LruTune, LruTuneError};

@@ -13,18 +13,20 @@ use std::sync::atomic::Ordering;
 use crate::api::StoreOutcome;
 use crate::engine::{Dead, Engine, Tier};
 use crate::events::{kind, EventWhat, ItemFacts};
-use crate::index::{Index, ShardGuard};
-use crate::item::{header_bytes, state, ItemAddr, ItemMemory, ItemRef, ITEM_HEADER_BYTES, NIL};
+use crate::index::{Held, Index, ShardGuard};
+use crate::item::{
+    header_bytes, state, Fresh, ItemAddr, ItemMemory, ItemRef, ITEM_HEADER_BYTES, NIL,
+};
 use crate::policy::Policy;
 use crate::pool::LARGE_TAIL;
 use crate::slab::{ClassState, Geometry};
 use crate::stats::G;
 
-/// A live item a look-up found: its tier, and the item with its header located.
-#[derive(Clone, Copy)]
-pub(crate) struct Found<'e> {
+/// A live item a look-up found: its tier, and the item with its header located and the
+/// proof to read it (which borrows the shard's guard for `'g`).
+pub(crate) struct Found<'e, 'g> {
     pub tier: &'e Tier,
-    pub item: ItemRef<'e>,
+    pub item: ItemRef<'e, Held<'g>>,
 }
 
 /// Allocation attempts (each may evict or demote) before giving up, as memcached's
@@ -36,13 +38,14 @@ const ALLOC_TRIES: usize = 10;
 pub(crate) const TAIL_RECLAIM_TRIES: usize = 5;
 
 impl Engine {
-    /// Takes a chunk (or a page run) for an item of `total_bytes` without evicting.
+    /// Takes a chunk (or a page run) for an item of `total_bytes` without evicting: the
+    /// only place a [`Fresh`] chunk comes from (recovery aside).
     pub(crate) fn take_chunk(
         &self,
         tier: &Tier,
         cs: &mut ClassState,
         total_bytes: usize,
-    ) -> Option<ItemAddr> {
+    ) -> Option<Fresh> {
         if cs.id == self.geometry.large {
             let run = Geometry::large_run_pages(total_bytes);
             let first = tier.pool.lock().alloc_run(cs.id, run)?;
@@ -59,7 +62,9 @@ impl Engine {
                 .header(addr)
                 .state
                 .store(state::ALLOCATED, Ordering::Relaxed);
-            return Some(addr);
+            // SAFETY: the page run was just given to this class (the pool handed it out
+            // under its lock, and the class's lock is held): nothing else names it.
+            return Some(unsafe { Fresh::claim(addr) });
         }
         // Expired items' chunks before fresh memory, as memcached's LRU maintainer
         // reclaims them: a cache of short-lived items reuses their chunks instead of
@@ -74,7 +79,9 @@ impl Engine {
         let addr = cs.pop_free(&tier.mem)?;
         let page = ItemMemory::page_of(addr);
         tier.page_used[page].fetch_add(1, Ordering::Relaxed);
-        Some(addr)
+        // SAFETY: the chunk just left its class's free list under the class lock: a free
+        // chunk is in no index and no LRU list, and only the allocator pops it.
+        Some(unsafe { Fresh::claim(addr) })
     }
 
     /// Returns a chunk that is in no LRU and no index to its class (or the pool). The
@@ -83,6 +90,11 @@ impl Engine {
     pub(crate) fn free_chunk(&self, tier: &Tier, cs: &mut ClassState, addr: ItemAddr) {
         self.unseal(tier, addr, header_bytes::LINKS);
         let h = tier.mem.header(addr);
+        // item.rs, invariant 3 (b): a chunk leaves the index and its LRU before it is freed.
+        debug_assert!(
+            !h.has(state::LINKED),
+            "freeing chunk {addr:#x}, which is still linked"
+        );
         let page = ItemMemory::page_of(addr);
         if cs.id == self.geometry.large {
             let run = tier.page_used[page].swap(0, Ordering::Relaxed) as usize;
@@ -110,21 +122,16 @@ impl Engine {
     /// class has no free chunk, the policy makes room (memcached evicts its COLD tail,
     /// `do_item_alloc_pull`); if the class holds nothing at all, a page is taken from
     /// another class.
-    pub(crate) fn alloc(
-        &self,
-        tier: &Tier,
-        class_id: usize,
-        total_bytes: usize,
-    ) -> Option<ItemAddr> {
+    pub(crate) fn alloc(&self, tier: &Tier, class_id: usize, total_bytes: usize) -> Option<Fresh> {
         if tier.page_count == 0 {
             return None;
         }
         let now = self.now_s();
         for attempt in 0..ALLOC_TRIES {
             let mut cs = tier.classes[class_id].0.lock();
-            if let Some(addr) = self.take_chunk(tier, &mut cs, total_bytes) {
+            if let Some(chunk) = self.take_chunk(tier, &mut cs, total_bytes) {
                 cs.stats.direct_reclaims += attempt as u64;
-                return Some(addr);
+                return Some(chunk);
             }
             if cs.lru.items() == 0 || self.policy.make_room(self, tier, &mut cs, now) == 0 {
                 break;
@@ -132,9 +139,9 @@ impl Engine {
             // The room just made is this allocation's: taken before the lock goes, or
             // another thread's store could take it, again and again under load, until
             // this one gave up with "out of memory".
-            if let Some(addr) = self.take_chunk(tier, &mut cs, total_bytes) {
+            if let Some(chunk) = self.take_chunk(tier, &mut cs, total_bytes) {
                 cs.stats.direct_reclaims += attempt as u64 + 1;
-                return Some(addr);
+                return Some(chunk);
             }
         }
         // Nothing to evict here (the class is empty, or its tail is busy): take a page
@@ -144,8 +151,8 @@ impl Engine {
             && self.steal_page(tier, class_id)
         {
             let mut cs = tier.classes[class_id].0.lock();
-            if let Some(addr) = self.take_chunk(tier, &mut cs, total_bytes) {
-                return Some(addr);
+            if let Some(chunk) = self.take_chunk(tier, &mut cs, total_bytes) {
+                return Some(chunk);
             }
         }
         tier.classes[class_id].0.lock().stats.outofmemory += 1;
@@ -158,7 +165,7 @@ impl Engine {
         tier: &Tier,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<ItemAddr> {
+    ) -> Option<Fresh> {
         if tier.page_count == 0 {
             return None;
         }
@@ -168,7 +175,8 @@ impl Engine {
 
     /// Frees a chunk that was allocated but never linked (a refused store, a migration
     /// that lost its race). Its header was charged when the item was written.
-    pub(crate) fn free_unlinked(&self, addr: ItemAddr) {
+    pub(crate) fn free_unlinked(&self, chunk: Fresh) {
+        let addr = chunk.addr();
         let tier = self.tier_of(addr);
         let class_id = tier.class_of(addr);
         let mut cs = tier.classes[class_id].0.lock();
@@ -287,8 +295,14 @@ impl Engine {
         if self.events.wants(kind::EVICTIONS) {
             let key_len = usize::from(h.key_len.load(Ordering::Relaxed));
             tier.mem.charge_read(addr, ITEM_HEADER_BYTES, key_len);
-            // SAFETY: we hold the item's shard lock (item.rs invariant 3).
-            let key = unsafe { tier.mem.key(addr) };
+            // Linked (we hold its class lock), so its shard holds it: a probe for the
+            // proof, on this watched path only.
+            let item = Index::held(&mut table, key_hash, addr);
+            debug_assert!(
+                item.is_some(),
+                "evicting {addr:#x}, which its shard does not hold"
+            );
+            let key = item.as_ref().map_or(&[][..], |item| tier.mem.key(item));
             let what = EventWhat::Evicted {
                 item: ItemFacts {
                     tier: tier.id,
@@ -317,9 +331,10 @@ impl Engine {
         &self,
         table: &mut ShardGuard<'_>,
         key_hash: u32,
-        addr: ItemAddr,
+        item: Fresh,
         old: Option<ItemAddr>,
     ) {
+        let addr = item.addr();
         let tier = self.tier_of(addr);
         let h = tier.mem.header(addr);
         h.key_hash.store(key_hash, Ordering::Relaxed);
@@ -330,12 +345,13 @@ impl Engine {
         if let Some(old_addr) = old {
             self.unseal(self.tier_of(old_addr), old_addr, header_bytes::LINKS);
         }
-        self.seal(addr);
+        self.seal(&item);
         match old {
             Some(old_addr) => {
-                Index::replace(table, key_hash, old_addr, addr);
+                let replaced = Index::replace(table, key_hash, old_addr, item);
+                debug_assert!(replaced, "linking over {old_addr:#x}, which is not indexed");
             }
-            None => Index::insert_new(table, key_hash, addr),
+            None => Index::insert_new(table, key_hash, item),
         }
         {
             let segment = self.policy.on_link(self, table, key_hash, tier, addr, old);
@@ -350,34 +366,36 @@ impl Engine {
     }
 
     /// Looks up `key` under its shard lock; a dead item found is unlinked and counted.
-    pub(crate) fn find_live(
+    /// A live one comes with the proof to read it, which borrows the guard.
+    pub(crate) fn find_live<'g>(
         &self,
-        table: &mut ShardGuard<'_>,
+        table: &'g mut ShardGuard<'_>,
         key_hash: u32,
         key: &[u8],
         now_s: u32,
         count_reads: bool,
-    ) -> Option<ItemAddr> {
+    ) -> Option<Held<'g>> {
         self.find_live_item(table, key_hash, key, now_s, count_reads)
-            .map(|found| found.item.addr())
+            .map(|found| found.item.into_proof())
     }
 
     /// [`Engine::find_live`], handing back the item's tier and the item with its header
-    /// located (a read goes on to a dozen of its fields). Always inlined: as a call it
-    /// cost ~35 instructions of set-up a look-up (a 10-key `get` makes ten).
+    /// located (a read goes on to a dozen of its fields) and its proof. Always inlined:
+    /// as a call it cost ~35 instructions of set-up a look-up (a 10-key `get` makes
+    /// ten).
     #[inline(always)]
-    pub(crate) fn find_live_item(
-        &self,
-        table: &mut ShardGuard<'_>,
+    pub(crate) fn find_live_item<'e, 'g>(
+        &'e self,
+        table: &'g mut ShardGuard<'_>,
         key_hash: u32,
         key: &[u8],
         now_s: u32,
         count_reads: bool,
-    ) -> Option<Found<'_>> {
+    ) -> Option<Found<'e, 'g>> {
         // The tier of the last item the probe read is the found item's (the probe stops
         // at the match): kept rather than looked up again.
         let last_tier = std::cell::Cell::new(None);
-        let item = Index::find_item(
+        let item = Index::find_item_unless(
             table,
             |a| {
                 let tier = self.tier_of(a);
@@ -386,24 +404,24 @@ impl Engine {
             },
             key_hash,
             key,
-        )?;
-        let addr = item.addr();
-        match self.dead_reason(item.header(), now_s) {
-            None => Some(Found {
-                tier: last_tier.get().unwrap_or_else(|| self.tier_of(addr)),
-                item,
-            }),
-            Some(reason) => {
+            |table, at| {
+                let Some(reason) = self.dead_reason(at.header(), now_s) else {
+                    return false;
+                };
                 if count_reads {
                     match reason {
                         Dead::Expired => self.counters.add(G::GetExpired, 1),
                         Dead::Flushed => self.counters.add(G::GetFlushed, 1),
                     }
                 }
-                self.unlink(table, key_hash, addr);
-                None
-            }
-        }
+                self.unlink(table, key_hash, at.addr());
+                true
+            },
+        )?;
+        Some(Found {
+            tier: last_tier.get().unwrap_or_else(|| self.tier_of(item.addr())),
+            item,
+        })
     }
 
     /// Allocates (where the policy places it) and writes a new item, not yet linked.
@@ -416,7 +434,7 @@ impl Engine {
         client_flags: u32,
         exptime_rel_s: u32,
         now_s: u32,
-    ) -> Result<ItemAddr, StoreOutcome> {
+    ) -> Result<Fresh, StoreOutcome> {
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
         let class_id = self
             .geometry
@@ -444,21 +462,20 @@ impl Engine {
         client_flags: u32,
         exptime_rel_s: u32,
         now_s: u32,
-    ) -> Result<ItemAddr, StoreOutcome> {
+    ) -> Result<Fresh, StoreOutcome> {
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
         let total = ITEM_HEADER_BYTES + key.len() + value_len;
         if !self.item_fits(key.len(), value_len) {
             return Err(StoreOutcome::TooLarge);
         }
         debug_assert_eq!(class_id, self.geometry.class_for(total));
-        let Some(addr) = self.policy.alloc_new_item(self, key_hash, class_id, total) else {
+        let Some(mut chunk) = self.policy.alloc_new_item(self, key_hash, class_id, total) else {
             return Err(StoreOutcome::OutOfMemory);
         };
+        let addr = chunk.addr();
         let tier = self.tier_of(addr);
         let capacity = self.chunk_capacity(class_id, total);
-        // SAFETY: the chunk was just allocated for at least `total` bytes and is not
-        // published (item.rs invariant 3 (a)).
-        unsafe { tier.mem.write_item(addr, capacity, key, value_parts) };
+        tier.mem.write_item(&mut chunk, capacity, key, value_parts);
         let h = tier.mem.header(addr);
         h.client_flags.store(client_flags, Ordering::Relaxed);
         h.exptime_rel_s.store(exptime_rel_s, Ordering::Relaxed);
@@ -468,6 +485,6 @@ impl Engine {
         h.next.store(NIL, Ordering::Relaxed);
         h.prev.store(NIL, Ordering::Relaxed);
         h.cas.store(0, Ordering::Relaxed);
-        Ok(addr)
+        Ok(chunk)
     }
 }

@@ -34,7 +34,7 @@ use parking_lot::Mutex;
 use crate::api::MigrationCounts;
 use crate::engine::Engine;
 use crate::events::{kind, EventWhat, ItemFacts};
-use crate::index::{Index, ShardGuard};
+use crate::index::{Held, Index, ShardGuard};
 use crate::item::{header_bytes, state, ItemAddr, ItemMemory, NIL};
 use crate::policy::{Candidate, Policy, Refusal};
 
@@ -262,17 +262,21 @@ impl Engine {
         handled
     }
 
-    /// Whether the shard still maps `req.key_hash` to `req.addr`, the item there is
-    /// linked, alive and carries the queued CAS. The caller holds the shard lock and
-    /// has charged the item's header read.
-    fn still_queued_item(&self, table: &ShardGuard<'_>, req: &MoveReq, now_s: u32) -> bool {
-        if !Index::contains(table, req.key_hash, req.addr) {
-            return false;
-        }
+    /// The queued item, if the shard still maps `req.key_hash` to `req.addr` and the
+    /// item there is linked, alive and carries the queued CAS; with the proof to read it.
+    /// The caller holds the shard lock and has charged the item's header read.
+    fn still_queued_item<'g>(
+        &self,
+        table: &'g mut ShardGuard<'_>,
+        req: &MoveReq,
+        now_s: u32,
+    ) -> Option<Held<'g>> {
+        let item = Index::held(table, req.key_hash, req.addr)?;
         let h = self.tier_of(req.addr).mem.header(req.addr);
-        h.has(state::LINKED)
+        let current = h.has(state::LINKED)
             && h.cas.load(Ordering::Relaxed) == req.cas
-            && self.dead_reason(h, now_s).is_none()
+            && self.dead_reason(h, now_s).is_none();
+        current.then_some(item)
     }
 
     fn lock_shard(&self, key_hash: u32, locking: ShardLocking) -> Option<ShardGuard<'_>> {
@@ -325,12 +329,15 @@ impl Engine {
         let src = &src_tier.mem;
         // 1. Still the queued item? Its size decides the destination class.
         let (total_bytes, class_id, candidate) = {
-            let Some(table) = self.lock_shard(req.key_hash, locking) else {
+            let Some(mut table) = self.lock_shard(req.key_hash, locking) else {
                 self.clear_state(req.addr, state::QUEUED);
                 return Outcome::Busy;
             };
             src.charge_header_read(req.addr, header_bytes::ALL);
-            if !self.still_queued_item(&table, &req, self.now_s()) {
+            if self
+                .still_queued_item(&mut table, &req, self.now_s())
+                .is_none()
+            {
                 self.release(&table, &req);
                 return Outcome::Raced;
             }
@@ -350,12 +357,12 @@ impl Engine {
             )
         };
         // 2. A destination chunk, allocated with no lock held.
-        let dst_addr =
+        let mut dst_chunk =
             match self
                 .policy
                 .destination(self, direction, class_id, total_bytes, candidate)
             {
-                Ok(addr) => addr,
+                Ok(chunk) => chunk,
                 Err(Refusal::NotAdmitted) => {
                     // The item stays where it is, served from there, and leaves the
                     // Promote state; a later access may offer it again.
@@ -382,30 +389,33 @@ impl Engine {
         self.moves.pause_point_before_relock(&req, direction);
         // 3. Re-check, copy, swap.
         let Some(mut table) = self.lock_shard(req.key_hash, locking) else {
-            self.free_unlinked(dst_addr);
+            self.free_unlinked(dst_chunk);
             self.clear_state(req.addr, state::QUEUED);
             return Outcome::Busy;
         };
         let now = self.now_s();
         let src_h = src.header(req.addr);
-        if !self.still_queued_item(&table, &req, now) || src_h.total_bytes() != total_bytes {
+        let src_item = self
+            .still_queued_item(&mut table, &req, now)
+            .filter(|_| src_h.total_bytes() == total_bytes);
+        let Some(src_item) = src_item else {
             self.release(&table, &req);
             drop(table);
-            self.free_unlinked(dst_addr);
+            self.free_unlinked(dst_chunk);
             return Outcome::Raced;
-        }
+        };
         let capacity = self.chunk_capacity(class_id, total_bytes);
         let dst = &dst_tier.mem;
+        let dst_addr = dst_chunk.addr();
         src.charge_read(req.addr, 0, total_bytes);
-        // SAFETY: we hold the source item's shard lock (item.rs invariant 3), so its
-        // key and value are stable; the destination chunk was allocated above for at
-        // least `total_bytes` (same class geometry in both tiers) and is unpublished
-        // (invariant 3 (a)). Source and destination are distinct chunks.
-        unsafe {
-            let key = src.key(req.addr);
-            let value = src.value(req.addr);
-            dst.write_item(dst_addr, capacity, key, &[value]);
-        }
+        // The destination was allocated for at least `total_bytes` (the same class
+        // geometry in both tiers).
+        dst.write_item(
+            &mut dst_chunk,
+            capacity,
+            src.key(&src_item),
+            &[src.value(&src_item)],
+        );
         let dst_h = dst.header(dst_addr);
         for (to, from) in [
             (&dst_h.client_flags, &src_h.client_flags),
@@ -427,8 +437,9 @@ impl Engine {
         // A persistent pool: the demoted copy becomes a valid record before it is
         // published; a promoted item's slow record is invalidated when its chunk is freed
         // below.
-        self.seal(dst_addr);
-        Index::replace(&mut table, req.key_hash, req.addr, dst_addr);
+        self.seal(&dst_chunk);
+        let replaced = Index::replace(&mut table, req.key_hash, req.addr, dst_chunk);
+        debug_assert!(replaced, "the queued item left its shard under its lock");
         {
             let segment = self.policy.after_move(
                 &mut table,
@@ -443,9 +454,10 @@ impl Engine {
         }
         self.note_expiry(dst_h.exptime_rel_s.load(Ordering::Relaxed));
         if self.events.wants(kind::MIGRATIONS) {
-            // SAFETY: we hold the item's shard lock (item.rs invariant 3); the copy's key
-            // was written above (and charged with it).
-            let key = unsafe { dst.key(dst_addr) };
+            // The copy's key was written above (and charged with it); a probe for the
+            // proof, on this watched path only.
+            let copy = Index::held(&mut table, req.key_hash, dst_addr);
+            let key = copy.as_ref().map_or(&[][..], |copy| dst.key(copy));
             let what = EventWhat::Moved {
                 item: ItemFacts {
                     tier: dst_tier.id,

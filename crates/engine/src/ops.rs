@@ -90,8 +90,7 @@ impl Engine {
         }
         let class_id = tier.class_of(addr);
         let segment = h.segment();
-        // SAFETY: we hold the item's shard lock (item.rs invariant 3).
-        let (item_key, value) = unsafe { item.key_and_value_parts() };
+        let (item_key, value) = item.key_and_value_parts();
         // The index probe charged header and key; the value continues that read.
         let value_from = ITEM_HEADER_BYTES + item_key.len();
         item.charge_read_continuing(value_from, value_from + value.len());
@@ -125,7 +124,7 @@ impl Engine {
         }
         let result = on_hit(&view);
         if retimed {
-            self.reseal(addr);
+            self.reseal(item.proof());
         }
         let access_charged = !opts.no_bump
             && self
@@ -177,13 +176,13 @@ impl Engine {
         rel: u32,
         now: u32,
     ) -> bool {
-        let Ok(addr) = self.new_item(key, key_hash, &[], 0, rel, now) else {
+        let Ok(chunk) = self.new_item(key, key_hash, &[], 0, rel, now) else {
             return false;
         };
-        let h = self.tier_of(addr).mem.header(addr);
+        let h = self.tier_of(chunk.addr()).mem.header(chunk.addr());
         h.cas.store(self.next_cas(), Ordering::Relaxed);
         h.set(state::TOKEN_SENT);
-        self.link(table, key_hash, addr, None);
+        self.link(table, key_hash, chunk, None);
         true
     }
 
@@ -270,7 +269,10 @@ impl Engine {
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
         let now = self.now_s();
-        match self.find_live(&mut table, key_hash, key, now, false) {
+        match self
+            .find_live(&mut table, key_hash, key, now, false)
+            .map(|item| item.addr())
+        {
             Some(addr) => {
                 self.unlink(&mut table, key_hash, addr);
                 true
@@ -327,7 +329,7 @@ impl Engine {
         let key_hash = self.index.hash(key);
         // An already-expired item is never allocated: the checks still run and the old
         // value is removed, as if the item was stored and expired at once.
-        let new_addr = match exptime_rel {
+        let new_item = match exptime_rel {
             Some(rel) => {
                 let parts = [value];
                 let made = self.new_item_in_class(
@@ -340,7 +342,7 @@ impl Engine {
                     now,
                 );
                 match made {
-                    Ok(addr) => Some(addr),
+                    Ok(chunk) => Some(chunk),
                     Err(outcome) => return outcome,
                 }
             }
@@ -348,9 +350,12 @@ impl Engine {
         };
         let mut table = self.index.shard(key_hash).table.lock();
         let now = self.now_s();
-        let found = self.find_live_item(&mut table, key_hash, key, now, false);
-        let existing = found.map(|f| f.item.addr());
-        let existing_header = found.map(|f| (f.item.header(), f.item.addr()));
+        // The found item's header and address; its proof ends here (the header needs
+        // none: item.rs invariant 2).
+        let existing_header = self
+            .find_live_item(&mut table, key_hash, key, now, false)
+            .map(|found| (found.item.header(), found.item.addr()));
+        let existing = existing_header.map(|(_, addr)| addr);
         let stale = match self.verdict(opts, existing_header, class_id) {
             Verdict::Refuse(outcome) => {
                 if outcome == StoreOutcome::NotStored && opts.mode == StoreMode::Add {
@@ -365,22 +370,22 @@ impl Engine {
                     }
                 }
                 drop(table);
-                if let Some(addr) = new_addr {
-                    self.free_unlinked(addr);
+                if let Some(chunk) = new_item {
+                    self.free_unlinked(chunk);
                 }
                 return outcome;
             }
             Verdict::Store { stale } => stale,
         };
         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
-        match new_addr {
-            Some(addr) => {
-                let h = self.tier_of(addr).mem.header(addr);
+        match new_item {
+            Some(chunk) => {
+                let h = self.tier_of(chunk.addr()).mem.header(chunk.addr());
                 h.cas.store(cas, Ordering::Relaxed);
                 if stale {
                     h.set(state::STALE);
                 }
-                self.link(&mut table, key_hash, addr, existing);
+                self.link(&mut table, key_hash, chunk, existing);
             }
             None => {
                 if let Some(old) = existing {
@@ -399,7 +404,7 @@ impl Engine {
         let mut table = self.index.shard(key_hash).table.lock();
         let now = self.now_s();
         let existing = self.find_live(&mut table, key_hash, key, now, false);
-        let Some(old) = existing else {
+        let Some(old_item) = existing else {
             if let Some(vivify) = opts.vivify_exptime {
                 // `ms` with N: an append to a missing item creates it.
                 let total = ITEM_HEADER_BYTES + key.len() + value.len();
@@ -414,14 +419,14 @@ impl Engine {
                     };
                 };
                 return match self.new_item(key, key_hash, &[value], opts.client_flags, rel, now) {
-                    Ok(addr) => {
+                    Ok(chunk) => {
                         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
-                        self.tier_of(addr)
+                        self.tier_of(chunk.addr())
                             .mem
-                            .header(addr)
+                            .header(chunk.addr())
                             .cas
                             .store(cas, Ordering::Relaxed);
-                        self.link(&mut table, key_hash, addr, None);
+                        self.link(&mut table, key_hash, chunk, None);
                         StoreOutcome::Stored {
                             cas: self.visible_cas(cas),
                         }
@@ -435,6 +440,7 @@ impl Engine {
             }
             return StoreOutcome::NotStored;
         };
+        let old = old_item.addr();
         let old_tier = self.tier_of(old);
         let old_h = old_tier.mem.header(old);
         let class_id = old_tier.class_of(old);
@@ -443,8 +449,7 @@ impl Engine {
             Verdict::Refuse(outcome) => return outcome,
             Verdict::Store { stale } => stale,
         };
-        // SAFETY: we hold the old item's shard lock (item.rs invariant 3).
-        let old_value = unsafe { old_tier.mem.value(old) };
+        let old_value = old_tier.mem.value(&old_item);
         let value_from = ITEM_HEADER_BYTES + key.len();
         old_tier
             .mem
@@ -460,19 +465,19 @@ impl Engine {
         };
         let flags = old_h.client_flags.load(Ordering::Relaxed);
         let exptime = old_h.exptime_rel_s.load(Ordering::Relaxed);
-        let addr = match self.new_item(key, key_hash, &parts, flags, exptime, now) {
-            Ok(addr) => addr,
+        let chunk = match self.new_item(key, key_hash, &parts, flags, exptime, now) {
+            Ok(chunk) => chunk,
             Err(outcome) => return outcome,
         };
         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
-        let h = self.tier_of(addr).mem.header(addr);
+        let h = self.tier_of(chunk.addr()).mem.header(chunk.addr());
         h.cas.store(cas, Ordering::Relaxed);
         if stale {
             h.set(state::STALE);
         }
         // The allocation may have evicted the old item (only if its shard was free,
         // which it is not: we hold it), so `old` is still linked here.
-        self.link(&mut table, key_hash, addr, Some(old));
+        self.link(&mut table, key_hash, chunk, Some(old));
         StoreOutcome::Stored {
             cas: self.visible_cas(cas),
         }
@@ -482,10 +487,11 @@ impl Engine {
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
         let now = self.now_s();
-        let Some(addr) = self.find_live(&mut table, key_hash, key, now, false) else {
+        let Some(item) = self.find_live(&mut table, key_hash, key, now, false) else {
             self.counters.add(G::DeleteMisses, 1);
             return DeleteOutcome::NotFound;
         };
+        let addr = item.addr();
         let tier = self.tier_of(addr);
         let h = tier.mem.header(addr);
         if let Some(expected) = opts.compare_cas {
@@ -508,7 +514,7 @@ impl Engine {
             }
             let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
             h.cas.store(cas, Ordering::Relaxed);
-            self.reseal(addr);
+            self.reseal(&item);
             return DeleteOutcome::Deleted;
         }
         if opts.remove_value_only {
@@ -516,11 +522,11 @@ impl Engine {
             let cas = h.cas.load(Ordering::Relaxed);
             let bits = h.state.load(Ordering::Relaxed) & (state::STALE | state::TOKEN_SENT);
             match self.new_item(key, key_hash, &[], 0, exptime, now) {
-                Ok(new_addr) => {
-                    let nh = self.tier_of(new_addr).mem.header(new_addr);
+                Ok(chunk) => {
+                    let nh = self.tier_of(chunk.addr()).mem.header(chunk.addr());
                     nh.cas.store(cas, Ordering::Relaxed);
                     nh.set(bits);
-                    self.link(&mut table, key_hash, new_addr, Some(addr));
+                    self.link(&mut table, key_hash, chunk, Some(addr));
                 }
                 // No memory even for an empty item: removing it entirely is the
                 // closest outcome that never serves the old value.
@@ -541,7 +547,7 @@ impl Engine {
         } else {
             G::DecrMisses
         };
-        let Some(addr) = self.find_live(&mut table, key_hash, key, now, false) else {
+        let Some(mut item) = self.find_live(&mut table, key_hash, key, now, false) else {
             self.counters.add(miss_counter, 1);
             let Some((initial, exptime)) = opts.vivify else {
                 return ArithOutcome::NotFound;
@@ -549,14 +555,14 @@ impl Engine {
             let rel = self.exptime_to_rel(exptime).unwrap_or(1);
             let digits = DecimalBuf::new(initial);
             return match self.new_item(key, key_hash, &[digits.as_bytes()], 0, rel, now) {
-                Ok(new_addr) => {
+                Ok(chunk) => {
                     let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
-                    self.tier_of(new_addr)
+                    self.tier_of(chunk.addr())
                         .mem
-                        .header(new_addr)
+                        .header(chunk.addr())
                         .cas
                         .store(cas, Ordering::Relaxed);
-                    self.link(&mut table, key_hash, new_addr, None);
+                    self.link(&mut table, key_hash, chunk, None);
                     ArithOutcome::Value {
                         value: initial,
                         cas: self.visible_cas(cas),
@@ -570,6 +576,7 @@ impl Engine {
                 Err(_) => ArithOutcome::OutOfMemory,
             };
         };
+        let addr = item.addr();
         let tier = self.tier_of(addr);
         let h = tier.mem.header(addr);
         if let Some(expected) = opts.compare_cas {
@@ -577,8 +584,7 @@ impl Engine {
                 return ArithOutcome::Exists;
             }
         }
-        // SAFETY: we hold the item's shard lock (item.rs invariant 3).
-        let old_value = unsafe { tier.mem.value(addr) };
+        let old_value = tier.mem.value(&item);
         let value_from = ITEM_HEADER_BYTES + key.len();
         tier.mem
             .charge_read_continuing(addr, value_from, value_from + old_value.len());
@@ -604,12 +610,13 @@ impl Engine {
         let new_exptime = opts
             .touch_exptime
             .map(|e| self.exptime_to_rel(e).unwrap_or(1));
-        let target = if digits.len() <= old_value.len() {
+        let old_value_len = old_value.len();
+        let target = if digits.len() <= old_value_len {
             // memcached rewrites in place, padding with spaces, when the number fits. A
             // pool record is unsealed first and sealed again after.
             self.unseal(tier, addr, header_bytes::TOUCH);
-            // SAFETY: shard lock held (item.rs invariant 3 (b)); the digits fit.
-            unsafe { tier.mem.overwrite_value_padded(addr, digits.as_bytes()) };
+            tier.mem
+                .overwrite_value_padded(&mut item, digits.as_bytes());
             // CAS, access time and (with `ma T`) expiry: one header update.
             tier.mem.charge_header_write(addr, header_bytes::TOUCH);
             h.cas.store(cas, Ordering::Relaxed);
@@ -617,19 +624,20 @@ impl Engine {
                 h.exptime_rel_s.store(rel, Ordering::Relaxed);
                 self.note_expiry(rel);
             }
-            self.reseal(addr);
+            self.reseal(&item);
             addr
         } else {
             let flags = h.client_flags.load(Ordering::Relaxed);
             let exptime = new_exptime.unwrap_or(h.exptime_rel_s.load(Ordering::Relaxed));
             match self.new_item(key, key_hash, &[digits.as_bytes()], flags, exptime, now) {
-                Ok(new_addr) => {
+                Ok(chunk) => {
+                    let new_addr = chunk.addr();
                     self.tier_of(new_addr)
                         .mem
                         .header(new_addr)
                         .cas
                         .store(cas, Ordering::Relaxed);
-                    self.link(&mut table, key_hash, new_addr, Some(addr));
+                    self.link(&mut table, key_hash, chunk, Some(addr));
                     new_addr
                 }
                 Err(_) => return ArithOutcome::OutOfMemory,
@@ -650,10 +658,11 @@ impl Engine {
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
         let now = self.now_s();
-        let Some(addr) = self.find_live(&mut table, key_hash, key, now, false) else {
+        let Some(item) = self.find_live(&mut table, key_hash, key, now, false) else {
             self.counters.add(G::TouchMisses, 1);
             return TouchOutcome::NotFound;
         };
+        let addr = item.addr();
         let tier = self.tier_of(addr);
         let h = tier.mem.header(addr);
         self.counters
@@ -664,7 +673,7 @@ impl Engine {
                     // A pool record changes in place: unsealed, retimed, sealed again.
                     self.unseal(tier, addr, header_bytes::TOUCH);
                     h.exptime_rel_s.store(rel, Ordering::Relaxed);
-                    self.reseal(addr);
+                    self.reseal(&item);
                     self.note_expiry(rel);
                 }
                 if self.policy.on_access(
@@ -688,6 +697,12 @@ impl Engine {
             None => self.unlink(&mut table, key_hash, addr),
         }
         TouchOutcome::Touched
+    }
+
+    /// Counts a `flush_all` that was refused (`-F`, or a delay that is not a number), as
+    /// memcached counts every one in `cmd_flush`.
+    pub fn count_flush_command(&self) {
+        self.counters.add(G::CmdFlush, 1);
     }
 
     /// `flush_all [delay]`: invalidates every item now, or `delay_s` seconds from now

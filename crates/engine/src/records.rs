@@ -7,30 +7,32 @@ use std::sync::atomic::Ordering;
 
 use crate::config::Durability;
 use crate::engine::{Engine, Tier};
-use crate::item::{header_bytes, ItemAddr, ITEM_HEADER_BYTES};
+use crate::index::Held;
+use crate::item::{header_bytes, ItemAccess, ItemAddr, ITEM_HEADER_BYTES};
 use crate::pool::record_checksum;
 
 impl Engine {
-    /// Seals the item at `addr` as a record of its tier's pool: computes the checksum
-    /// over the header fields, key and value, and writes it last. The caller holds the
-    /// item's shard lock, or it is not published yet; nothing happens outside a pool.
+    /// Seals the item `item` names as a record of its tier's pool: computes the checksum
+    /// over the header fields, key and value, and writes it last. `item`: a fresh chunk
+    /// about to be published, or the item under its shard lock; nothing happens outside a
+    /// pool.
     #[inline]
-    pub(crate) fn seal(&self, addr: ItemAddr) {
+    pub(crate) fn seal(&self, item: &impl ItemAccess) {
+        let addr = item.item_addr();
         let tier = self.tier_of(addr);
         // Inlined to here: most items are in no pool (DRAM), and the call cost more
         // than this test.
         if let Some(pool) = &tier.pool_file {
-            self.seal_in(tier, pool, addr);
+            self.seal_in(tier, pool, item);
         }
     }
 
     /// [`Engine::seal`] of an item of a pool's tier.
     #[inline(never)]
-    fn seal_in(&self, tier: &Tier, pool: &crate::pool::Pool, addr: ItemAddr) {
+    fn seal_in(&self, tier: &Tier, pool: &crate::pool::Pool, item: &impl ItemAccess) {
+        let addr = item.item_addr();
         let h = tier.mem.header(addr);
-        // SAFETY: the caller holds the shard lock or has not published the item
-        // (item.rs invariant 3).
-        let key_value = unsafe { tier.mem.key_and_value(addr) };
+        let key_value = tier.mem.key_and_value(item);
         let checksum = record_checksum(pool.generation(), h, key_value);
         let synced = tier.mem.region().map_mode() == &tier::MapMode::SharedSync;
         if synced {
@@ -87,7 +89,8 @@ impl Engine {
     /// unsealed before the change: the checksum covers the key and value, which are read
     /// back from the tier for it (charged), then written (charged beyond the header's
     /// `TOUCH` lines the caller charged).
-    pub(crate) fn reseal(&self, addr: ItemAddr) {
+    pub(crate) fn reseal(&self, item: &Held<'_>) {
+        let addr = item.addr();
         let tier = self.tier_of(addr);
         if tier.pool_file.is_none() {
             return;
@@ -98,7 +101,7 @@ impl Engine {
             .charge_read_continuing(addr, ITEM_HEADER_BYTES, total);
         tier.mem
             .charge_header_write_except(addr, header_bytes::CHECKSUM, header_bytes::TOUCH);
-        self.seal(addr);
+        self.seal(item);
     }
 
     /// Makes the pool's record invalidations so far persistent (`--slow-durability

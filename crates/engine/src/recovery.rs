@@ -20,7 +20,7 @@ use crate::config::ConfigError;
 use crate::config::SLAB_PAGE_SIZE_BYTES;
 use crate::engine::{Engine, Tier};
 use crate::index::Index;
-use crate::item::{header_bytes, state, ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
+use crate::item::{header_bytes, state, Fresh, ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
 use crate::lru::{COLD, SEGMENTS};
 use crate::pool::{record_checksum, LARGE_TAIL};
 use crate::slab::{ClassState, Geometry};
@@ -200,10 +200,15 @@ impl Engine {
             for record in found {
                 let h = tier.mem.header(record.addr);
                 h.key_hash.store(record.key_hash, Ordering::Relaxed);
-                // SAFETY: nothing is served during recovery; the record checked out, so
-                // its key lies in its chunk.
-                let key = unsafe { tier.mem.key(record.addr) };
-                match Index::find(&table, |a| &self.tier_of(a).mem, record.key_hash, key) {
+                // SAFETY: nothing is served during recovery, and this thread is the only
+                // one handling this record (each record is in one shard's list); its
+                // chunk lies in the region (`scan_record` checked it).
+                let chunk = unsafe { Fresh::claim(record.addr) };
+                let key = tier.mem.key(&chunk);
+                let found_other =
+                    Index::find(&mut table, |a| &self.tier_of(a).mem, record.key_hash, key)
+                        .map(|other| other.addr());
+                match found_other {
                     Some(other) => {
                         report.items_dropped_duplicate += 1;
                         let Some(pos) = indexed.iter().position(|f| f.addr == other) else {
@@ -213,12 +218,12 @@ impl Engine {
                         if indexed[pos].cas >= record.cas {
                             losers.push(record);
                         } else {
-                            Index::replace(&mut table, record.key_hash, other, record.addr);
+                            Index::replace(&mut table, record.key_hash, other, chunk);
                             losers.push(std::mem::replace(&mut indexed[pos], record));
                         }
                     }
                     None => {
-                        Index::insert_new(&mut table, record.key_hash, record.addr);
+                        Index::insert_new(&mut table, record.key_hash, chunk);
                         indexed.push(record);
                     }
                 }
@@ -253,6 +258,9 @@ impl Engine {
                 let mut cs = tier.classes[loser.class_id].0.lock();
                 tier.mem
                     .charge_header_write(loser.addr, header_bytes::LINKS);
+                // Its state is whatever the previous process left: it was never linked
+                // in this one.
+                tier.mem.header(loser.addr).clear(state::LINKED);
                 self.free_chunk(tier, &mut cs, loser.addr);
             } else {
                 free_chunks.push((loser.class_id, loser.addr));
@@ -369,9 +377,10 @@ impl Engine {
         }
         tier.mem
             .charge_read_continuing(addr, ITEM_HEADER_BYTES, total);
-        // SAFETY: recovery runs before the engine serves anyone; the chunk lies in the
-        // region (checked just above) and nothing else touches it.
-        let key_value = unsafe { tier.mem.key_and_value(addr) };
+        // SAFETY: recovery runs before the engine serves anyone, and each page is scanned
+        // by one thread; the chunk lies in the region (checked just above).
+        let chunk = unsafe { Fresh::claim(addr) };
+        let key_value = tier.mem.key_and_value(&chunk);
         if record_checksum(pool.generation(), h, key_value) != checksum {
             scan.not_valid += 1;
             return None;
@@ -456,22 +465,25 @@ impl Engine {
         let h = dram.mem.header(addr);
         let key_hash = h.key_hash.load(Ordering::Relaxed);
         let mut table = self.index.shard(key_hash).table.lock();
-        if !h.has(state::LINKED) || !Index::contains(&table, key_hash, addr) {
+        if !h.has(state::LINKED) {
             return true;
         }
+        let Some(item) = Index::held(&mut table, key_hash, addr) else {
+            return true;
+        };
         let total = h.total_bytes();
         let class_id = dram.class_of(addr);
-        let Some(dst) = self.take_free(slow, class_id, total) else {
+        let Some(mut dst_chunk) = self.take_free(slow, class_id, total) else {
             return false;
         };
+        let dst = dst_chunk.addr();
         let capacity = self.chunk_capacity(class_id, total);
-        // SAFETY: we hold the item's shard lock (item.rs invariant 3); the destination
-        // was just allocated for `total` bytes and is unpublished.
-        unsafe {
-            let key = dram.mem.key(addr);
-            let value = dram.mem.value(addr);
-            slow.mem.write_item(dst, capacity, key, &[value]);
-        }
+        slow.mem.write_item(
+            &mut dst_chunk,
+            capacity,
+            dram.mem.key(&item),
+            &[dram.mem.value(&item)],
+        );
         let dh = slow.mem.header(dst);
         for (to, from) in [
             (&dh.client_flags, &h.client_flags),
@@ -486,8 +498,8 @@ impl Engine {
         dh.next.store(NIL, Ordering::Relaxed);
         dh.prev.store(NIL, Ordering::Relaxed);
         dh.set(state::LINKED);
-        self.seal(dst);
-        Index::replace(&mut table, key_hash, addr, dst);
+        self.seal(&dst_chunk);
+        Index::replace(&mut table, key_hash, addr, dst_chunk);
         {
             let mut cs = slow.classes[class_id].0.lock();
             cs.lru.link_head(&slow.mem, COLD, dst);

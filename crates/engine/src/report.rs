@@ -328,9 +328,35 @@ impl Engine {
         );
     }
 
-    /// `stats sizes`: memcached 1.6 reports the histogram disabled unless asked.
+    /// `stats sizes`: while the histogram is off (memcached's default; `stats
+    /// sizes_enable`, `-o track_sizes`) `sizes_status disabled`; while it is on, the
+    /// number of live items of each size, in memcached's 32-byte buckets (`STAT <size>
+    /// <items>`, the size rounded up to a multiple of 32, empty buckets left out).
+    ///
+    /// memcached keeps the histogram up to date on every store and unlink; fogcached
+    /// counts it here instead, walking every item of both tiers once (a listing, as
+    /// `lru_crawler metadump` walks them), so that a cache that never asks pays nothing
+    /// on its request path. Sizes are fogcached's item sizes (header, key and value).
     pub fn stats_sizes(&self, emit: Emit<'_>) {
-        emit("sizes_status", StatValue::Text("disabled".to_string()));
+        if !self.size_histogram_enabled() {
+            emit("sizes_status", StatValue::Text("disabled".to_string()));
+            return;
+        }
+        let mut buckets: std::collections::BTreeMap<u32, u64> = std::collections::BTreeMap::new();
+        let mut cursor = crate::dump::DUMP_CURSOR_START;
+        loop {
+            let next = self.dump_items(cursor, &mut |item| {
+                *buckets.entry(item.total_bytes.div_ceil(32)).or_default() += 1;
+                true
+            });
+            match next {
+                Some(next) => cursor = next,
+                None => break,
+            }
+        }
+        for (bucket, items) in buckets {
+            emit(&(u64::from(bucket) * 32).to_string(), StatValue::U64(items));
+        }
     }
 
     /// The engine's lines of `stats settings`.
@@ -357,19 +383,21 @@ impl Engine {
         emit("slab_automove_ratio", f2(0.8));
         emit("slab_automove_window", u(30));
         emit("slab_chunk_max", u(cfg.slab_chunk_max_bytes as u64));
-        emit("lru_crawler", yes_no(cfg.lru_crawler));
-        emit("lru_crawler_sleep", u(100));
-        emit("lru_crawler_tocrawl", u(0));
+        emit("lru_crawler", yes_no(self.lru_crawler_enabled()));
+        let (sleep_us, tocrawl) = self.lru_crawler_pace();
+        emit("lru_crawler_sleep", u(u64::from(sleep_us)));
+        emit("lru_crawler_tocrawl", u(u64::from(tocrawl)));
         emit("tail_repair_time", u(0));
         emit("lru_maintainer_thread", yes_no(cfg.lru_maintainer));
         emit("lru_segmented", yes_no(true));
-        emit("hot_lru_pct", u(u64::from(cfg.hot_lru_pct)));
-        emit("warm_lru_pct", u(u64::from(cfg.warm_lru_pct)));
-        emit("hot_max_factor", f2(cfg.hot_max_factor));
-        emit("warm_max_factor", f2(cfg.warm_max_factor));
+        let tune = self.lru_tuning();
+        emit("hot_lru_pct", u(u64::from(tune.hot_lru_pct)));
+        emit("warm_lru_pct", u(u64::from(tune.warm_lru_pct)));
+        emit("hot_max_factor", f2(tune.hot_max_factor));
+        emit("warm_max_factor", f2(tune.warm_max_factor));
         emit("temp_lru", yes_no(false));
         emit("temporary_ttl", u(61));
-        emit("track_sizes", yes_no(false));
+        emit("track_sizes", yes_no(self.size_histogram_enabled()));
         emit("hash_algorithm", StatValue::Text("foldhash".to_string()));
         emit("slab_page_size", u(SLAB_PAGE_SIZE_BYTES as u64));
         let text = |v: String| StatValue::Text(v);

@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
-use crate::config::{EngineConfig, SLAB_CLASSES_MAX, SLAB_PAGE_SIZE_BYTES};
+use crate::config::{EngineConfig, CHUNK_ALIGN_BYTES, SLAB_CLASSES_MAX, SLAB_PAGE_SIZE_BYTES};
 use crate::item::{header_bytes, state, ItemAddr, ItemMemory, NIL};
 use crate::lru::Lru;
 use crate::stats::ClassStats;
@@ -34,18 +34,25 @@ impl Geometry {
         // `stats slabs`) match memcached's whatever fogcached's own header size.
         let mut size = MEMCACHED_ITEM_HEADER_BYTES + config.chunk_size_min_bytes;
         let chunk_max = config.slab_chunk_max_bytes;
-        // memcached leaves room for the largest class below its 63-class ceiling; we
-        // need one more slot for the large class.
-        while chunk_bytes.len() < SLAB_CLASSES_MAX - 1 {
-            if size as f64 >= chunk_max as f64 / config.growth_factor {
-                break;
+        let align = |size: usize| size.next_multiple_of(CHUNK_ALIGN_BYTES);
+        match &config.slab_sizes {
+            // `-o slab_sizes`: the operator's sizes (checked by `EngineConfig::validate`:
+            // ascending, at most `SLAB_CLASSES_MAX - 2` of them), aligned as memcached's.
+            Some(sizes) => chunk_bytes.extend(sizes.iter().map(|&size| align(size))),
+            None => {
+                // memcached leaves room for the largest class below its 63-class
+                // ceiling; we need one more slot for the large class.
+                while chunk_bytes.len() < SLAB_CLASSES_MAX - 1 {
+                    if size as f64 >= chunk_max as f64 / config.growth_factor {
+                        break;
+                    }
+                    size = align(size);
+                    chunk_bytes.push(size);
+                    size = (size as f64 * config.growth_factor) as usize;
+                }
             }
-            if size & 7 != 0 {
-                size += 8 - (size & 7);
-            }
-            chunk_bytes.push(size);
-            size = (size as f64 * config.growth_factor) as usize;
         }
+        debug_assert!(chunk_bytes.len() < SLAB_CLASSES_MAX);
         chunk_bytes.push(chunk_max);
         let largest = chunk_bytes.len() - 1;
         // The large class's nominal chunk: the biggest item allowed.
@@ -352,6 +359,52 @@ mod tests {
         assert_eq!(g.class_for(512 * 1024), g.largest);
         assert_eq!(g.class_for(512 * 1024 + 1), g.large);
         assert_eq!(g.chunks_per_page(1), 10922);
+    }
+
+    /// `-o slab_sizes=100-200-300`: memcached 1.6.18 -vv prints the classes 104, 200,
+    /// 304 and 524288 (the sizes aligned to 8 bytes, then `slab_chunk_max`).
+    #[test]
+    fn slab_sizes_replace_the_growth_factor_s_classes() {
+        let g = Geometry::new(&EngineConfig {
+            slab_sizes: Some(vec![100, 200, 300]),
+            ..EngineConfig::default()
+        });
+        assert_eq!(
+            &g.chunk_bytes[1..],
+            &[104, 200, 304, 512 * 1024, 1024 * 1024]
+        );
+        assert_eq!((g.largest, g.large), (4, 5));
+        assert_eq!(g.class_for(105), 2);
+        assert_eq!(g.class_for(305), 4);
+        let refused = |sizes: Vec<usize>| {
+            EngineConfig {
+                slab_sizes: Some(sizes),
+                ..EngineConfig::default()
+            }
+            .validate()
+            .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            refused(vec![10, 200]),
+            Err("slab size 10 is out of valid range".to_owned())
+        );
+        assert_eq!(
+            refused(vec![100, 104]),
+            Err("slab size 104 must be at least 8 bytes larger than previous class".to_owned())
+        );
+        assert_eq!(
+            refused(vec![200, 100]),
+            Err("slab size 100 cannot be lower than or equal to a previous class size".to_owned())
+        );
+        assert_eq!(
+            refused(vec![100, 600_000]),
+            Err("slab size 600000 is out of valid range".to_owned())
+        );
+        assert_eq!(
+            refused((1..=62).map(|i| 48 + 16 * i).collect()),
+            Err("too many slab classes specified".to_owned())
+        );
+        assert_eq!(refused((1..=61).map(|i| 48 + 16 * i).collect()), Ok(()));
     }
 
     #[test]

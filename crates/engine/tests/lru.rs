@@ -249,6 +249,8 @@ fn crawler_passes_run_when_an_item_may_be_dead_and_hourly() {
 #[test]
 fn slab_automove_rescues_a_calcified_workload() {
     let (e, clock) = engine_with(mb(10));
+    // `watch sysevents` sees each of the automover's decisions.
+    e.events().set_wanted(engine::events::kind::SYSTEM);
     let small = vec![b's'; 500];
     for i in 0..40_000u32 {
         assert!(stored(set(&e, format!("small:{i}").as_bytes(), &small)));
@@ -283,6 +285,16 @@ fn slab_automove_rescues_a_calcified_workload() {
     );
     assert!(stat(&e, "slabs_moved") >= 5);
     assert!(e.pages_in_use() <= 10);
+    let mut events = Vec::new();
+    e.events().drain(&mut events, usize::MAX);
+    let large_class = e.slab_class_for(5, 50_000) as u32;
+    let moves_to_large = events
+        .iter()
+        .filter(
+            |ev| matches!(ev.what, engine::EventWhat::SlabMove { dst, .. } if dst == large_class),
+        )
+        .count();
+    assert!(moves_to_large >= 5, "{events:?}");
 }
 
 #[test]

@@ -401,10 +401,30 @@ fn worker(e: &Engine, t: u32, published: &Published) -> WorkerLog {
     log
 }
 
+/// Runs of the check before its precondition (migrations actually raced the requests)
+/// is declared unmet. On a loaded machine a run's threads may be scheduled so that, for
+/// example, no item reaches the hotspot policy's threshold within a period; such a run
+/// checked correctly but proved little, and is made again. A failed correctness check is
+/// never retried.
+const RUNS_FOR_THE_PRECONDITION: usize = 3;
+
 /// The whole check under `policy` (see the module comment).
 fn concurrent_operations_during_migrations_lose_nothing_and_read_only_whole_latest_values(
     policy: PlacementPolicy,
 ) {
+    let mut unmet = Vec::new();
+    for _ in 0..RUNS_FOR_THE_PRECONDITION {
+        match run_and_check(policy) {
+            Ok(()) => return,
+            Err(why) => unmet.push(why),
+        }
+    }
+    panic!("the runs never kept both Move queues busy with requests racing migrations: {unmet:#?}");
+}
+
+/// One run: `Err` (with the run's migration counts) when migrations did not race the
+/// requests; panics on any correctness failure.
+fn run_and_check(policy: PlacementPolicy) -> Result<(), String> {
     let engine = Engine::new(
         EngineConfig {
             policy,
@@ -526,11 +546,11 @@ fn concurrent_operations_during_migrations_lose_nothing_and_read_only_whole_late
         // queue and `move_item` up to the destination: under the hotspot policies the
         // benefit-aware reassignment may give the one DRAM page to the append keys'
         // classes for a whole run, and then every promotion of a string fails there.
-        assert!(
-            m.promotions + m.promotions_failed > 0 && m.demotions > 0 && m.migrations_raced > 0,
-            "both Move queues were busy and requests raced migrations: {m:?}"
-        );
     }
+    // Whether migrations raced the requests is decided after every correctness check
+    // below (a run that proved little must still not hide a wrong value).
+    let raced = policy == PlacementPolicy::Uniform
+        || (m.promotions + m.promotions_failed > 0 && m.demotions > 0 && m.migrations_raced > 0);
     // Now a worker's failed check, if any.
     let logs: Vec<WorkerLog> = results
         .into_iter()
@@ -644,6 +664,11 @@ fn concurrent_operations_during_migrations_lose_nothing_and_read_only_whole_late
         .map(|l| l.string_reads.len() + l.counter_reads.len() + l.append_reads.len())
         .sum();
     assert!(reads > 10_000, "{reads} reads checked");
+    if raced {
+        Ok(())
+    } else {
+        Err(format!("{m:?}"))
+    }
 }
 
 /// The suite, once per policy.

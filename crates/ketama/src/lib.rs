@@ -13,6 +13,7 @@
 //! server on the default port 11211 it hashes `"<host>-<i>"`, without the port, so a
 //! list that includes port 11211 maps differently there; twemproxy always includes the
 //! port, as here.
+#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 

@@ -46,11 +46,30 @@ pub const BAD_TOKEN_FORMAT: &[u8] = b"CLIENT_ERROR bad authentication token form
 pub const AUTH_STORED: &[u8] = b"STORED\r\n";
 pub const AUTH_FAILURE: &[u8] = b"CLIENT_ERROR authentication failure\r\n";
 
-/// The credentials of an authfile token, borrowed from the input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The credentials of an authfile token, borrowed from the input. Its `Debug` leaves the
+/// password out (a debug print of a request must never log a credential).
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct TextToken<'a> {
     pub user: &'a [u8],
     pub password: &'a [u8],
+}
+
+impl std::fmt::Debug for TextToken<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TextToken")
+            .field("user", &String::from_utf8_lossy(self.user))
+            .field("password", &Redacted(self.password.len()))
+            .finish()
+    }
+}
+
+/// What `Debug` shows of a secret: its length only.
+struct Redacted(usize);
+
+impl std::fmt::Debug for Redacted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "<{} bytes redacted>", self.0)
+    }
 }
 
 /// Parses the authentication `set` at the front of `buf` of a connection that has not
@@ -137,7 +156,8 @@ pub struct SaslRequest<'a> {
     pub command: SaslCommand<'a>,
 }
 
-#[derive(Debug, PartialEq, Eq)]
+/// `Debug` shows an `Auth`'s data (a PLAIN message: the password) by its length only.
+#[derive(PartialEq, Eq)]
 pub enum SaslCommand<'a> {
     ListMechs,
     /// `SASL_AUTH` (`step == false`) or `SASL_STEP`, the mechanism in the key and its
@@ -162,6 +182,36 @@ pub enum SaslCommand<'a> {
     ProtocolError {
         status: Status,
     },
+}
+
+impl std::fmt::Debug for SaslCommand<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SaslCommand::ListMechs => f.write_str("ListMechs"),
+            SaslCommand::Auth {
+                step,
+                mechanism,
+                data,
+            } => f
+                .debug_struct("Auth")
+                .field("step", step)
+                .field("mechanism", &String::from_utf8_lossy(mechanism))
+                .field("data", &Redacted(data.len()))
+                .finish(),
+            SaslCommand::MechanismTooLong { swallow_bytes } => f
+                .debug_struct("MechanismTooLong")
+                .field("swallow_bytes", swallow_bytes)
+                .finish(),
+            SaslCommand::DataTooLong { swallow_bytes } => f
+                .debug_struct("DataTooLong")
+                .field("swallow_bytes", swallow_bytes)
+                .finish(),
+            SaslCommand::ProtocolError { status } => f
+                .debug_struct("ProtocolError")
+                .field("status", status)
+                .finish(),
+        }
+    }
 }
 
 /// Parses the SASL request at the front of `buf`. Returns `None` when the buffer does not
@@ -248,12 +298,23 @@ pub fn parse_sasl(buf: &[u8]) -> Option<Parsed<SaslRequest<'_>>> {
 }
 
 /// The three fields of a SASL PLAIN message (RFC 4616): `authzid NUL authcid NUL passwd`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Its `Debug` leaves the password out.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct PlainCredentials<'a> {
     /// The identity to act as; empty means "the user itself".
     pub authzid: &'a [u8],
     pub user: &'a [u8],
     pub password: &'a [u8],
+}
+
+impl std::fmt::Debug for PlainCredentials<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlainCredentials")
+            .field("authzid", &String::from_utf8_lossy(self.authzid))
+            .field("user", &String::from_utf8_lossy(self.user))
+            .field("password", &Redacted(self.password.len()))
+            .finish()
+    }
 }
 
 /// Splits a PLAIN message; `None` if it does not have exactly three fields.
@@ -275,6 +336,39 @@ pub fn parse_plain(data: &[u8]) -> Option<PlainCredentials<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A debug print of a parsed token, SASL request or PLAIN message (what a log line
+    /// or a test's failure message would show) names the user, never the password.
+    #[test]
+    fn debug_output_never_shows_a_password() {
+        let password = b"hunter2-Secret";
+        let token_line = [&b"set a 0 0 20\r\nalice "[..], password, b"\r\n"].concat();
+        let (token, _) = complete(&token_line);
+        let plain_message = [&b"\0alice\0"[..], password].concat();
+        let plain = parse_plain(&plain_message).expect("a PLAIN message");
+        let mut sasl = vec![0x80, OPCODE_SASL_AUTH, 0, 5, 0, 0, 0, 0];
+        sasl.extend_from_slice(&((5 + plain_message.len()) as u32).to_be_bytes());
+        sasl.extend_from_slice(&[0; 12]);
+        sasl.extend_from_slice(b"PLAIN");
+        sasl.extend_from_slice(&plain_message);
+        let parsed = parse_sasl(&sasl).expect("a SASL request");
+        let printed = [
+            format!("{token:?}"),
+            format!("{:?}", parse_text_token(&token_line)),
+            format!("{plain:?}"),
+            format!("{parsed:?}"),
+        ];
+        let secret = String::from_utf8_lossy(password);
+        for text in &printed {
+            assert!(!text.contains(&*secret), "a password in {text}");
+            assert!(!text.contains("hunter2"), "part of a password in {text}");
+        }
+        assert!(printed[0].contains("alice") && printed[2].contains("alice"));
+        assert!(
+            printed.iter().all(|t| t.contains("bytes redacted")),
+            "{printed:?}"
+        );
+    }
 
     fn complete(buf: &[u8]) -> (TextToken<'_>, usize) {
         match parse_text_token(buf) {

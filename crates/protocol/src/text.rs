@@ -169,6 +169,49 @@ pub enum LruCrawlerCommand<'a> {
     Metadump { classes: &'a [u8] },
     /// `lru_crawler crawl <all|class[,class...]>`.
     Crawl { classes: &'a [u8] },
+    /// `lru_crawler enable`.
+    Enable,
+    /// `lru_crawler disable`.
+    Disable,
+    /// `lru_crawler sleep <microseconds>` (memcached's check of at most one second is
+    /// the dispatcher's).
+    Sleep { sleep_us: u32 },
+    /// `lru_crawler tocrawl <items>`.
+    Tocrawl { items: u32 },
+}
+
+/// An `lru tune` age factor: a number memcached reads with `strtod`, kept as its bits so
+/// that requests stay comparable (`Eq`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Factor(u64);
+
+impl Factor {
+    pub fn new(value: f64) -> Factor {
+        Factor(value.to_bits())
+    }
+
+    pub fn get(self) -> f64 {
+        f64::from_bits(self.0)
+    }
+}
+
+/// `lru <sub-command> ...` (memcached 1.6's protocol.txt, "LRU tuning").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LruCommand {
+    /// `lru tune <hot_pct> <warm_pct> <hot_max_factor> <warm_max_factor>`.
+    Tune {
+        hot_lru_pct: u32,
+        warm_lru_pct: u32,
+        hot_max_factor: Factor,
+        warm_max_factor: Factor,
+    },
+    /// `lru mode flat|segmented`.
+    Mode { segmented: bool },
+    /// `lru temp_ttl <ttl>`: a negative ttl turns the temporary LRU off.
+    TempTtl { ttl_s: i64 },
+    /// Anything else, or numbers that do not parse: memcached answers `ERROR` (which
+    /// `noreply` silences, as memcached's `set_noreply_maybe` runs first).
+    Invalid,
 }
 
 /// `shutdown [graceful]`.
@@ -250,6 +293,11 @@ pub enum TextRequest<'a> {
     LruCrawler {
         command: LruCrawlerCommand<'a>,
     },
+    /// `lru tune|mode|temp_ttl ... [noreply]`.
+    Lru {
+        command: LruCommand,
+        noreply: bool,
+    },
     Version,
     /// `refresh_certs [noreply]`: reload the TLS certificates (`-Z`).
     RefreshCerts {
@@ -285,7 +333,8 @@ const ERROR: &[u8] = b"ERROR\r\n";
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
 const BAD_DATA_CHUNK: &[u8] = b"CLIENT_ERROR bad data chunk\r\n";
 const BAD_DELTA: &[u8] = b"CLIENT_ERROR invalid numeric delta argument\r\n";
-const BAD_EXPTIME: &[u8] = b"CLIENT_ERROR invalid exptime argument\r\n";
+/// memcached's reply to an exptime (or `flush_all` delay) that is not a number.
+pub const BAD_EXPTIME: &[u8] = b"CLIENT_ERROR invalid exptime argument\r\n";
 const DELETE_USAGE: &[u8] =
     b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n";
 
@@ -414,9 +463,31 @@ pub fn parse<'a>(buf: &'a [u8], limits: &TextLimits<'_>) -> Parsed<TextRequest<'
             let command = match (tokens.get(1), tokens.get(2), ntokens) {
                 (Some(b"metadump"), Some(classes), 4) => LruCrawlerCommand::Metadump { classes },
                 (Some(b"crawl"), Some(classes), 4) => LruCrawlerCommand::Crawl { classes },
+                (Some(b"enable"), _, 3) => LruCrawlerCommand::Enable,
+                (Some(b"disable"), _, 3) => LruCrawlerCommand::Disable,
+                (Some(b"sleep"), Some(number), 4) => match parse_u32(number) {
+                    Some(sleep_us) => LruCrawlerCommand::Sleep { sleep_us },
+                    None => return invalid(BAD_FORMAT, line_consumed),
+                },
+                (Some(b"tocrawl"), Some(number), 4) => match parse_u32(number) {
+                    Some(items) => LruCrawlerCommand::Tocrawl { items },
+                    None => return invalid(BAD_FORMAT, line_consumed),
+                },
                 _ => return invalid(ERROR, line_consumed),
             };
             complete(TextRequest::LruCrawler { command }, line_consumed)
+        }
+        b"lru" => {
+            if ntokens < 3 {
+                return invalid(ERROR, line_consumed);
+            }
+            complete(
+                TextRequest::Lru {
+                    command: parse_lru(&tokens),
+                    noreply: tokens.noreply(),
+                },
+                line_consumed,
+            )
         }
         b"version" => complete(TextRequest::Version, line_consumed),
         b"refresh_certs" => complete(
@@ -560,6 +631,47 @@ fn put_spaced_decimal_before(
     at -= 1;
     buf[at] = b' ';
     at
+}
+
+/// `lru tune|mode|temp_ttl ...`, read as memcached's `process_lru_command` reads it:
+/// extra tokens after the ones it needs are ignored.
+fn parse_lru(tokens: &Tokens<'_>) -> LruCommand {
+    let ntokens = tokens.ntokens();
+    let token = |index| tokens.get(index).unwrap_or(b"");
+    match tokens.get(1) {
+        Some(b"tune") if ntokens >= 7 => {
+            let (Some(hot), Some(warm), Some(hot_factor), Some(warm_factor)) = (
+                parse_u32(token(2)),
+                parse_u32(token(3)),
+                parse_f64(token(4)),
+                parse_f64(token(5)),
+            ) else {
+                return LruCommand::Invalid;
+            };
+            LruCommand::Tune {
+                hot_lru_pct: hot,
+                warm_lru_pct: warm,
+                hot_max_factor: Factor::new(hot_factor),
+                warm_max_factor: Factor::new(warm_factor),
+            }
+        }
+        Some(b"mode") if ntokens >= 4 => match token(2) {
+            b"flat" => LruCommand::Mode { segmented: false },
+            b"segmented" => LruCommand::Mode { segmented: true },
+            _ => LruCommand::Invalid,
+        },
+        Some(b"temp_ttl") if ntokens >= 4 => match parse_i64(token(2)) {
+            Some(ttl_s) => LruCommand::TempTtl { ttl_s },
+            None => LruCommand::Invalid,
+        },
+        _ => LruCommand::Invalid,
+    }
+}
+
+/// A decimal number as C's `strtod` reads one whole token (`1e-3`, `inf` and `nan`
+/// included; hexadecimal floats are not read).
+fn parse_f64(token: &[u8]) -> Option<f64> {
+    std::str::from_utf8(token).ok()?.parse().ok()
 }
 
 /// The part of `line` after `token`, which is a sub-slice of it.
@@ -1579,6 +1691,62 @@ mod tests {
         assert_eq!(err(b"flush_all 1 2 3\r\n"), (ERROR, 17));
     }
 
+    /// `lru tune|mode|temp_ttl`, read as memcached 1.6.18 reads them (its replies to the
+    /// same lines: `ERROR` for `lru`, `lru bogus`, bad numbers; nothing with `noreply`).
+    #[test]
+    fn lru_commands() {
+        let lru = |command, noreply| TextRequest::Lru { command, noreply };
+        let tune = |hot, warm, hot_f, warm_f| LruCommand::Tune {
+            hot_lru_pct: hot,
+            warm_lru_pct: warm,
+            hot_max_factor: Factor::new(hot_f),
+            warm_max_factor: Factor::new(warm_f),
+        };
+        assert_eq!(
+            ok(b"lru tune 10 40 0.2 2.0\r\n").0,
+            lru(tune(10, 40, 0.2, 2.0), false)
+        );
+        assert_eq!(
+            ok(b"lru tune 10 40 1e-3 2 noreply\r\n").0,
+            lru(tune(10, 40, 0.001, 2.0), true)
+        );
+        // Extra tokens are ignored, as memcached ignores them.
+        assert_eq!(
+            ok(b"lru tune 10 40 0.2 2.0 extra\r\n").0,
+            lru(tune(10, 40, 0.2, 2.0), false)
+        );
+        for invalid in [
+            &b"lru tune 10 40 0.2\r\n"[..],
+            b"lru tune -10 40 0.2 2.0\r\n",
+            b"lru tune 10 40 x 2.0\r\n",
+            b"lru mode\r\n",
+            b"lru mode bogus\r\n",
+            b"lru temp_ttl x\r\n",
+            b"lru bogus\r\n",
+        ] {
+            assert_eq!(
+                ok(invalid).0,
+                lru(LruCommand::Invalid, false),
+                "{}",
+                String::from_utf8_lossy(invalid)
+            );
+        }
+        assert_eq!(ok(b"lru noreply\r\n").0, lru(LruCommand::Invalid, true));
+        assert_eq!(err(b"lru\r\n").0, ERROR);
+        assert_eq!(
+            ok(b"lru mode flat\r\n").0,
+            lru(LruCommand::Mode { segmented: false }, false)
+        );
+        assert_eq!(
+            ok(b"lru mode segmented noreply\r\n").0,
+            lru(LruCommand::Mode { segmented: true }, true)
+        );
+        assert_eq!(
+            ok(b"lru temp_ttl -1\r\n").0,
+            lru(LruCommand::TempTtl { ttl_s: -1 }, false)
+        );
+    }
+
     #[test]
     fn admin_commands() {
         let stats = |group, args| TextRequest::Stats {
@@ -1636,6 +1804,30 @@ mod tests {
                 String::from_utf8_lossy(refused)
             );
         }
+        let crawler = |command| TextRequest::LruCrawler { command };
+        assert_eq!(
+            ok(b"lru_crawler enable\r\n").0,
+            crawler(LruCrawlerCommand::Enable)
+        );
+        assert_eq!(
+            ok(b"lru_crawler disable\r\n").0,
+            crawler(LruCrawlerCommand::Disable)
+        );
+        assert_eq!(
+            ok(b"lru_crawler sleep 100\r\n").0,
+            crawler(LruCrawlerCommand::Sleep { sleep_us: 100 })
+        );
+        assert_eq!(
+            ok(b"lru_crawler tocrawl 0\r\n").0,
+            crawler(LruCrawlerCommand::Tocrawl { items: 0 })
+        );
+        // memcached 1.6.18's replies.
+        assert_eq!(err(b"lru_crawler sleep x\r\n").0, BAD_FORMAT);
+        assert_eq!(err(b"lru_crawler sleep -1\r\n").0, BAD_FORMAT);
+        assert_eq!(err(b"lru_crawler tocrawl 0x10\r\n").0, BAD_FORMAT);
+        assert_eq!(err(b"lru_crawler tocrawl\r\n").0, ERROR);
+        assert_eq!(err(b"lru_crawler sleep 5 noreply\r\n").0, ERROR);
+        assert_eq!(err(b"lru_crawler enable noreply\r\n").0, ERROR);
         assert_eq!(ok(b"version\r\n").0, TextRequest::Version);
         assert_eq!(
             ok(b"refresh_certs\r\n").0,

@@ -32,6 +32,9 @@ pub const EXIT_OS_ERROR: u8 = 71;
 /// memcached's `-R` default: requests handled per connection before it yields.
 pub const REQS_PER_EVENT_DEFAULT: u32 = 20;
 
+/// memcached's `-b` default: the listen(2) backlog.
+pub const LISTEN_BACKLOG_DEFAULT: u32 = 1024;
+
 /// The listen address when `-l` is not given (memcached's is every interface).
 pub const LISTEN_DEFAULT: &str = "127.0.0.1";
 
@@ -70,8 +73,6 @@ const SUBOPTIONS_WITHOUT_EFFECT: &[(&str, &str)] = &[
         "tail_repair_time",
         "no tail repair: fogcached never holds an item reference across requests",
     ),
-    ("lru_crawler_sleep", "the crawler's pace is fixed"),
-    ("lru_crawler_tocrawl", "the crawler visits whole classes"),
     (
         "hash_algorithm",
         "fogcached hashes keys with its own function",
@@ -82,7 +83,6 @@ const SUBOPTIONS_WITHOUT_EFFECT: &[(&str, &str)] = &[
     ("temporary_ttl", "no temporary-item class"),
     ("lru_segmented", "the LRU is always segmented"),
     ("no_hashexpand", "the index grows as needed"),
-    ("track_sizes", "`stats sizes` is always available"),
     (
         "watcher_logbuf_size",
         "each watcher buffers a fixed 256 KiB",
@@ -93,6 +93,11 @@ const SUBOPTIONS_WITHOUT_EFFECT: &[(&str, &str)] = &[
     ),
     ("inline_ascii_response", "no inline ASCII responses"),
     ("no_inline_ascii_resp", "no inline ASCII responses"),
+    ("inline_ascii_resp", "no inline ASCII responses"),
+    (
+        "no_chunked_items",
+        "items larger than slab_chunk_max take whole pages, never chunk chains",
+    ),
     (
         "resp_obj_mem_limit",
         "reply memory is bounded per connection instead",
@@ -114,6 +119,19 @@ const SUBOPTIONS_REFUSED: &[(&str, &str)] = &[
     ("proxy_", "memcached's built-in proxy: run it (or nutcracker) in front of fogcached instead"),
 ];
 
+/// `-i`: memcached prints its and libevent's licenses; fogcached contains neither's code
+/// and prints its own.
+const LICENSE_TEXT: &str = concat!(
+    "fogcached ",
+    env!("CARGO_PKG_VERSION"),
+    "\n\nLicensed under either of the Apache License, Version 2.0\n\
+     (https://www.apache.org/licenses/LICENSE-2.0) or the MIT license\n\
+     (https://opensource.org/licenses/MIT), at your option (SPDX: ",
+    env!("CARGO_PKG_LICENSE"),
+    ").\n\nfogcached speaks memcached's protocols and takes its command line; it \
+     contains no\ncode of memcached (BSD-3-Clause) or libevent (BSD-3-Clause).\n"
+);
+
 /// The `-o` suboptions fogcached implements, in memcached's words, and what it does
 /// with the others (printed after the flags by `--help`).
 const EXTENDED_OPTIONS_HELP: &str = "\
@@ -128,13 +146,24 @@ const EXTENDED_OPTIONS_HELP: &str = "\
    - warm_max_factor:     items idle > cold lru age * this drop from warm. (default: 2.00)
    - slab_reassign, slab_automove=<0|1|2>: move slab pages between classes
    - slab_chunk_max:      (EXPERIMENTAL) maximum slab size in kilobytes. (default: 512)
+   - slab_sizes:          the classes' chunk sizes, dash separated (100-200-300),
+                          instead of the ones -f and -n make
+   - no_slab_automove:    slab_automove=0
+   - lru_crawler_sleep:   microseconds to sleep between items
+                          default is 100. (fogcached: after every 1000 items)
+   - lru_crawler_tocrawl: max items to crawl per slab per run
+                          default is 0 (unlimited)
+   - track_sizes:         enable dynamic reports for 'stats sizes' command.
+                          (fogcached counts them when asked, not on every store)
    - idle_timeout:        timeout for idle connections. (default: 0, no timeout)
+   - sock_cookie_id:      attributes an ID to a socket for ip filtering/firewalls
+                          (SO_MARK on the listening sockets; needs CAP_NET_ADMIN)
   Accepted with a warning (no effect in fogcached): modern, no_modern, maxconns_fast,
-  tail_repair_time, lru_crawler_sleep, lru_crawler_tocrawl, hash_algorithm,
-  slab_automove_ratio, slab_automove_window, slab_automove_freeratio, temporary_ttl,
-  lru_segmented, no_hashexpand, track_sizes, watcher_logbuf_size, worker_logbuf_size,
-  inline_ascii_response, resp_obj_mem_limit, read_buf_mem_limit, drop_privileges,
-  num_napi_ids.
+  tail_repair_time, hash_algorithm, slab_automove_ratio, slab_automove_window,
+  slab_automove_freeratio, temporary_ttl, lru_segmented, no_hashexpand,
+  watcher_logbuf_size, worker_logbuf_size, inline_ascii_resp, no_inline_ascii_resp,
+  inline_ascii_response, no_chunked_items, resp_obj_mem_limit, read_buf_mem_limit,
+  drop_privileges, no_drop_privileges, num_napi_ids.
    - ssl_*:               TLS settings, with -Z (see -Z above).
   Refused, with the alternative: ext_* (the slow tier replaces extstore), memory_file
   (the slow-tier pool persists), proxy_* (run a proxy in front), no_maxconns_fast.
@@ -326,8 +355,9 @@ struct Cli {
     )]
     slab_min_size: usize,
     /// verbose (print errors/warnings while in event loop); -vv very verbose (also
-    /// print client commands/responses), -vvv extremely verbose (internal state
-    /// transitions)
+    /// print client commands/responses, as memcached prints them: `<fd command line`,
+    /// `>fd reply`, binary headers in hex; never payloads, nor anything before a client
+    /// authenticated), -vvv extremely verbose (as -vv in fogcached)
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     verbose: u8,
     /// enable ascii "shutdown" command
@@ -343,6 +373,41 @@ struct Cli {
     /// connection to prevent starvation (default: 20)
     #[arg(short = 'R', long = "max-reqs-per-event", value_name = "num", default_value_t = REQS_PER_EVENT_DEFAULT, hide_default_value = true)]
     max_reqs_per_event: u32,
+    /// set the backlog queue limit (default: 1024): passed to listen(2) for every
+    /// listening socket (the kernel caps it at net.core.somaxconn)
+    #[arg(
+        short = 'b',
+        long = "listen-backlog",
+        value_name = "num",
+        default_value_t = LISTEN_BACKLOG_DEFAULT,
+        hide_default_value = true
+    )]
+    listen_backlog: u32,
+    /// protocol - one of ascii, binary, or auto (default: auto-negotiate); a connection
+    /// in the other protocol is read as this one (binary: closed at its first request)
+    #[arg(short = 'B', long = "protocol", value_name = "name")]
+    protocol: Option<String>,
+    /// disable flush_all command (answered CLIENT_ERROR flush_all not allowed, and
+    /// "Auth failure." in the binary protocol)
+    #[arg(short = 'F', long = "disable-flush-all")]
+    disable_flush_all: bool,
+    /// (memcached: mmap a file for item memory, for a restartable cache) refused:
+    /// fogcached's slow-tier pool survives restarts instead (--slow-path, --data-dir)
+    #[arg(short = 'e', long = "memory-file", value_name = "file")]
+    memory_file: Option<PathBuf>,
+    /// number of napi ids (accepted with a warning: fogcached assigns connections to
+    /// worker threads round-robin, not by NAPI ID)
+    #[arg(
+        short = 'N',
+        long = "napi_ids",
+        value_name = "num",
+        allow_negative_numbers = true
+    )]
+    napi_ids: Option<String>,
+    /// print memcached and libevent license (fogcached prints its own: it contains
+    /// neither), and exit
+    #[arg(short = 'i', long = "license")]
+    license: bool,
     /// Event loop of the worker threads: io-uring (one system call per loop turn for all
     /// of a worker's connections; Linux 5.19 or later, and a sandbox that allows it),
     /// epoll, or auto (io-uring when the kernel allows it, else epoll). Default: auto, or
@@ -427,9 +492,13 @@ struct Cli {
     /// Time an upstream request may take; a read that takes longer is a miss.
     #[arg(long = "upstream-timeout-ms", value_name = "MS", default_value_t = crate::upstream::TIMEOUT_DEFAULT_MS)]
     upstream_timeout_ms: u32,
-    /// Pipelined connections to each upstream server.
+    /// Pipelined connections to each upstream server, per upstream thread.
     #[arg(long = "upstream-conns", value_name = "N", default_value_t = crate::upstream::CONNS_PER_SERVER_DEFAULT)]
     upstream_conns: usize,
+    /// Upstream threads (each with its own connections; keys split among them by hash);
+    /// 0 = one per two worker threads (-t), rounded up.
+    #[arg(long = "upstream-threads", value_name = "N", default_value_t = 0)]
+    upstream_threads: usize,
     /// Consecutive failures of an upstream that open its circuit breaker.
     #[arg(long = "upstream-breaker-failures", value_name = "N", default_value_t = crate::upstream::BREAKER_FAILURES_DEFAULT)]
     upstream_breaker_failures: u32,
@@ -453,6 +522,14 @@ pub struct Config {
     pub unix_socket: Option<PathBuf>,
     /// `-a`: the permission bits of the `-s` socket.
     pub unix_mode: u32,
+    /// `-b`: the listen(2) backlog of every listening socket.
+    pub listen_backlog: u32,
+    /// `-o sock_cookie_id`: the `SO_MARK` of the listening sockets.
+    pub sock_cookie_id: Option<u32>,
+    /// `-B`: the protocol every connection speaks; `Auto` decides by its first byte.
+    pub binding: crate::session::BindingProtocol,
+    /// Not `-F`: `flush_all` is allowed.
+    pub flush_enabled: bool,
     /// `-c`.
     pub max_connections: u32,
     /// `-t`.
@@ -518,6 +595,10 @@ impl Default for Config {
             listen: vec![LISTEN_DEFAULT.to_owned()],
             unix_socket: None,
             unix_mode: 0o700,
+            listen_backlog: LISTEN_BACKLOG_DEFAULT,
+            sock_cookie_id: None,
+            binding: crate::session::BindingProtocol::Auto,
+            flush_enabled: true,
             max_connections: 1024,
             worker_threads: 4,
             verbosity: 0,
@@ -620,6 +701,39 @@ where
             });
         }
     };
+    if cli.license {
+        return Err(CliExit::Info(LICENSE_TEXT.to_owned()));
+    }
+    if let Some(file) = &cli.memory_file {
+        return Err(usage(format!(
+            "-e {}: fogcached does not offer memcached's restartable memory file: its slow-tier \
+             pool survives restarts instead (--slow-path FILE, or --data-dir DIR; a clean stop \
+             writes DRAM's items down to it)",
+            file.display()
+        )));
+    }
+    let mut warnings = Vec::new();
+    if let Some(text) = &cli.napi_ids {
+        // memcached's check: a count above zero.
+        if !text.trim().parse::<u32>().is_ok_and(|n| n > 0) {
+            return Err(usage("Maximum number of NAPI IDs must be greater than 0"));
+        }
+        warnings.push(
+            "-N has no effect: fogcached hands connections to its worker threads \
+             round-robin, not by NAPI ID"
+                .to_owned(),
+        );
+    }
+    let binding = match cli.protocol.as_deref() {
+        None | Some("auto") => crate::session::BindingProtocol::Auto,
+        Some("ascii") => crate::session::BindingProtocol::Ascii,
+        Some("binary") => crate::session::BindingProtocol::Binary,
+        Some(other) => {
+            return Err(usage(format!(
+                "Invalid value for binding protocol: {other} -- should be one of auto, binary, or ascii"
+            )))
+        }
+    };
     if cli.udp_port != 0 {
         return Err(usage(format!(
             "UDP is not supported: -U must be 0, got {}",
@@ -668,6 +782,10 @@ where
         watch_enabled: !cli.disable_watch,
         metrics_listen: cli.metrics_listen.clone(),
         unix_socket: cli.unix_socket.clone(),
+        listen_backlog: cli.listen_backlog,
+        binding,
+        flush_enabled: !cli.disable_flush_all,
+        warnings,
         auth_file: cli.auth_file.clone(),
         sasl: cli.enable_sasl,
         tls: TlsOptions {
@@ -806,6 +924,20 @@ fn upstream_config(cli: &Cli) -> Result<Option<crate::upstream::UpstreamConfig>,
     if cli.upstream_timeout_ms == 0 {
         return Err(usage("--upstream-timeout-ms must be at least 1"));
     }
+    let threads = match cli.upstream_threads {
+        // A loop's CPU per client get was measured at about half a worker's (read-through,
+        // 27 % misses), and each loop added costs batching: one per two workers.
+        0 => (cli.threads as usize)
+            .div_ceil(2)
+            .clamp(1, crate::upstream::THREADS_MAX),
+        n if n <= crate::upstream::THREADS_MAX => n,
+        n => {
+            return Err(usage(format!(
+                "--upstream-threads must be between 0 (one per two worker threads) and {}, got {n}",
+                crate::upstream::THREADS_MAX
+            )))
+        }
+    };
     if servers.is_empty() {
         return Ok(None);
     }
@@ -815,6 +947,7 @@ fn upstream_config(cli: &Cli) -> Result<Option<crate::upstream::UpstreamConfig>,
         ttl_max_s: cli.upstream_ttl_max,
         timeout_ms: cli.upstream_timeout_ms,
         conns_per_server: cli.upstream_conns,
+        threads,
         breaker_failures: cli.upstream_breaker_failures.max(1),
         retry_ms: cli.upstream_retry_ms,
     }))
@@ -1029,6 +1162,44 @@ fn apply_suboption(
         "warm_max_factor" => engine.warm_max_factor = number(name, value)?,
         "slab_reassign" => engine.slab_reassign = true,
         "no_slab_reassign" => engine.slab_reassign = false,
+        "no_slab_automove" => engine.slab_automove = 0,
+        "slab_sizes" => {
+            let text = required(name, value)?;
+            let sizes = text
+                .split('-')
+                .map(|size| {
+                    size.trim().parse::<usize>().map_err(|_| {
+                        usage(format!("could not parse argument to slab_sizes: {size:?}"))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            // Range and order are the engine's checks, once -n and slab_chunk_max are
+            // known (memcached's order too: it reads slab_sizes after every option).
+            engine.slab_sizes = Some(sizes);
+        }
+        "lru_crawler_sleep" => {
+            let sleep_us: i64 = number(name, value)?;
+            engine.lru_crawler_sleep_us = u32::try_from(sleep_us)
+                .ok()
+                .filter(|us| *us <= engine::CRAWLER_SLEEP_MAX_US)
+                .ok_or_else(|| usage("LRU crawler sleep must be between 0 and 1 second"))?;
+        }
+        "lru_crawler_tocrawl" => {
+            let text = required(name, value)?;
+            engine.lru_crawler_tocrawl = text
+                .trim()
+                .parse()
+                .map_err(|_| usage("lru_crawler_tocrawl takes a numeric 32bit value"))?;
+        }
+        "track_sizes" => {
+            engine.track_sizes = true;
+            config.warnings.push(
+                "-o track_sizes: `stats sizes` counts the items when asked (walking the \
+                 cache), where memcached keeps the histogram up to date on every store"
+                    .to_owned(),
+            );
+        }
+        "sock_cookie_id" => config.sock_cookie_id = Some(number(name, value)?),
         "slab_automove" => {
             // memcached accepts a bare `slab_automove` as "on" (mode 1).
             engine.slab_automove = match value {
@@ -1107,6 +1278,21 @@ fn number<T: std::str::FromStr>(name: &str, value: Option<&str>) -> Result<T, Cl
 /// Cross-option checks memcached makes at start-up, then the engine's own.
 fn check(config: &Config, slab_chunk_max_set: bool) -> Result<(), CliExit> {
     config.tls.check().map_err(usage)?;
+    // memcached binds `-Y` to the text protocol and `-S` to the binary one; a `-B` that
+    // allows the other protocol is refused with its words.
+    match (config.binding, config.auth_file.is_some(), config.sasl) {
+        (crate::session::BindingProtocol::Ascii, _, true) => {
+            return Err(usage(
+                "You cannot allow the ASCII protocol while using SASL.",
+            ))
+        }
+        (crate::session::BindingProtocol::Binary, true, _) => {
+            return Err(usage(
+                "You cannot allow the BINARY protocol while using ascii authentication tokens.",
+            ))
+        }
+        _ => {}
+    }
     if config.tls.enabled && config.unix_socket.is_some() {
         return Err(usage(
             "TLS (-Z) needs TCP: connections to a unix socket (-s) are never encrypted",
@@ -1858,6 +2044,265 @@ mod tests {
         assert!(text.contains("--dram-max"));
     }
 
+    /// The flags of memcached 1.6.18 that fogcached lacked: `-b`, `-B`, `-F` are
+    /// implemented, `-N` is accepted with a warning, `-e` refused naming the
+    /// alternative, `-i` prints a license.
+    #[test]
+    fn backlog_protocol_flush_napi_memory_file_and_license() {
+        assert_eq!(parse_ok(&[]).listen_backlog, 1024);
+        assert_eq!(parse_ok(&["-b", "77"]).listen_backlog, 77);
+        assert_eq!(parse_ok(&["--listen-backlog", "8"]).listen_backlog, 8);
+        assert!(parse_usage(&["-b", "x"]).contains("-b"));
+        use crate::session::BindingProtocol;
+        assert_eq!(parse_ok(&[]).binding, BindingProtocol::Auto);
+        for (name, binding) in [
+            ("auto", BindingProtocol::Auto),
+            ("ascii", BindingProtocol::Ascii),
+            ("binary", BindingProtocol::Binary),
+        ] {
+            assert_eq!(parse_ok(&["-B", name]).binding, binding);
+        }
+        assert_eq!(
+            parse_usage(&["-B", "bogus"]),
+            "Invalid value for binding protocol: bogus -- should be one of auto, binary, or ascii"
+        );
+        // memcached's refusals of a -B that allows the protocol authentication forbids.
+        assert_eq!(
+            parse_usage(&["-Y", "users", "-B", "binary"]),
+            "You cannot allow the BINARY protocol while using ascii authentication tokens."
+        );
+        assert_eq!(
+            parse_usage(&["-S", "-B", "ascii"]),
+            "You cannot allow the ASCII protocol while using SASL."
+        );
+        assert_eq!(
+            parse_ok(&["-Y", "users", "-B", "ascii"]).binding,
+            BindingProtocol::Ascii
+        );
+        assert!(parse_ok(&[]).flush_enabled);
+        assert!(!parse_ok(&["-F"]).flush_enabled);
+        assert!(!parse_ok(&["--disable-flush-all"]).flush_enabled);
+        let napi = parse_ok(&["-N", "4"]);
+        assert!(
+            napi.warnings
+                .iter()
+                .any(|w| w.starts_with("-N has no effect")),
+            "{:?}",
+            napi.warnings
+        );
+        for bad in ["0", "x", "-1"] {
+            assert_eq!(
+                parse_usage(&["-N", bad]),
+                "Maximum number of NAPI IDs must be greater than 0"
+            );
+        }
+        let refused = parse_usage(&["-e", "/dev/shm/memcached"]);
+        assert!(
+            refused.starts_with("-e /dev/shm/memcached: fogcached does not offer")
+                && refused.contains("--slow-path"),
+            "{refused}"
+        );
+        let Err(CliExit::Info(license)) = parse(["fogcached", "-i"]) else {
+            panic!("-i is information");
+        };
+        assert!(
+            license.contains("MIT") && license.contains("Apache"),
+            "{license}"
+        );
+    }
+
+    /// Every `-o` suboption memcached 1.6.18 accepts (its binary's list) is implemented,
+    /// accepted with a warning that gives the reason, or refused with the reason: none is
+    /// "unknown".
+    #[test]
+    fn every_memcached_suboption_is_implemented_warned_or_refused() {
+        for (suboption, outcome) in MEMCACHED_SUBOPTIONS {
+            let line = ["-o", suboption];
+            let mut full = vec!["fogcached"];
+            full.extend_from_slice(&line);
+            match (parse(full), outcome) {
+                (Ok(config), Outcome::Implemented) => assert!(
+                    config.warnings.is_empty() || *suboption == "track_sizes",
+                    "{suboption}: {:?}",
+                    config.warnings
+                ),
+                (Ok(config), Outcome::Warned) => {
+                    let name = suboption.split('=').next().unwrap_or("");
+                    assert!(
+                        config
+                            .warnings
+                            .iter()
+                            .any(|w| w.starts_with(&format!("-o {name} has no effect: "))),
+                        "{suboption}: {:?}",
+                        config.warnings
+                    );
+                }
+                (Err(CliExit::Usage(message)), Outcome::Refused) => {
+                    assert!(
+                        message.contains("fogcached does not offer")
+                            || message.contains("fogcached always"),
+                        "{suboption}: {message}"
+                    );
+                }
+                (other, _) => panic!("{suboption}: expected {outcome:?}, got {other:?}"),
+            }
+        }
+    }
+
+    #[derive(Debug)]
+    enum Outcome {
+        Implemented,
+        Warned,
+        Refused,
+    }
+
+    /// memcached 1.6.18's `-o` names (every name its binary accepts; `ssl_*` need `-Z`
+    /// to matter and are checked in `tls_flag_and_suboptions`), each with a value.
+    const MEMCACHED_SUBOPTIONS: &[(&str, Outcome)] = &[
+        ("maxconns_fast", Outcome::Warned),
+        ("no_maxconns_fast", Outcome::Refused),
+        ("hashpower=20", Outcome::Implemented),
+        ("no_hashexpand", Outcome::Warned),
+        ("slab_reassign", Outcome::Implemented),
+        ("no_slab_reassign", Outcome::Implemented),
+        ("slab_automove=2", Outcome::Implemented),
+        ("no_slab_automove", Outcome::Implemented),
+        ("slab_automove_ratio=0.5", Outcome::Warned),
+        ("slab_automove_window=10", Outcome::Warned),
+        ("slab_automove_freeratio=0.02", Outcome::Warned),
+        ("tail_repair_time=10", Outcome::Warned),
+        ("hash_algorithm=murmur3", Outcome::Warned),
+        ("lru_crawler", Outcome::Implemented),
+        ("no_lru_crawler", Outcome::Implemented),
+        ("lru_crawler_sleep=50", Outcome::Implemented),
+        ("lru_crawler_tocrawl=100", Outcome::Implemented),
+        ("lru_maintainer", Outcome::Implemented),
+        ("no_lru_maintainer", Outcome::Implemented),
+        ("hot_lru_pct=10", Outcome::Implemented),
+        ("warm_lru_pct=30", Outcome::Implemented),
+        ("hot_max_factor=0.3", Outcome::Implemented),
+        ("warm_max_factor=3", Outcome::Implemented),
+        ("temporary_ttl=30", Outcome::Warned),
+        ("idle_timeout=60", Outcome::Implemented),
+        ("watcher_logbuf_size=128", Outcome::Warned),
+        ("worker_logbuf_size=32", Outcome::Warned),
+        ("slab_sizes=100-200-300", Outcome::Implemented),
+        ("slab_chunk_max=256", Outcome::Implemented),
+        ("track_sizes", Outcome::Implemented),
+        ("no_inline_ascii_resp", Outcome::Warned),
+        ("inline_ascii_resp", Outcome::Warned),
+        ("modern", Outcome::Warned),
+        ("no_modern", Outcome::Warned),
+        ("no_chunked_items", Outcome::Warned),
+        ("drop_privileges", Outcome::Warned),
+        ("no_drop_privileges", Outcome::Warned),
+        ("resp_obj_mem_limit=10", Outcome::Warned),
+        ("read_buf_mem_limit=10", Outcome::Warned),
+        ("sock_cookie_id=7", Outcome::Implemented),
+        ("ext_path=/mnt/d1/extstore:1G", Outcome::Refused),
+        ("ext_page_size=64", Outcome::Refused),
+        ("ext_wbuf_size=4", Outcome::Refused),
+        ("ext_threads=1", Outcome::Refused),
+        ("ext_io_depth=1", Outcome::Refused),
+        ("ext_item_size=512", Outcome::Refused),
+        ("ext_item_age=10", Outcome::Refused),
+        ("ext_low_ttl=10", Outcome::Refused),
+        ("ext_drop_unread", Outcome::Refused),
+        ("ext_recache_rate=2000", Outcome::Refused),
+        ("ext_compact_under=10", Outcome::Refused),
+        ("ext_drop_under=10", Outcome::Refused),
+        ("ext_max_frag=0.8", Outcome::Refused),
+        ("ext_max_sleep=1000", Outcome::Refused),
+    ];
+
+    /// The suboptions fogcached now implements map onto its settings, with memcached's
+    /// checks.
+    #[test]
+    fn slab_sizes_crawler_pace_sizes_and_socket_mark() {
+        let config = parse_ok(&[
+            "-o",
+            "slab_sizes=100-200-300,no_slab_automove,lru_crawler_sleep=50",
+            "-o",
+            "lru_crawler_tocrawl=7,sock_cookie_id=9",
+        ]);
+        assert_eq!(config.engine.slab_sizes, Some(vec![100, 200, 300]));
+        assert_eq!(config.engine.slab_automove, 0);
+        assert_eq!(config.engine.lru_crawler_sleep_us, 50);
+        assert_eq!(config.engine.lru_crawler_tocrawl, 7);
+        assert_eq!(config.sock_cookie_id, Some(9));
+        assert!(parse_ok(&["-o", "track_sizes"]).engine.track_sizes);
+        assert!(!parse_ok(&[]).engine.track_sizes);
+        assert_eq!(
+            parse_usage(&["-o", "slab_sizes=10-200"]),
+            "slab size 10 is out of valid range"
+        );
+        assert_eq!(
+            parse_usage(&["-o", "slab_sizes=200-100"]),
+            "slab size 100 cannot be lower than or equal to a previous class size"
+        );
+        assert!(parse_usage(&["-o", "slab_sizes=100-x"]).contains("slab_sizes"));
+        // memcached reads slab_sizes after every option: slab_chunk_max bounds them
+        // wherever it is on the line.
+        assert_eq!(
+            parse_usage(&["-o", "slab_sizes=100-200000,slab_chunk_max=128"]),
+            "slab size 200000 is out of valid range"
+        );
+        for bad in ["lru_crawler_sleep=1000001", "lru_crawler_sleep=-1"] {
+            assert_eq!(
+                parse_usage(&["-o", bad]),
+                "LRU crawler sleep must be between 0 and 1 second"
+            );
+        }
+        assert_eq!(
+            parse_usage(&["-o", "lru_crawler_tocrawl=x"]),
+            "lru_crawler_tocrawl takes a numeric 32bit value"
+        );
+    }
+
+    /// `--help` describes memcached's flags that were missing, in memcached's words.
+    #[test]
+    fn help_describes_the_flags_memcached_has_in_its_words() {
+        let Err(CliExit::Info(text)) = parse(["fogcached", "--help"]) else {
+            panic!("--help is information");
+        };
+        let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        for (flag, words) in [
+            (
+                "-b, --listen-backlog",
+                "set the backlog queue limit (default: 1024)",
+            ),
+            (
+                "-B, --protocol",
+                "protocol - one of ascii, binary, or auto (default: auto-negotiate)",
+            ),
+            ("-F, --disable-flush-all", "disable flush_all command"),
+            ("-e, --memory-file", "mmap a file for item memory"),
+            ("-N, --napi_ids", "number of napi ids"),
+            ("-i, --license", "print memcached and libevent license"),
+            (
+                "-v, --verbose",
+                "very verbose (also print client commands/responses",
+            ),
+        ] {
+            assert!(text.contains(flag), "{flag} missing from --help");
+            assert!(
+                text.contains(words),
+                "{flag}: {words:?} missing from --help:\n{text}"
+            );
+        }
+        for suboption in [
+            "slab_sizes",
+            "no_slab_automove",
+            "sock_cookie_id",
+            "track_sizes",
+        ] {
+            assert!(
+                text.contains(&format!("- {suboption}")),
+                "-o {suboption} not listed"
+            );
+        }
+    }
+
     #[test]
     fn unknown_flag_is_a_usage_error() {
         let message = parse_usage(&["-Q"]);
@@ -1893,5 +2338,18 @@ mod tests {
         assert!(message.contains("through or invalidate"), "{message}");
         let message = parse_usage(&["--upstream", "a:1", "--upstream-conns", "0"]);
         assert!(message.contains("--upstream-conns"), "{message}");
+        // One upstream thread per two worker threads unless told.
+        assert_eq!(upstream.threads, 2, "-t 4 by default");
+        let threads = |args: &[&str]| {
+            let mut all = vec!["--upstream", "a:1"];
+            all.extend_from_slice(args);
+            parse_ok(&all).upstream.expect("on").threads
+        };
+        assert_eq!(threads(&["-t", "1"]), 1);
+        assert_eq!(threads(&["-t", "2"]), 1);
+        assert_eq!(threads(&["-t", "3"]), 2);
+        assert_eq!(threads(&["-t", "2", "--upstream-threads", "4"]), 4);
+        let message = parse_usage(&["--upstream", "a:1", "--upstream-threads", "65"]);
+        assert!(message.contains("--upstream-threads"), "{message}");
     }
 }

@@ -20,10 +20,14 @@
 use std::io::{ErrorKind, Read, Write};
 use std::sync::Arc;
 
+use std::sync::atomic::Ordering;
+
+use engine::CloseReason;
+
 use crate::auth::{self, ConnAuth};
 use crate::dispatch;
 use crate::registry::{ConnEntry, ConnState, WorkerCounters};
-use crate::session::{ServerSettings, ServerStats, Session, Step};
+use crate::session::{BindingProtocol, ServerSettings, ServerStats, Session, Step};
 use crate::stream::Stream;
 use crate::upstream::{Parking, WorkerPort};
 
@@ -199,6 +203,12 @@ pub struct Connection {
     input_wanted: bool,
     /// Engine-clock second of the last request or input, for `-o idle_timeout`.
     pub last_active_s: u32,
+    /// Why it closes, for `watch connevents`: an error unless the client closed its side
+    /// or sent `quit` (set where that is seen), or the worker closes it for idleness or
+    /// a shutdown.
+    pub close_reason: CloseReason,
+    /// The peer's address (`None` on a unix socket), for `watch connevents`.
+    pub peer_addr: Option<std::net::SocketAddr>,
 }
 
 impl Connection {
@@ -228,7 +238,18 @@ impl Connection {
             completion_io: false,
             input_wanted: false,
             last_active_s: now_s,
+            close_reason: CloseReason::Error,
+            peer_addr: None,
         }
+    }
+
+    /// `-B`: the protocol is the server's, not the first byte's.
+    pub fn bind_protocol(&mut self, binding: BindingProtocol) {
+        self.protocol = match binding {
+            BindingProtocol::Auto => Protocol::Unknown,
+            BindingProtocol::Ascii => Protocol::Text,
+            BindingProtocol::Binary => Protocol::Binary,
+        };
     }
 
     /// Switches the connection to completion I/O: from now on the io_uring loop does its
@@ -293,6 +314,7 @@ impl Connection {
     /// Completion I/O: the peer closed its sending side (a receive returned 0 bytes).
     pub fn on_peer_closed(&mut self) {
         self.peer_closed = true;
+        self.close_reason = CloseReason::Normal;
     }
 
     /// Completion I/O: hands the unwritten replies over for sending by swapping them with
@@ -444,7 +466,10 @@ impl Connection {
             match self.fill(ctx) {
                 Fill::Data => self.last_active_s = ctx.now_s,
                 Fill::Drained => return Outcome::Wait,
-                Fill::Eof => self.peer_closed = true,
+                Fill::Eof => {
+                    self.peer_closed = true;
+                    self.close_reason = CloseReason::Normal;
+                }
                 Fill::TooLarge | Fill::Failed => return Outcome::Close,
             }
         }
@@ -468,6 +493,8 @@ impl Connection {
     fn dispatch(&mut self, ctx: &ServiceContext<'_>, requests: &mut u32) -> Dispatched {
         // The state is published once per batch, not once per request.
         let mut state_published = false;
+        // `-vv`: read once per batch, so a request pays one untaken branch without it.
+        let log_requests = ctx.settings.verbosity.load(Ordering::Relaxed) > 1;
         loop {
             if self.swallow_bytes > 0 {
                 let available = self.input_end - self.input_start;
@@ -503,6 +530,13 @@ impl Connection {
                 } else {
                     Protocol::Text
                 };
+                if log_requests {
+                    let name = match self.protocol {
+                        Protocol::Binary => "binary",
+                        _ => "ascii",
+                    };
+                    eprintln!("{}: Client using the {name} protocol", self.fd);
+                }
             }
             if !state_published {
                 self.entry.set_state(ConnState::ParseCmd);
@@ -526,12 +560,30 @@ impl Connection {
                 upstream_reply: upstream_replies.as_ref(),
             };
             let binary = self.protocol == Protocol::Binary;
+            // `-vv`: where this request's replies start, and whether its request may be
+            // logged: not a resumed one (logged already), nor one of a client that has
+            // not authenticated (see `verbose`).
+            let log = log_requests.then(|| {
+                let authenticated = self.auth.is_authenticated() || !ctx.settings.auth.enabled();
+                (session.out.len(), self.resume_keys == 0 && authenticated)
+            });
             // `-Y`/`-S`: authentication answers first (one branch when it is off).
             let step = match auth::intercept(&mut self.auth, binary, &mut session, input) {
                 Some(step) => step,
                 None if binary => (ctx.dispatchers.binary)(&mut session, input),
                 None => (ctx.dispatchers.text)(&mut session, input),
             };
+            if let Some((out_start, log_request)) = log {
+                if !matches!(step, Step::NeedMore) {
+                    crate::verbose::log_exchange(
+                        self.fd,
+                        binary,
+                        input,
+                        &self.output[out_start..],
+                        log_request,
+                    );
+                }
+            }
             let available = input.len();
             match step {
                 Step::Partial { keys_done } => {
@@ -587,7 +639,12 @@ impl Connection {
                     *requests += 1;
                     return Dispatched::Parked;
                 }
-                Step::Close => return Dispatched::Close,
+                Step::Close => {
+                    if is_quit(binary, input) {
+                        self.close_reason = CloseReason::Normal;
+                    }
+                    return Dispatched::Close;
+                }
                 Step::Shutdown => return Dispatched::Shutdown,
                 Step::Watch { consumed, kinds } => {
                     // Whatever the client sent after `watch` is ignored, as memcached
@@ -682,10 +739,18 @@ impl Connection {
     }
 
     /// Takes the connection apart to become a watcher (`watch`): its socket, file
-    /// descriptor, `stats conns` entry and the replies not yet written (its `OK`).
-    pub fn into_watcher(self) -> (Stream, i32, Arc<ConnEntry>, Vec<u8>) {
+    /// descriptor, `stats conns` entry, peer and the replies not yet written (its `OK`);
+    /// the caller sets the kinds it watches.
+    pub fn into_watcher(self) -> crate::watch::NewWatcher {
         let pending = self.output[self.output_written..].to_vec();
-        (self.stream, self.fd, self.entry, pending)
+        crate::watch::NewWatcher {
+            stream: self.stream,
+            fd: self.fd,
+            entry: self.entry,
+            kinds: 0,
+            pending,
+            peer_addr: self.peer_addr,
+        }
     }
 
     /// Best-effort final write when the server stops.
@@ -694,6 +759,19 @@ impl Connection {
         if self.has_output() {
             let _ = self.flush(ctx);
         }
+    }
+}
+
+/// Whether the request that closed the connection was the client's `quit` (a normal
+/// close for `watch connevents`), not a protocol error.
+#[cold]
+fn is_quit(binary: bool, input: &[u8]) -> bool {
+    if binary {
+        // QUIT and QUITQ.
+        matches!(input.get(1), Some(0x07 | 0x17))
+    } else {
+        let line = input.split(|&b| b == b'\n').next().unwrap_or(b"");
+        line.trim_ascii() == b"quit"
     }
 }
 

@@ -17,5 +17,6 @@ pub mod stats;
 pub mod stream;
 pub mod tls;
 pub mod upstream;
+pub mod verbose;
 pub mod watch;
 pub mod worker;

@@ -59,6 +59,40 @@ impl ListenSocket {
         }
     }
 
+    /// `-b`: the listen(2) backlog (memcached's default 1024). mio listens with its own
+    /// (128 for TCP, the kernel's maximum for a unix socket); Linux takes a second
+    /// listen(2) on a listening socket as its new backlog, for TCP and unix sockets
+    /// alike, capped at `net.core.somaxconn`.
+    pub fn set_backlog(&self, backlog: u32) -> anyhow::Result<()> {
+        let backlog = libc::c_int::try_from(backlog).unwrap_or(libc::c_int::MAX);
+        // SAFETY: listen(2) on a socket this struct owns; no memory is passed.
+        if unsafe { libc::listen(self.raw_fd(), backlog) } != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("listen backlog {backlog} on {}", self.label));
+        }
+        Ok(())
+    }
+
+    /// `-o sock_cookie_id`: the socket's `SO_MARK` (firewall mark), which connections
+    /// accepted from it inherit, as memcached sets it. Needs `CAP_NET_ADMIN`.
+    pub fn set_mark(&self, mark: u32) -> std::io::Result<()> {
+        // SAFETY: setsockopt(2) on a socket this struct owns, reading a u32 of the size
+        // given.
+        let result = unsafe {
+            libc::setsockopt(
+                self.raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_MARK,
+                std::ptr::addr_of!(mark).cast(),
+                std::mem::size_of::<u32>() as libc::socklen_t,
+            )
+        };
+        if result != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     fn raw_fd(&self) -> i32 {
         match &self.listener {
             Listening::Tcp(listener) => listener.as_raw_fd(),
@@ -66,8 +100,9 @@ impl ListenSocket {
         }
     }
 
-    /// One connection from the backlog, with the peer as `stats conns` shows it.
-    fn accept(&self) -> std::io::Result<(Stream, String)> {
+    /// One connection from the backlog, with the peer as `stats conns` shows it and its
+    /// address (`None` for a unix socket's).
+    fn accept(&self) -> std::io::Result<(Stream, String, Option<SocketAddr>)> {
         match &self.listener {
             Listening::Tcp(listener) => {
                 let (stream, peer) = listener.accept()?;
@@ -81,13 +116,13 @@ impl ListenSocket {
                         })?))
                     }
                 };
-                Ok((stream, conn_addr(&peer)))
+                Ok((stream, conn_addr(&peer), Some(peer)))
             }
             // A unix client is anonymous (memcached prints `?:<AF 0>` for it); the
             // socket's path says which listener it came through.
             Listening::Unix(listener, _) => {
                 let (stream, _) = listener.accept()?;
-                Ok((Stream::Unix(stream), self.label.to_string()))
+                Ok((Stream::Unix(stream), self.label.to_string(), None))
             }
         }
     }
@@ -175,7 +210,7 @@ pub fn bind_all(
             None => (entry.as_str(), tls),
         };
         for addr in resolve(entry, default_port)? {
-            // mio binds with SO_REUSEADDR and a backlog of 1024, memcached's default.
+            // mio binds with SO_REUSEADDR; the backlog is `-b`'s (`set_backlog`).
             let listener = TcpListener::bind(addr)
                 .with_context(|| format!("failed to listen on TCP {addr}"))?;
             let bound = listener.local_addr()?;
@@ -339,7 +374,7 @@ impl Listener {
     fn accept_batch(&mut self, index: usize) -> Accepted {
         for _ in 0..ACCEPT_BATCH_MAX {
             match self.sockets[index].accept() {
-                Ok((stream, peer)) => self.admit(index, stream, peer),
+                Ok((stream, peer, peer_addr)) => self.admit(index, stream, peer, peer_addr),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Accepted::Drained,
                 Err(e)
                     if matches!(
@@ -364,7 +399,13 @@ impl Listener {
         Accepted::More
     }
 
-    fn admit(&mut self, index: usize, mut stream: Stream, peer: String) {
+    fn admit(
+        &mut self,
+        index: usize,
+        mut stream: Stream,
+        peer: String,
+        peer_addr: Option<SocketAddr>,
+    ) {
         let stats = &self.shared.stats;
         let max_connections = u64::from(self.shared.settings.max_connections);
         if stats.curr_connections.load(Ordering::Relaxed) >= max_connections {
@@ -378,6 +419,7 @@ impl Listener {
         let mut incoming = Incoming {
             stream,
             peer,
+            peer_addr,
             listen_addr: Arc::clone(&self.sockets[index].label),
         };
         let worker_count = self.workers.len();

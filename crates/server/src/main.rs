@@ -1,6 +1,7 @@
 //! `fogcached`: parse the command line, start the server, stop it cleanly on SIGTERM,
 //! SIGINT or the `shutdown` command. The process-level steps (`-d`, `-P`, `-u`, `-r`,
 //! `-k`, the port file) are in `process.rs`, which says why they come in this order.
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 

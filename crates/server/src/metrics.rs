@@ -12,7 +12,12 @@
 //!   `..._bytes`, `..._hits_total`, slow-tier lines read and written, ...), migrations
 //!   (`fogcached_promotions_total`, `fogcached_demotions_total`, Move queue lengths)
 //!   and a service-time histogram per command kind
-//!   (`fogcached_command_duration_seconds{command}`, see `latency.rs`).
+//!   (`fogcached_command_duration_seconds{command}`, see `latency.rs`);
+//! - with `--upstream`, the fog layer's: `fogcached_upstream_*` totals (requests, hits,
+//!   misses, errors, timeouts, in flight, ...) with a latency histogram
+//!   (`fogcached_upstream_request_duration_seconds`), and per upstream server
+//!   (`fogcached_upstream_server_*{upstream="host:port"}`) the same with its breaker
+//!   state and its own latency histogram.
 //!
 //! Types: the exporter declares a few counters whose names lack `_total`, which
 //! Prometheus' linter (`promtool check metrics`) rejects; fogcached keeps the names and
@@ -39,6 +44,8 @@ use crate::latency::{self, CommandKind, BUCKET_BOUNDS_NS};
 use crate::runtime::Shared;
 use crate::session::Session;
 use crate::stats::{self, StatsGroup};
+use crate::upstream::stats::{LatencyHistogram, LATENCY_BOUNDS_US};
+use crate::upstream::Upstream;
 
 /// The longest request head accepted (request line and headers).
 pub const REQUEST_HEAD_MAX_BYTES: usize = 8 * 1024;
@@ -269,6 +276,9 @@ pub fn render(shared: &Shared) -> String {
     slab_metrics(&stats, &mut out);
     fogcached_metrics(&stats, &mut out);
     latency_metrics(&mut out);
+    if let Some(upstream) = &shared.settings.upstream {
+        upstream_metrics(upstream, &mut out);
+    }
     out.text
 }
 
@@ -872,4 +882,227 @@ fn latency_metrics(out: &mut Exposition) {
             cumulative as f64,
         );
     }
+}
+
+/// The fog layer's counters (`--upstream`), read from its statistics directly.
+fn upstream_metrics(upstream: &Upstream, out: &mut Exposition) {
+    let stats = &upstream.stats;
+    let load = |counter: &std::sync::atomic::AtomicU64| counter.load(Ordering::Relaxed) as f64;
+    out.single(
+        "fogcached_upstream_servers",
+        "gauge",
+        "Upstream servers (--upstream).",
+        Some(stats.servers.len() as f64),
+    );
+    out.single(
+        "fogcached_upstream_threads",
+        "gauge",
+        "Upstream threads, each with its own connections (--upstream-threads).",
+        Some(upstream.threads() as f64),
+    );
+    out.family(
+        "fogcached_upstream_requests_total",
+        "counter",
+        "Requests sent upstream: reads (one per single flight) and writes.",
+    );
+    out.sample(
+        "fogcached_upstream_requests_total",
+        &[("kind", "get")],
+        load(&stats.gets),
+    );
+    out.sample(
+        "fogcached_upstream_requests_total",
+        &[("kind", "write")],
+        load(&stats.writes),
+    );
+    const TOTALS: &[(&str, &str)] = &[
+        ("get_hits", "Upstream reads that found the key."),
+        ("get_misses", "Upstream reads that did not find the key."),
+        (
+            "get_joined",
+            "Edge misses that joined a read of the same key already in flight.",
+        ),
+        (
+            "errors",
+            "Upstream requests that failed: refused or lost connections, garbage, an open breaker, a value too large.",
+        ),
+        (
+            "timeouts",
+            "Upstream requests that got no reply within --upstream-timeout-ms.",
+        ),
+        (
+            "late_replies",
+            "Replies that came after their request had timed out (read and dropped).",
+        ),
+        (
+            "stuck_closes",
+            "Upstream connections closed because no reply came for a timeout after a request was abandoned.",
+        ),
+        (
+            "breaker_rejects",
+            "Upstream requests failed at once because the server's circuit breaker was open.",
+        ),
+        (
+            "breaker_opens",
+            "Times a circuit breaker opened after its server had answered.",
+        ),
+        (
+            "queue_full",
+            "Upstream requests refused because the queue to their upstream thread was full.",
+        ),
+        ("fills", "Items fetched upstream and stored at the edge."),
+        (
+            "fills_skipped",
+            "Items fetched upstream and not stored at the edge (a write overtook the read, the edge had a copy, no TTL left).",
+        ),
+    ];
+    let counters = [
+        &stats.hits,
+        &stats.misses,
+        &stats.joined,
+        &stats.errors,
+        &stats.timeouts,
+        &stats.late_replies,
+        &stats.stuck_closes,
+        &stats.breaker_rejects,
+        &stats.breaker_opens,
+        &stats.queue_full,
+        &stats.fills,
+        &stats.fills_skipped,
+    ];
+    for ((name, help), counter) in TOTALS.iter().zip(counters) {
+        out.single(
+            &format!("fogcached_upstream_{name}_total"),
+            "counter",
+            help,
+            Some(load(counter)),
+        );
+    }
+    out.single(
+        "fogcached_upstream_in_flight",
+        "gauge",
+        "Single flights (reads) and writes waiting for an upstream now.",
+        Some(load(&stats.in_flight)),
+    );
+    const DURATION: &str = "fogcached_upstream_request_duration_seconds";
+    out.family(
+        DURATION,
+        "histogram",
+        "Time from a request's submission to its upstream reply (completed requests).",
+    );
+    upstream_histogram(out, DURATION, &[], &stats.latency);
+
+    // Per server, labelled with its address as given.
+    const PER_SERVER: &[(&str, &str, &str)] = &[
+        (
+            "requests_total",
+            "counter",
+            "Requests sent to the upstream server (reads and writes).",
+        ),
+        (
+            "get_hits_total",
+            "counter",
+            "Reads the upstream server answered with a value.",
+        ),
+        (
+            "get_misses_total",
+            "counter",
+            "Reads the upstream server answered with a miss.",
+        ),
+        (
+            "errors_total",
+            "counter",
+            "Requests to the upstream server that failed (timeouts apart).",
+        ),
+        (
+            "timeouts_total",
+            "counter",
+            "Requests to the upstream server that timed out.",
+        ),
+        (
+            "in_flight",
+            "gauge",
+            "Requests waiting for the upstream server now.",
+        ),
+        (
+            "connections",
+            "gauge",
+            "Open connections to the upstream server.",
+        ),
+        (
+            "connects_total",
+            "counter",
+            "Connections opened to the upstream server.",
+        ),
+        (
+            "breaker_open",
+            "gauge",
+            "1 while the upstream server's circuit breaker is open.",
+        ),
+        (
+            "breaker_opens_total",
+            "counter",
+            "Times the upstream server's circuit breaker opened after it had answered.",
+        ),
+    ];
+    for (suffix, kind, help) in PER_SERVER {
+        let name = format!("fogcached_upstream_server_{suffix}");
+        out.family(&name, kind, help);
+        for server in &stats.servers {
+            let value = match *suffix {
+                "requests_total" => load(&server.requests),
+                "get_hits_total" => load(&server.hits),
+                "get_misses_total" => load(&server.misses),
+                "errors_total" => load(&server.errors),
+                "timeouts_total" => load(&server.timeouts),
+                "in_flight" => load(&server.in_flight),
+                "connections" => load(&server.connections),
+                "connects_total" => load(&server.connects),
+                "breaker_open" => f64::from(u8::from(server.breaker_open.load(Ordering::Relaxed))),
+                _ => load(&server.breaker_opens),
+            };
+            out.sample(&name, &[("upstream", &server.name)], value);
+        }
+    }
+    const SERVER_DURATION: &str = "fogcached_upstream_server_request_duration_seconds";
+    out.family(
+        SERVER_DURATION,
+        "histogram",
+        "Time from a request's submission to the upstream server's reply (completed requests).",
+    );
+    for server in &stats.servers {
+        upstream_histogram(
+            out,
+            SERVER_DURATION,
+            &[("upstream", &server.name)],
+            &server.latency,
+        );
+    }
+}
+
+/// The samples of one upstream latency histogram (cumulative buckets in seconds).
+fn upstream_histogram(
+    out: &mut Exposition,
+    name: &str,
+    labels: &[(&str, &str)],
+    histogram: &LatencyHistogram,
+) {
+    let bucket_name = format!("{name}_bucket");
+    let mut cumulative = 0u64;
+    for (i, count) in histogram.buckets().iter().enumerate() {
+        cumulative = cumulative.wrapping_add(*count);
+        let le = match LATENCY_BOUNDS_US.get(i) {
+            Some(bound_us) => format!("{}", *bound_us as f64 / 1e6),
+            None => "+Inf".to_owned(),
+        };
+        let mut with_le = labels.to_vec();
+        with_le.push(("le", &le));
+        out.sample(&bucket_name, &with_le, cumulative as f64);
+    }
+    out.sample(
+        &format!("{name}_sum"),
+        labels,
+        histogram.sum_us() as f64 / 1e6,
+    );
+    out.sample(&format!("{name}_count"), labels, cumulative as f64);
 }

@@ -125,6 +125,15 @@ impl Server {
                 listener::bind_all(&config.listen, config.tcp_port, config.tls_context.as_ref())?
             }
         };
+        for socket in &sockets {
+            socket.set_backlog(config.listen_backlog)?;
+            if let Some(mark) = config.sock_cookie_id {
+                // memcached reports a failed setsockopt and serves on (perror).
+                if let Err(e) = socket.set_mark(mark) {
+                    eprintln!("fogcached: warning: -o sock_cookie_id={mark}: SO_MARK not set: {e}");
+                }
+            }
+        }
         let mut local_addrs = Vec::new();
         for socket in &sockets {
             local_addrs.extend(socket.local_addr()?);
@@ -152,6 +161,9 @@ impl Server {
                 .as_ref()
                 .map(|path| path.display().to_string()),
             unix_mode: config.unix_mode,
+            tcp_backlog: config.listen_backlog,
+            binding: config.binding,
+            flush_enabled: config.flush_enabled,
             shutdown_requested: AtomicBool::new(false),
             dumps_enabled: config.dumps_enabled,
             watch_enabled: config.watch_enabled,

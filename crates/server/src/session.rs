@@ -14,6 +14,31 @@ use engine::Engine;
 /// behaviours to expect; fogcached's own version follows it.
 pub const SERVER_VERSION: &str = concat!("1.6.21-fogcached-", env!("CARGO_PKG_VERSION"));
 
+/// `-B`: the protocol connections speak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum BindingProtocol {
+    /// Each connection's first byte decides, as memcached's default.
+    #[default]
+    Auto,
+    /// Everything is read as the text protocol (a binary request is a line of bytes
+    /// that ends in `ERROR`, as memcached reads it).
+    Ascii,
+    /// Everything is read as the binary protocol (a text command fails its magic byte
+    /// and the connection closes unanswered, as memcached closes it).
+    Binary,
+}
+
+impl BindingProtocol {
+    /// memcached's `binding_protocol` in `stats settings`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            BindingProtocol::Auto => "auto-negotiate",
+            BindingProtocol::Ascii => "ascii",
+            BindingProtocol::Binary => "binary",
+        }
+    }
+}
+
 /// Server-wide settings the dispatchers need (the rest of the CLI lives in `config`).
 #[derive(Debug)]
 pub struct ServerSettings {
@@ -33,6 +58,12 @@ pub struct ServerSettings {
     pub domain_socket: Option<String>,
     /// `-a`, for `stats settings` (`umask`).
     pub unix_mode: u32,
+    /// `-b`, for `stats settings` (`tcp_backlog`).
+    pub tcp_backlog: u32,
+    /// `-B`: `Auto` unless given.
+    pub binding: BindingProtocol,
+    /// Not `-F`: `flush_all` is allowed.
+    pub flush_enabled: bool,
     /// Set when a shutdown was requested (command or signal).
     pub shutdown_requested: AtomicBool,
     /// Not `-X`: `stats cachedump` and `lru_crawler metadump` are allowed.
@@ -63,6 +94,9 @@ impl Default for ServerSettings {
             listen_address: "127.0.0.1".to_owned(),
             domain_socket: None,
             unix_mode: 0o700,
+            tcp_backlog: crate::config::LISTEN_BACKLOG_DEFAULT,
+            binding: BindingProtocol::Auto,
+            flush_enabled: true,
             shutdown_requested: AtomicBool::new(false),
             dumps_enabled: true,
             watch_enabled: true,

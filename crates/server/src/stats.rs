@@ -98,6 +98,7 @@ fn upstream_settings(session: &Session<'_>, emit: &mut Emit<'_>) {
     emit("upstream_ttl_max", U64(u64::from(config.ttl_max_s)));
     emit("upstream_timeout_ms", U64(u64::from(config.timeout_ms)));
     emit("upstream_conns", U64(config.conns_per_server as u64));
+    emit("upstream_threads", U64(upstream.threads() as u64));
     emit(
         "upstream_breaker_failures",
         U64(u64::from(config.breaker_failures)),
@@ -217,6 +218,8 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
         ),
     );
     emit("umask", Text(format!("{:o}", settings.unix_mode)));
+    emit("tcp_backlog", U64(u64::from(settings.tcp_backlog)));
+    emit("flush_enabled", yes_no(settings.flush_enabled));
     emit(
         "verbosity",
         U64(u64::from(settings.verbosity.load(Ordering::Relaxed))),
@@ -254,7 +257,14 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
     );
     emit(
         "binding_protocol",
-        Text(settings.auth.binding_protocol().to_owned()),
+        Text(
+            match settings.binding {
+                // Without -B, -Y binds to the text protocol and -S to the binary one.
+                crate::session::BindingProtocol::Auto => settings.auth.binding_protocol(),
+                forced => forced.name(),
+            }
+            .to_owned(),
+        ),
     );
     emit("auth_enabled_sasl", yes_no(settings.auth.sasl.is_some()));
     // memcached prints the authfile's path, or "no".

@@ -1,6 +1,7 @@
 //! `watch`: connections that stream the cache's event log, in memcached's line format.
 //!
-//! A client sends `watch [fetchers] [mutations] [evictions] [migrations]`, gets `OK`, and
+//! A client sends `watch [fetchers] [mutations] [evictions] [connevents] [sysevents]
+//! [migrations]`, gets `OK`, and
 //! from then on receives one line per event of those kinds (no kind: fetchers, as
 //! memcached). Its worker hands the socket to the *logger* thread (memcached's design:
 //! one thread writes to every watcher), which drains the engine's bounded event log
@@ -22,7 +23,17 @@
 //! ts=<s>.<us> gid=<n> type=item_store key=<key> status=stored|not_stored|exists|not_found|too_large|no_memory cmd=set|add|replace|append|prepend|cas ttl=<s> clsid=<c> cfd=<fd> size=<bytes>
 //! ts=<s>.<us> gid=<n> type=eviction key=<key> fetch=yes|no ttl=<s>|-1 la=<s> clsid=<c> size=<bytes>
 //! ts=<s>.<us> gid=<n> type=promotion|demotion key=<key> la=<s> clsid=<c> size=<bytes>
+//! ts=<s>.<us> gid=<n> type=conn_new rip=<ip>|unix rport=<port>|0 transport=tcp|local cfd=<fd>
+//! ts=<s>.<us> gid=<n> type=conn_close rip=<ip> rport=<port> transport=tcp reason=normal|error|idle_timeout|shutdown cfd=<fd>
+//! ts=<s>.<us> gid=<n> type=slab_move src=<c> dst=<c>
+//! ts=<s>.<us> gid=<n> type=lru_crawler crawler=<c> lru=hot|warm|cold low_mark=<n> next_reclaims=<n> since_run=<s> next_run=<s> elapsed=<s> examined=<n> reclaimed=<n>
 //! ```
+//!
+//! `sysevents` are the slab automover's decisions and, per LRU segment a crawler pass
+//! walked, its counts (`crawler.rs` says how each is taken; under the hotspot and
+//! hyperbolic policies the segments are their queues, `lru=q0` to `q4`). memcached's
+//! `rawcmds` and `proxy*` kinds are answered `ERROR`: fogcached records no raw commands
+//! and has no proxy.
 //!
 //! Keys are URI-encoded as memcached encodes them. A slow-tier item's line ends with
 //! ` tier=slow` (class numbers are per tier); promotions and demotions are fogcached's own
@@ -36,7 +47,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use engine::events::kind;
-use engine::{Event, EventWhat, StoreMode, StoreOutcome, TierId};
+use engine::{CloseReason, Event, EventWhat, PlacementPolicy, StoreMode, StoreOutcome, TierId};
 
 use crate::registry::{ConnEntry, ConnState};
 use crate::runtime::Shared;
@@ -66,6 +77,8 @@ pub fn parse_kinds<'a>(words: impl Iterator<Item = &'a [u8]>) -> Option<u32> {
             b"mutations" => kind::MUTATIONS,
             b"evictions" => kind::EVICTIONS,
             b"migrations" => kind::MIGRATIONS,
+            b"connevents" => kind::CONNECTIONS,
+            b"sysevents" => kind::SYSTEM,
             _ => return None,
         };
     }
@@ -81,6 +94,8 @@ pub struct NewWatcher {
     pub kinds: u32,
     /// Replies not yet written when it turned into a watcher (its `OK`).
     pub pending: Vec<u8>,
+    /// Its peer, for its own `conn_close` line.
+    pub peer_addr: Option<std::net::SocketAddr>,
 }
 
 /// The workers' handle on the logger thread.
@@ -126,6 +141,7 @@ struct Watcher {
     out: Vec<u8>,
     /// Lines dropped since the last `skipped=` line.
     skipped: u64,
+    peer_addr: Option<std::net::SocketAddr>,
 }
 
 impl Watcher {
@@ -208,10 +224,14 @@ fn run(shared: &std::sync::Weak<Shared>, receiver: &Receiver<NewWatcher>) {
         };
         if shared.settings.shutdown_requested.load(Ordering::Acquire) {
             for watcher in watchers.drain(..) {
-                close(&shared, watcher);
+                close(&shared, watcher, CloseReason::Shutdown);
             }
             break;
         }
+        let queues = matches!(
+            shared.engine.config().policy,
+            PlacementPolicy::Hotspot | PlacementPolicy::Hyperbolic
+        );
         for new in incoming.into_iter().chain(receiver.try_iter()) {
             new.entry.set_state(ConnState::Watch);
             watchers.push(Watcher {
@@ -221,6 +241,7 @@ fn run(shared: &std::sync::Weak<Shared>, receiver: &Receiver<NewWatcher>) {
                 kinds: new.kinds,
                 out: new.pending,
                 skipped: 0,
+                peer_addr: new.peer_addr,
             });
         }
         let log = shared.engine.events();
@@ -250,7 +271,7 @@ fn run(shared: &std::sync::Weak<Shared>, receiver: &Receiver<NewWatcher>) {
             for event in &events {
                 let event_kind = kind_of(&event.what);
                 line.clear();
-                format_event(event, &mut line);
+                format_event(event, queues, &mut line);
                 for watcher in watchers.iter_mut().filter(|w| w.kinds & event_kind != 0) {
                     if watcher.offer(&line) {
                         sent += 1;
@@ -273,7 +294,7 @@ fn run(shared: &std::sync::Weak<Shared>, receiver: &Receiver<NewWatcher>) {
                 index += 1;
             } else {
                 let gone = watchers.swap_remove(index);
-                close(&shared, gone);
+                close(&shared, gone, CloseReason::Normal);
             }
         }
         if watchers.is_empty() && shared.stats.runtime.watchers.load(Ordering::Relaxed) == 0 {
@@ -283,7 +304,8 @@ fn run(shared: &std::sync::Weak<Shared>, receiver: &Receiver<NewWatcher>) {
 }
 
 /// Closes a watcher's connection and removes it from the connection table.
-fn close(shared: &Shared, watcher: Watcher) {
+fn close(shared: &Shared, watcher: Watcher, reason: CloseReason) {
+    crate::worker::record_connection(shared, false, watcher.peer_addr, reason, watcher.fd);
     watcher.entry.set_state(ConnState::Closing);
     shared
         .stats
@@ -307,11 +329,14 @@ fn kind_of(what: &EventWhat) -> u32 {
         EventWhat::Stored { .. } => kind::MUTATIONS,
         EventWhat::Evicted { .. } => kind::EVICTIONS,
         EventWhat::Moved { .. } => kind::MIGRATIONS,
+        EventWhat::Connection { .. } => kind::CONNECTIONS,
+        EventWhat::SlabMove { .. } | EventWhat::CrawlerStatus(_) => kind::SYSTEM,
     }
 }
 
-/// Appends `event` as memcached prints it, with its newline.
-pub fn format_event(event: &Event, out: &mut Vec<u8>) {
+/// Appends `event` as memcached prints it, with its newline. `queues`: LRU segments are
+/// the multi-queue's (hotspot, hyperbolic), named `q<n>` in crawler lines.
+pub fn format_event(event: &Event, queues: bool, out: &mut Vec<u8>) {
     use std::io::Write as _;
     let seconds = event.unix_us / 1_000_000;
     let micros = event.unix_us % 1_000_000;
@@ -388,6 +413,57 @@ pub fn format_event(event: &Event, out: &mut Vec<u8>) {
                 slow(item.tier)
             );
         }
+        EventWhat::Connection {
+            opened,
+            peer,
+            reason,
+            fd,
+        } => {
+            // memcached's `_logger_util_addr_endpoint`: the bare address (IPv6 without
+            // brackets); a unix-socket client is `unix`, port 0, transport `local`.
+            let (ip, port, transport) = match peer {
+                Some(addr) => (addr.ip().to_string(), addr.port(), "tcp"),
+                None => ("unix".to_owned(), 0, "local"),
+            };
+            if opened {
+                let _ = write!(
+                    out,
+                    "conn_new rip={ip} rport={port} transport={transport} cfd={fd}"
+                );
+            } else {
+                let _ = write!(
+                    out,
+                    "conn_close rip={ip} rport={port} transport={transport} reason={} cfd={fd}",
+                    reason.name()
+                );
+            }
+        }
+        EventWhat::SlabMove { src, dst } => {
+            let _ = write!(out, "slab_move src={src} dst={dst}");
+        }
+        EventWhat::CrawlerStatus(status) => {
+            let _ = write!(out, "lru_crawler crawler={} lru=", status.class_id);
+            match (queues, status.segment) {
+                (false, 0) => out.extend_from_slice(b"hot"),
+                (false, 1) => out.extend_from_slice(b"warm"),
+                (false, 2) => out.extend_from_slice(b"cold"),
+                (_, queue) => {
+                    let _ = write!(out, "q{queue}");
+                }
+            }
+            let _ = write!(
+                out,
+                " low_mark={} next_reclaims={} since_run={} next_run={} elapsed={} examined={} reclaimed={}{}",
+                status.low_mark,
+                status.next_reclaims,
+                status.since_run_s,
+                status.next_run_s,
+                status.elapsed_s,
+                status.examined,
+                status.reclaimed,
+                slow(status.tier)
+            );
+        }
         EventWhat::Moved { item, from, idle_s } => {
             let direction = if from == TierId::Slow {
                 "promotion"
@@ -435,6 +511,7 @@ mod tests {
                 key: key.into(),
                 what,
             },
+            false,
             &mut out,
         );
         String::from_utf8(out).unwrap_or_default()
@@ -540,6 +617,63 @@ mod tests {
         );
     }
 
+    /// memcached 1.6.18's `connevents` and `sysevents` lines (a unix-socket client: `-s`).
+    #[test]
+    fn connection_and_system_lines_are_memcached_s() {
+        let conn = |opened, peer, reason| EventWhat::Connection {
+            opened,
+            peer,
+            reason,
+            fd: 25,
+        };
+        let tcp: std::net::SocketAddr = "127.0.0.1:35248".parse().unwrap();
+        assert_eq!(
+            line(10, 1_795_766_147_664_548, b"", conn(true, Some(tcp), CloseReason::Normal)),
+            "ts=1795766147.664548 gid=10 type=conn_new rip=127.0.0.1 rport=35248 transport=tcp cfd=25\n"
+        );
+        assert_eq!(
+            line(11, 1_795_766_147_664_588, b"", conn(false, Some(tcp), CloseReason::Error)),
+            "ts=1795766147.664588 gid=11 type=conn_close rip=127.0.0.1 rport=35248 transport=tcp reason=error cfd=25\n"
+        );
+        assert_eq!(
+            line(
+                2,
+                1_795_766_813_933_604,
+                b"",
+                conn(true, None, CloseReason::Normal)
+            ),
+            "ts=1795766813.933604 gid=2 type=conn_new rip=unix rport=0 transport=local cfd=25\n"
+        );
+        assert_eq!(
+            line(5, 1_795_766_822_258_804, b"", conn(false, None, CloseReason::IdleTimeout)),
+            "ts=1795766822.258804 gid=5 type=conn_close rip=unix rport=0 transport=local reason=idle_timeout cfd=25\n"
+        );
+        let v6: std::net::SocketAddr = "[::1]:4000".parse().unwrap();
+        assert!(line(1, 1, b"", conn(true, Some(v6), CloseReason::Normal))
+            .contains(" rip=::1 rport=4000 "));
+        assert_eq!(
+            line(7, 1_000_000, b"", EventWhat::SlabMove { src: 5, dst: 0 }),
+            "ts=1.0 gid=7 type=slab_move src=5 dst=0\n"
+        );
+        let status = engine::CrawlerStatus {
+            tier: TierId::Slow,
+            class_id: 3,
+            segment: 2,
+            low_mark: 1,
+            next_reclaims: 4,
+            since_run_s: 5,
+            next_run_s: 3600,
+            elapsed_s: 0,
+            examined: 10,
+            reclaimed: 2,
+        };
+        assert_eq!(
+            line(8, 1_000_000, b"", EventWhat::CrawlerStatus(status)),
+            "ts=1.0 gid=8 type=lru_crawler crawler=3 lru=cold low_mark=1 next_reclaims=4 \
+             since_run=5 next_run=3600 elapsed=0 examined=10 reclaimed=2 tier=slow\n"
+        );
+    }
+
     #[test]
     fn kinds_are_memcached_s_words_plus_migrations() {
         let words = |line: &'static str| parse_kinds(line.split(' ').map(str::as_bytes));
@@ -553,6 +687,13 @@ mod tests {
         );
         assert_eq!(parse_kinds(std::iter::empty()), Some(kind::FETCHES));
         assert_eq!(words("fetchers bogus"), None);
+        assert_eq!(
+            words("connevents sysevents"),
+            Some(kind::CONNECTIONS | kind::SYSTEM)
+        );
+        // memcached's rawcmds and proxy kinds: fogcached has neither.
+        assert_eq!(words("rawcmds"), None);
+        assert_eq!(words("proxyreqs"), None);
     }
 
     #[test]
@@ -568,6 +709,7 @@ mod tests {
             kinds: kind::FETCHES,
             out: Vec::new(),
             skipped: 0,
+            peer_addr: None,
         };
         let line = vec![b'x'; 1000];
         for _ in 0..WATCHER_BUFFER_BYTES / 1000 + 3 {

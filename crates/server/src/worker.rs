@@ -18,6 +18,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, Sender, TrySendError};
+use engine::events::kind;
+use engine::{CloseReason, EventWhat};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 mod uring;
@@ -27,6 +29,7 @@ pub use uring::{probe as probe_io_uring, IoEngine, IO_ENGINE_ENV};
 use crate::connection::{Connection, Outcome, ServiceContext, INPUT_HEADROOM_BYTES};
 use crate::registry::{ConnEntry, ConnState, WorkerCounters};
 use crate::runtime::Shared;
+use crate::session::BindingProtocol;
 use crate::stream::Stream;
 use crate::upstream::WorkerPort;
 
@@ -44,6 +47,8 @@ pub struct Incoming {
     pub stream: Stream,
     /// The peer as `stats conns` shows it: `tcp:<ip>:<port>`, or `unix:<path>`.
     pub peer: String,
+    /// The peer's address, for `watch connevents`; `None` on a unix socket.
+    pub peer_addr: Option<SocketAddr>,
     /// `tcp:<ip>:<port>` (or `unix:<path>`) of the accepting socket, for `stats conns`.
     pub listen_addr: Arc<str>,
 }
@@ -73,6 +78,27 @@ impl WorkerHandle {
     /// Wakes the worker so that it notices a shutdown.
     pub fn wake(&self) {
         let _ = self.waker.wake();
+    }
+}
+
+/// Records a connection's opening or closing for `watch connevents` (one relaxed load
+/// when nobody watches them).
+pub fn record_connection(
+    shared: &Shared,
+    opened: bool,
+    peer: Option<SocketAddr>,
+    reason: CloseReason,
+    fd: i32,
+) {
+    let log = shared.engine.events();
+    if log.wants(kind::CONNECTIONS) {
+        let what = EventWhat::Connection {
+            opened,
+            peer,
+            reason,
+            fd,
+        };
+        log.record(kind::CONNECTIONS, b"", what);
     }
 }
 
@@ -360,6 +386,7 @@ impl Worker {
         let Incoming {
             mut stream,
             peer,
+            peer_addr,
             listen_addr,
         } = incoming;
         let slot = match self.free_slots.pop() {
@@ -406,10 +433,18 @@ impl Worker {
             .runtime
             .connections
             .insert(fd, Arc::clone(&entry));
+        let binding = self.shared.settings.binding;
         if self.shared.verbosity() > 1 {
-            eprintln!("<{fd} new auto-negotiating client connection");
+            match binding {
+                BindingProtocol::Auto => eprintln!("<{fd} new auto-negotiating client connection"),
+                BindingProtocol::Ascii => eprintln!("<{fd} new ascii client connection."),
+                BindingProtocol::Binary => eprintln!("<{fd} new binary client connection."),
+            }
         }
+        record_connection(&self.shared, true, peer_addr, CloseReason::Normal, fd);
         let mut connection = Connection::new(stream, fd, entry, ctx.now_s);
+        connection.peer_addr = peer_addr;
+        connection.bind_protocol(binding);
         if completion_io {
             connection.use_completion_io();
         }
@@ -425,6 +460,13 @@ impl Worker {
             return;
         };
         let fd = connection.fd();
+        record_connection(
+            &self.shared,
+            false,
+            connection.peer_addr,
+            connection.close_reason,
+            fd,
+        );
         if connection.watching {
             // It asked to watch but closed before reaching the logger.
             self.shared
@@ -467,15 +509,10 @@ impl Worker {
     fn hand_to_logger(&mut self, slot: usize, mut connection: Connection, kinds: u32) {
         let _ = self.poll.registry().deregister(connection.stream_mut());
         self.free_slots.push(slot);
-        let (stream, fd, entry, pending) = connection.into_watcher();
+        let mut watcher = connection.into_watcher();
+        watcher.kinds = kinds;
+        let fd = watcher.fd;
         let runtime = &self.shared.stats.runtime;
-        let watcher = crate::watch::NewWatcher {
-            stream,
-            fd,
-            entry,
-            kinds,
-            pending,
-        };
         let refused = match self.shared.logger.get() {
             Some(logger) => logger.add(watcher).err(),
             None => Some(watcher),
@@ -485,6 +522,13 @@ impl Worker {
             // connection table before its socket closes, so the descriptor cannot be
             // reused (and listed) meanwhile.
             runtime.watchers.fetch_sub(1, Ordering::Relaxed);
+            record_connection(
+                &self.shared,
+                false,
+                watcher.peer_addr,
+                CloseReason::Error,
+                fd,
+            );
             runtime.connections.remove(fd);
             self.shared
                 .stats
@@ -502,6 +546,9 @@ impl Worker {
             );
             if idle {
                 WorkerCounters::add(&self.counters.idle_kicks, 1);
+                if let Some(connection) = &mut self.connections[slot] {
+                    connection.close_reason = CloseReason::IdleTimeout;
+                }
                 self.close(slot, io);
             }
         }
@@ -528,6 +575,9 @@ impl Worker {
             }
         }
         for slot in 0..self.connections.len() {
+            if let Some(connection) = &mut self.connections[slot] {
+                connection.close_reason = CloseReason::Shutdown;
+            }
             self.close(slot, io);
         }
         // Connections handed over but never registered are closed by dropping them.

@@ -516,3 +516,411 @@ fn cache_memlimit_resizes_the_dram_tier() -> anyhow::Result<()> {
     );
     Ok(())
 }
+
+/// A watcher line without what differs from run to run or server to server: `ts=`,
+/// `gid=`, and the numbers of `rport=` and `cfd=`.
+fn normalized_conn_line(line: &str) -> String {
+    normalized(line)
+        .split(' ')
+        .map(|field| match field.split_once('=') {
+            Some(("rport", _)) => "rport=N".to_owned(),
+            _ => field.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Three connections seen by a `watch connevents`: one that says `quit`, one the client
+/// closes, one the server closes for a line without end.
+fn run_connevents(server: &ServerProcess) -> anyhow::Result<Vec<String>> {
+    let mut watcher = RawClient::connect(server.addr())?;
+    assert_eq!(
+        watcher.request(b"watch connevents\r\n", b"\r\n")?,
+        b"OK\r\n"
+    );
+    let mut quitting = RawClient::connect(server.addr())?;
+    quitting.request(b"version\r\n", b"\r\n")?;
+    quitting.send(b"quit\r\n")?;
+    assert!(quitting.is_closed_by_peer());
+    drop(RawClient::connect(server.addr())?);
+    let mut hopeless = RawClient::connect(server.addr())?;
+    hopeless.send(&[b'x'; 5000])?;
+    assert!(hopeless.is_closed_by_peer());
+    // Only the connections opened after the watch started: the harness's readiness probe
+    // may close while it watches.
+    let ours = |lines: &[String]| -> Vec<String> {
+        let port = |line: &str| {
+            line.split(' ')
+                .find_map(|f| f.strip_prefix("rport="))
+                .unwrap_or("")
+                .to_owned()
+        };
+        let opened: BTreeSet<String> = lines
+            .iter()
+            .filter(|l| l.contains("type=conn_new"))
+            .map(|l| port(l))
+            .collect();
+        lines
+            .iter()
+            .filter(|l| opened.contains(&port(l)))
+            .cloned()
+            .collect()
+    };
+    let lines = watch_lines(&mut watcher, Duration::from_secs(5), |lines| {
+        ours(lines)
+            .iter()
+            .filter(|l| l.contains("type=conn_close"))
+            .count()
+            >= 3
+    });
+    let lines = ours(&lines);
+    for line in &lines {
+        assert_line_head(line);
+    }
+    let mut shapes: Vec<String> = lines.iter().map(|l| normalized_conn_line(l)).collect();
+    shapes.sort();
+    Ok(shapes)
+}
+
+/// `watch connevents` prints memcached's `conn_new` and `conn_close` lines, with its
+/// close reasons; `watch sysevents` streams the LRU crawler's passes.
+#[test]
+fn connection_and_system_events_are_memcached_s() -> anyhow::Result<()> {
+    let fogcached = ServerProcess::fogcached(&[])?;
+    let ours = run_connevents(&fogcached)?;
+    let opened = "type=conn_new rip=127.0.0.1 rport=N transport=tcp cfd=N";
+    let closed = |reason: &str| {
+        format!("type=conn_close rip=127.0.0.1 rport=N transport=tcp reason={reason} cfd=N")
+    };
+    let expected = vec![
+        closed("error"),
+        closed("normal"),
+        closed("normal"),
+        opened.to_owned(),
+        opened.to_owned(),
+        opened.to_owned(),
+    ];
+    assert_eq!(ours, expected);
+
+    // sysevents: a crawler pass over expired items, within the crawler's interval.
+    let mut client = RawClient::connect(fogcached.addr())?;
+    let mut watcher = RawClient::connect(fogcached.addr())?;
+    assert_eq!(watcher.request(b"watch sysevents\r\n", b"\r\n")?, b"OK\r\n");
+    for i in 0..20 {
+        client.request(format!("set short{i} 0 1 1\r\nx\r\n").as_bytes(), b"\r\n")?;
+    }
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(
+        client.request(b"lru_crawler crawl all\r\n", b"\r\n")?,
+        b"OK\r\n"
+    );
+    let lines = watch_lines(&mut watcher, Duration::from_secs(15), |lines| {
+        lines
+            .iter()
+            .any(|l| l.contains("reclaimed=") && !l.ends_with("reclaimed=0"))
+    });
+    let crawled = lines
+        .iter()
+        .find(|l| l.contains("type=lru_crawler") && !l.ends_with("reclaimed=0"))
+        .unwrap_or_else(|| panic!("no crawler line reclaiming items in {lines:?}"));
+    assert_line_head(crawled);
+    let normalized_line = normalized(crawled);
+    let fields: Vec<&str> = normalized_line
+        .split(' ')
+        .map(|f| f.split('=').next().unwrap_or(""))
+        .collect();
+    // memcached's LOGGER_CRAWLER_STATUS fields, in its order.
+    assert_eq!(
+        fields,
+        [
+            "type",
+            "crawler",
+            "lru",
+            "low_mark",
+            "next_reclaims",
+            "since_run",
+            "next_run",
+            "elapsed",
+            "examined",
+            "reclaimed"
+        ],
+        "{crawled}"
+    );
+
+    let Ok(memcached) = ServerProcess::memcached(&[]) else {
+        skip!(
+            "connection_and_system_events_are_memcached_s",
+            "Debian's memcached is not installed"
+        );
+        return Ok(());
+    };
+    // memcached does not always set the reason of a connection it closes for an overlong
+    // line: it says `error`, or what the last connection of the same (reused) connection
+    // struct closed with, here `normal`. Its other lines are the same every run.
+    let theirs = run_connevents(&memcached)?
+        .into_iter()
+        .map(|line| line.replace("reason=normal", "reason=error"))
+        .collect::<Vec<_>>();
+    let ours_loose = expected
+        .iter()
+        .map(|line| line.replace("reason=normal", "reason=error"))
+        .collect::<Vec<_>>();
+    assert_eq!(theirs, ours_loose);
+    let mut watcher = RawClient::connect(memcached.addr())?;
+    assert_eq!(watcher.request(b"watch sysevents\r\n", b"\r\n")?, b"OK\r\n");
+    Ok(())
+}
+
+/// Requests whose replies fogcached gives byte for byte as memcached 1.6.18 does
+/// (`lru_crawler`, `lru`, `stats sizes_enable|disable`), one-line replies each; a
+/// `mn` after each closes its reply (the sizes toggles end without `END`, as memcached's).
+const TUNING_REQUESTS: &[&str] = &[
+    "lru_crawler sleep 1000001",
+    "lru_crawler sleep x",
+    "lru_crawler sleep -1",
+    "lru_crawler sleep 5 noreply",
+    "lru_crawler tocrawl x",
+    "lru_crawler tocrawl",
+    "lru_crawler bogus",
+    "lru_crawler sleep 50",
+    "lru_crawler tocrawl 5",
+    "lru_crawler enable",
+    "lru_crawler disable",
+    "lru_crawler disable",
+    "lru_crawler crawl all",
+    "lru_crawler metadump all",
+    "lru_crawler enable",
+    "lru tune 50 40 0.2 2.0",
+    "lru tune 10 40 0 2.0",
+    "lru tune 10 40 x 2.0",
+    "lru tune 10 40 0.2",
+    "lru tune 10 40 0.2 2.0",
+    "lru tune 10 40 0.5 3.0 noreply",
+    "lru mode segmented",
+    "lru mode bogus",
+    "lru temp_ttl -1",
+    "lru temp_ttl x",
+    "lru bogus",
+    "lru noreply",
+    "lru",
+    "stats sizes_disable",
+    "stats sizes_enable",
+    "stats sizes_disable",
+];
+
+fn tuning_replies(server: &ServerProcess) -> anyhow::Result<Vec<String>> {
+    let mut client = RawClient::connect(server.addr())?;
+    let mut replies = Vec::new();
+    for request in TUNING_REQUESTS {
+        client.send(format!("{request}\r\nmn\r\n").as_bytes())?;
+        let reply = client.read_until(b"MN\r\n")?;
+        replies.push(format!(
+            "{request} => {}",
+            String::from_utf8_lossy(&reply[..reply.len() - 4])
+        ));
+        if *request == "lru_crawler disable" {
+            // memcached's crawler thread stops after the `OK`: until it has, a `crawl`
+            // gets "ERROR an unknown error happened" instead of its steady reply.
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+    Ok(replies)
+}
+
+/// The settings `TUNING_REQUESTS` changed, as `stats settings` prints them after.
+const TUNED_SETTINGS: &[&str] = &[
+    "lru_crawler",
+    "lru_crawler_sleep",
+    "lru_crawler_tocrawl",
+    "hot_lru_pct",
+    "warm_lru_pct",
+    "hot_max_factor",
+    "warm_max_factor",
+];
+
+/// `lru_crawler enable|disable|sleep|tocrawl`, `lru tune|mode|temp_ttl` and `stats
+/// sizes_enable|disable` answer as memcached's and change what `stats settings` says;
+/// what fogcached does not have (a flat LRU, a temporary LRU) gets memcached's `ERROR`.
+#[test]
+fn tuning_commands_reply_as_memcached_s() -> anyhow::Result<()> {
+    let fogcached = ServerProcess::fogcached(&["--slow-size", "0"])?;
+    let ours = tuning_replies(&fogcached)?;
+    let mut client = RawClient::connect(fogcached.addr())?;
+    let settings = client.stats("settings")?;
+    let ours_settings: Vec<String> = TUNED_SETTINGS
+        .iter()
+        .map(|name| format!("{name} {}", stat(&settings, name).unwrap_or("?")))
+        .collect();
+    assert_eq!(
+        ours_settings,
+        [
+            "lru_crawler yes",
+            "lru_crawler_sleep 50",
+            "lru_crawler_tocrawl 5",
+            "hot_lru_pct 10",
+            "warm_lru_pct 40",
+            "hot_max_factor 0.50",
+            "warm_max_factor 3.00",
+        ]
+    );
+    // What fogcached lacks, refused with memcached's reply for what it cannot do.
+    assert_eq!(client.request(b"lru mode flat\r\n", b"\r\n")?, b"ERROR\r\n");
+    assert_eq!(
+        client.request(b"lru temp_ttl 10\r\n", b"\r\n")?,
+        b"ERROR\r\n"
+    );
+    // The size histogram, once enabled, counts the items.
+    client.request(
+        b"set a 0 0 1\r\nx\r\nset b 0 0 1\r\ny\r\n",
+        b"STORED\r\nSTORED\r\n",
+    )?;
+    assert_eq!(
+        client.request(b"stats sizes\r\n", b"END\r\n")?,
+        b"STAT sizes_status disabled\r\nEND\r\n"
+    );
+    client.request(b"stats sizes_enable\r\n", b"\r\n")?;
+    let sizes =
+        String::from_utf8_lossy(&client.request(b"stats sizes\r\n", b"END\r\n")?).into_owned();
+    let counted: u64 = sizes
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("STAT ")?
+                .split(' ')
+                .nth(1)?
+                .parse::<u64>()
+                .ok()
+        })
+        .sum();
+    assert_eq!(counted, 2, "{sizes}");
+    assert_eq!(stat(&client.stats("settings")?, "track_sizes"), Some("yes"));
+
+    let Ok(memcached) = ServerProcess::memcached(&[]) else {
+        skip!(
+            "tuning_commands_reply_as_memcached_s",
+            "Debian's memcached is not installed"
+        );
+        return Ok(());
+    };
+    let theirs = tuning_replies(&memcached)?;
+    assert_eq!(ours, theirs);
+    let settings = RawClient::connect(memcached.addr())?.stats("settings")?;
+    let theirs_settings: Vec<String> = TUNED_SETTINGS
+        .iter()
+        .map(|name| format!("{name} {}", stat(&settings, name).unwrap_or("?")))
+        .collect();
+    assert_eq!(ours_settings, theirs_settings);
+    Ok(())
+}
+
+/// `stats cachedump` on the binary: memcached's replies to bad arguments, one reply at
+/// most 2 MiB however large the class (as memcached bounds it), and `-X` refusing it.
+#[test]
+fn cachedump_is_bounded_to_two_mebibytes_and_refused_with_x() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&["-m", "64", "--slow-size", "0"])?;
+    let mut client = RawClient::connect(server.addr())?;
+    // 12 000 items with 240-byte keys, all of one class: listed in full they would take
+    // about 3 MiB.
+    const ITEMS: usize = 12_000;
+    let mut batch = Vec::new();
+    for i in 0..ITEMS {
+        batch.extend_from_slice(format!("set {i:0>240} 0 0 1 noreply\r\nx\r\n").as_bytes());
+        if batch.len() > 64 * 1024 {
+            client.send(&batch)?;
+            batch.clear();
+        }
+    }
+    client.send(&batch)?;
+    client.request(b"mn\r\n", b"MN\r\n")?;
+    let items = client.stats("items")?;
+    let class = items
+        .iter()
+        .find(|(name, value)| name.ends_with(":number") && value == &ITEMS.to_string())
+        .and_then(|(name, _)| name.split(':').nth(1))
+        .unwrap_or_else(|| panic!("no class holds all {ITEMS} items: {items:?}"))
+        .to_owned();
+    client.set_read_timeout(Duration::from_secs(30))?;
+    let dump = client.request(
+        format!("stats cachedump {class} 0\r\n").as_bytes(),
+        b"END\r\n",
+    )?;
+    assert!(
+        dump.len() <= 2 * 1024 * 1024,
+        "a cachedump reply of {} bytes",
+        dump.len()
+    );
+    assert!(
+        dump.len() > 2 * 1024 * 1024 - 300,
+        "the reply stopped before the cap: {} bytes",
+        dump.len()
+    );
+    let text = String::from_utf8_lossy(&dump);
+    let listed = text.lines().filter(|l| l.starts_with("ITEM ")).count();
+    assert!(listed < ITEMS && listed > 7_000, "{listed} items listed");
+    assert!(text.ends_with("END\r\n"));
+    let first = text.lines().next().unwrap_or("");
+    assert!(
+        first.starts_with("ITEM ") && first.ends_with(" [1 b; 0 s]"),
+        "{first}"
+    );
+    // A limit lists that many.
+    let ten = client.request(
+        format!("stats cachedump {class} 10\r\n").as_bytes(),
+        b"END\r\n",
+    )?;
+    assert_eq!(String::from_utf8_lossy(&ten).lines().count(), 11);
+
+    // Bad arguments get memcached 1.6.18's replies.
+    let bad_arguments = [
+        "stats cachedump",
+        "stats cachedump 1",
+        "stats cachedump x 1",
+        "stats cachedump 1 x",
+        "stats cachedump 64 1",
+        "stats cachedump 63 1",
+        "stats cachedump -1 1",
+    ];
+    let answers = |client: &mut RawClient| -> anyhow::Result<Vec<String>> {
+        bad_arguments
+            .iter()
+            .map(|request| {
+                let reply = client.request(format!("{request}\r\n").as_bytes(), b"\r\n")?;
+                Ok(String::from_utf8_lossy(&reply).into_owned())
+            })
+            .collect()
+    };
+    let ours = answers(&mut client)?;
+    assert_eq!(
+        ours,
+        [
+            "CLIENT_ERROR bad command line\r\n",
+            "CLIENT_ERROR bad command line\r\n",
+            "CLIENT_ERROR bad command line format\r\n",
+            "CLIENT_ERROR bad command line format\r\n",
+            "CLIENT_ERROR Illegal slab id\r\n",
+            "END\r\n",
+            "CLIENT_ERROR bad command line format\r\n",
+        ]
+    );
+    let refusing = ServerProcess::fogcached(&["-X", "--slow-size", "0"])?;
+    let mut refused = RawClient::connect(refusing.addr())?;
+    assert_eq!(
+        refused.request(b"stats cachedump 1 1\r\n", b"\r\n")?,
+        b"CLIENT_ERROR stats cachedump not allowed\r\n"
+    );
+
+    let Ok(memcached) = ServerProcess::memcached(&["-X"]) else {
+        skip!(
+            "cachedump_is_bounded_to_two_mebibytes_and_refused_with_x",
+            "Debian's memcached is not installed"
+        );
+        return Ok(());
+    };
+    let mut theirs = RawClient::connect(memcached.addr())?;
+    assert_eq!(
+        theirs.request(b"stats cachedump 1 1\r\n", b"\r\n")?,
+        b"CLIENT_ERROR stats cachedump not allowed\r\n"
+    );
+    let memcached = ServerProcess::memcached(&[])?;
+    assert_eq!(answers(&mut RawClient::connect(memcached.addr())?)?, ours);
+    Ok(())
+}

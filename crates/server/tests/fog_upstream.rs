@@ -198,7 +198,11 @@ fn concurrent_misses_of_one_key_make_one_cloud_get() -> anyhow::Result<()> {
     let mut origin = RawClient::connect(memcached.addr())?;
     origin.request(b"set hot 7 0 3\r\nhot\r\n", b"\r\n")?;
     let before = stat_u64(&origin.stats("")?, "cmd_get");
-    let edge = edge(proxy.addr(), &["--upstream-timeout-ms", "5000"])?;
+    // Several upstream threads: the key's own takes every miss of it.
+    let edge = edge(
+        proxy.addr(),
+        &["--upstream-timeout-ms", "5000", "--upstream-threads", "4"],
+    )?;
     // Connect everyone first so that the gets leave together.
     let mut clients = (0..CLIENTS)
         .map(|_| RawClient::connect(edge.addr()))
@@ -491,6 +495,9 @@ fn a_dead_cloud_opens_the_breaker_and_is_retried_after_it_comes_back() -> anyhow
             "3",
             "--upstream-retry-ms",
             "300",
+            // The keys below spread over the threads; they share the breaker.
+            "--upstream-threads",
+            "4",
         ],
     )?;
     let mut client = RawClient::connect(edge.addr())?;
@@ -711,14 +718,17 @@ fn a_cloud_without_meta_commands_is_read_with_gets_and_its_copies_live_the_cap(
 fn a_multi_get_fetches_all_its_missing_keys_in_one_round_trip() -> anyhow::Result<()> {
     const KEYS: usize = 12;
     let memcached = ServerProcess::memcached(&[])?;
-    // 200 ms there and back: one round trip per key would take 2.4 s.
-    let proxy = DelayProxy::start(memcached.addr(), Duration::from_millis(100))?;
+    let proxy = DelayProxy::start(memcached.addr(), ONE_WAY_DELAY)?;
     let mut origin = RawClient::connect(memcached.addr())?;
     for i in 0..KEYS {
         let request = format!("set m{i} {i} 0 2\r\nv{}\r\n", i % 10);
         origin.request(request.as_bytes(), b"\r\n")?;
     }
-    let edge = edge(proxy.addr(), &["--upstream-timeout-ms", "5000"])?;
+    // Several upstream threads: the keys split among them, fetched at the same time.
+    let edge = edge(
+        proxy.addr(),
+        &["--upstream-timeout-ms", "5000", "--upstream-threads", "4"],
+    )?;
     let mut client = RawClient::connect(edge.addr())?;
     client.request(b"get warmup\r\n", b"END\r\n")?;
     // One key already at the edge, one nowhere, one asked twice.
@@ -726,18 +736,29 @@ fn a_multi_get_fetches_all_its_missing_keys_in_one_round_trip() -> anyhow::Resul
     let gets_before = stat_u64(&origin.stats("")?, "cmd_get");
     let keys: Vec<String> = (0..KEYS).map(|i| format!("m{i}")).collect();
     let request = format!("get {} nowhere m0\r\n", keys.join(" "));
-    let started = Instant::now();
-    let reply = text(client.request(request.as_bytes(), b"END\r\n")?);
-    let took = started.elapsed();
+    // The cloud holds its answers: every missing key must be asked of it at once, not
+    // one after the other's answer.
+    proxy.set_paused(true);
+    client.send(request.as_bytes())?;
+    let mut observer = RawClient::connect(edge.addr())?;
+    let missing = KEYS as u64;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut in_flight = 0;
+    while in_flight < missing && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        in_flight = stat_u64(&observer.stats("")?, "upstream_in_flight");
+    }
+    proxy.set_paused(false);
+    assert_eq!(
+        in_flight, missing,
+        "upstream requests in flight at once: the missing keys were fetched one after another"
+    );
+    let reply = text(client.read_until(b"END\r\n")?);
     let mut expected: String = (0..KEYS)
         .map(|i| format!("VALUE m{i} {i} 2\r\nv{}\r\n", i % 10))
         .collect();
     expected.push_str("VALUE m0 0 2\r\nv0\r\nEND\r\n");
     assert_eq!(reply, expected);
-    assert!(
-        took < Duration::from_millis(1200),
-        "{took:?}: the missing keys were fetched one after another"
-    );
     assert_eq!(
         stat_u64(&origin.stats("")?, "cmd_get") - gets_before,
         KEYS as u64,
@@ -826,6 +847,9 @@ fn a_read_overtaken_by_a_write_is_answered_but_not_kept_at_the_edge() -> anyhow:
             "invalidate",
             "--upstream-conns",
             "2",
+            // One upstream thread, so that the warm-up keys and `k` share its pool.
+            "--upstream-threads",
+            "1",
             "--upstream-timeout-ms",
             "3000",
         ],
@@ -1010,7 +1034,8 @@ fn a_cloud_value_larger_than_the_edge_allows_is_a_miss_and_the_connection_goes_o
     set.extend_from_slice(b"\r\n");
     assert_eq!(text(origin.request(&set, b"\r\n")?), "STORED\r\n");
     origin.request(b"set small 0 0 1\r\ns\r\n", b"\r\n")?;
-    let edge = edge(memcached.addr(), &["-I", "1m"])?;
+    // One upstream thread: both keys on its one connection.
+    let edge = edge(memcached.addr(), &["-I", "1m", "--upstream-threads", "1"])?;
     let mut client = RawClient::connect(edge.addr())?;
     // Pipelined: the small value after the big one still comes through.
     client.send(b"get big\r\nget small\r\n")?;
@@ -1094,6 +1119,726 @@ fn a_read_through_multi_get_past_the_output_mark_streams_every_value_in_order() 
         stat_u64(&stats, "upstream_cmd_get"),
         KEYS as u64,
         "each fetched once"
+    );
+    Ok(())
+}
+
+/// A meta cloud that answers `mg <key>` with the value `value-of-<key>` after the delay
+/// `delays` gives the key (none for the others), one connection at a time per thread:
+/// the replies of a connection come in request order, as memcached's do, so a slow
+/// reply holds up the ones pipelined behind it.
+fn meta_cloud_with_delays(delays: &[(&'static str, Duration)]) -> anyhow::Result<SocketAddr> {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let delays = delays.to_vec();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let delays = delays.clone();
+            std::thread::spawn(move || -> std::io::Result<()> {
+                let mut writer = stream.try_clone()?;
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                while reader.read_line(&mut line)? > 0 {
+                    let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+                    line.clear();
+                    let reply = match (words.first().map(String::as_str), words.get(1)) {
+                        (Some("mn"), _) => b"MN\r\n".to_vec(),
+                        (Some("mg"), Some(key)) => {
+                            if let Some((_, delay)) = delays.iter().find(|(k, _)| k == key) {
+                                std::thread::sleep(*delay);
+                            }
+                            let value = format!("value-of-{key}");
+                            format!("VA {} f0 t-1 c1\r\n{value}\r\n", value.len()).into_bytes()
+                        }
+                        _ => b"ERROR\r\n".to_vec(),
+                    };
+                    writer.write_all(&reply)?;
+                }
+                Ok(())
+            });
+        }
+    });
+    Ok(addr)
+}
+
+/// `get <key>` through the edge; the value, or `None` for a miss.
+fn get_value(client: &mut RawClient, key: &str) -> anyhow::Result<Option<String>> {
+    let reply = text(client.request(format!("get {key}\r\n").as_bytes(), b"END\r\n")?);
+    Ok(reply
+        .lines()
+        .nth(1)
+        .filter(|_| reply != "END\r\n")
+        .map(str::to_owned))
+}
+
+#[test]
+fn one_late_reply_costs_only_its_own_request() -> anyhow::Result<()> {
+    // One connection, pipelined: `slow` is answered after 2.6 s, past the 2 s timeout;
+    // the requests behind it wait for it and are answered (within their own 2 s).
+    let cloud = meta_cloud_with_delays(&[("slow", Duration::from_millis(2600))])?;
+    let edge = edge(
+        cloud,
+        &[
+            "--upstream-conns",
+            "1",
+            "--upstream-threads",
+            "1",
+            "--upstream-timeout-ms",
+            "2000",
+        ],
+    )?;
+    let mut first = RawClient::connect(edge.addr())?;
+    assert_eq!(
+        get_value(&mut first, "warm")?.as_deref(),
+        Some("value-of-warm")
+    );
+    let started = Instant::now();
+    first.send(b"get slow\r\n")?;
+    std::thread::sleep(Duration::from_millis(1000));
+    // Pipelined behind `slow` on the one connection.
+    let mut behind = (0..4)
+        .map(|_| RawClient::connect(edge.addr()))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for (i, client) in behind.iter_mut().enumerate() {
+        client.send(format!("get behind{i}\r\n").as_bytes())?;
+    }
+    assert_eq!(
+        text(first.read_until(b"END\r\n")?),
+        "END\r\n",
+        "the late read is a miss"
+    );
+    let timed_out_after = started.elapsed();
+    // After the timeout: the connection waits for the late reply, so this one waits in
+    // the edge for it rather than behind it, and is answered too.
+    let mut after = RawClient::connect(edge.addr())?;
+    after.send(b"get after\r\n")?;
+    for (i, client) in behind.iter_mut().enumerate() {
+        let value = format!("value-of-behind{i}");
+        let expected = format!("VALUE behind{i} 0 {}\r\n{value}\r\nEND\r\n", value.len());
+        assert_eq!(
+            text(client.read_until(b"END\r\n")?),
+            expected,
+            "a request pipelined behind the late one (timed out after {timed_out_after:?})"
+        );
+    }
+    assert_eq!(
+        text(after.read_until(b"END\r\n")?),
+        "VALUE after 0 14\r\nvalue-of-after\r\nEND\r\n"
+    );
+    let stats = first.stats("")?;
+    assert_eq!(stat_u64(&stats, "upstream_timeouts"), 1, "{stats:?}");
+    assert_eq!(stat_u64(&stats, "upstream_errors"), 0, "{stats:?}");
+    assert_eq!(stat_u64(&stats, "upstream_late_replies"), 1, "{stats:?}");
+    assert_eq!(stat_u64(&stats, "upstream_stuck_closes"), 0, "{stats:?}");
+    let detail = first.stats("upstreams")?;
+    assert_eq!(
+        stat(&detail, "upstream:0:connects"),
+        Some("1"),
+        "the connection was kept: {detail:?}"
+    );
+    // The late value was dropped, not kept: the next read asks again.
+    assert_eq!(get_value(&mut first, "slow")?, None, "timed out again");
+    Ok(())
+}
+
+#[test]
+fn a_connection_whose_reply_never_comes_is_closed_and_replaced() -> anyhow::Result<()> {
+    let cloud = meta_cloud_with_delays(&[("hang", Duration::from_secs(60))])?;
+    let edge = edge(
+        cloud,
+        &[
+            "--upstream-conns",
+            "1",
+            "--upstream-threads",
+            "1",
+            "--upstream-timeout-ms",
+            "1000",
+            "--upstream-breaker-failures",
+            "100",
+        ],
+    )?;
+    let mut client = RawClient::connect(edge.addr())?;
+    assert_eq!(
+        get_value(&mut client, "warm")?.as_deref(),
+        Some("value-of-warm")
+    );
+    assert_eq!(get_value(&mut client, "hang")?, None, "timed out");
+    // Submitted half a timeout after the abandonment: it waits in the edge until the
+    // connection counts as stuck (no reply for a whole timeout after the abandonment),
+    // then goes out on a new one.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        get_value(&mut client, "next")?.as_deref(),
+        Some("value-of-next")
+    );
+    let stats = client.stats("")?;
+    assert_eq!(stat_u64(&stats, "upstream_stuck_closes"), 1, "{stats:?}");
+    assert_eq!(stat_u64(&stats, "upstream_timeouts"), 1, "{stats:?}");
+    assert_eq!(stat_u64(&stats, "upstream_errors"), 0, "{stats:?}");
+    assert_eq!(
+        stat(&client.stats("upstreams")?, "upstream:0:connects"),
+        Some("2")
+    );
+    Ok(())
+}
+
+#[test]
+fn a_healthy_cloud_under_concurrent_load_gives_no_errors_and_a_pause_only_timeouts(
+) -> anyhow::Result<()> {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    const CLIENTS: usize = 16;
+    const KEYS_PER_CLIENT: usize = 300;
+    /// More than a client reads in the second phase.
+    const PAUSE_KEYS_PER_CLIENT: usize = 2000;
+    const TIMEOUT_MS: u64 = 1000;
+    let cloud = Cloud::start()?;
+    let timeout = TIMEOUT_MS.to_string();
+    // The breaker is kept out: the pause below is to look like a hiccup, not a death.
+    let edge = edge(
+        cloud.addr(),
+        &[
+            "--upstream-timeout-ms",
+            &timeout,
+            "--upstream-breaker-failures",
+            "1000",
+            "--upstream-threads",
+            "2",
+        ],
+    )?;
+    let key = |client: usize, i: usize| format!("c{client}k{i}");
+    let pause_key = |client: usize, i: usize| format!("p{client}k{i}");
+    {
+        let mut origin = cloud.client()?;
+        let mut batch = Vec::new();
+        for client in 0..CLIENTS {
+            let keys = (0..KEYS_PER_CLIENT).map(|i| key(client, i));
+            for key in keys.chain((0..PAUSE_KEYS_PER_CLIENT).map(|i| pause_key(client, i))) {
+                let set = format!("set {key} 0 0 {}\r\n{key}\r\n", key.len());
+                batch.extend_from_slice(set.as_bytes());
+            }
+        }
+        batch.extend_from_slice(b"mn\r\n");
+        origin.request(&batch, b"MN\r\n")?;
+    }
+    // 1. Healthy, 1 ms away: every read of a key the edge lacks is filled, none fails.
+    let readers: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let addr = edge.addr();
+            std::thread::spawn(move || -> anyhow::Result<()> {
+                let mut connection = RawClient::connect(addr)?;
+                for i in 0..KEYS_PER_CLIENT {
+                    let key = key(client, i);
+                    anyhow::ensure!(
+                        get_value(&mut connection, &key)?.as_deref() == Some(key.as_str()),
+                        "{key} not filled"
+                    );
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    for reader in readers {
+        reader.join().expect("a reader panicked")?;
+    }
+    let mut client = RawClient::connect(edge.addr())?;
+    let stats = client.stats("")?;
+    assert_eq!(
+        stat_u64(&stats, "upstream_get_hits"),
+        (CLIENTS * KEYS_PER_CLIENT) as u64
+    );
+    assert_eq!(stat_u64(&stats, "upstream_timeouts"), 0, "{stats:?}");
+    assert_eq!(stat_u64(&stats, "upstream_errors"), 0, "{stats:?}");
+
+    // 2. The same load while the cloud pauses for 1.5 timeouts: what was in flight at
+    // the start of the pause times out (a miss each); nothing fails otherwise, and
+    // everything asked later is answered once the cloud answers again.
+    let stop = Arc::new(AtomicBool::new(false));
+    let misses = Arc::new(AtomicU64::new(0));
+    let readers: Vec<_> = (0..CLIENTS)
+        .map(|client| {
+            let addr = edge.addr();
+            let stop = Arc::clone(&stop);
+            let misses = Arc::clone(&misses);
+            std::thread::spawn(move || -> anyhow::Result<()> {
+                let mut connection = RawClient::connect(addr)?;
+                // Keys the edge lacks, each once: every read goes to the cloud, none
+                // joins another's.
+                for i in 0..PAUSE_KEYS_PER_CLIENT {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let key = pause_key(client, i);
+                    match get_value(&mut connection, &key)? {
+                        Some(value) => anyhow::ensure!(value == key, "{key}: {value}"),
+                        None => {
+                            misses.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                }
+                Ok(())
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(100));
+    cloud.proxy.set_paused(true);
+    std::thread::sleep(Duration::from_millis(TIMEOUT_MS * 3 / 2));
+    cloud.proxy.set_paused(false);
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::SeqCst);
+    for reader in readers {
+        reader.join().expect("a reader panicked")?;
+    }
+    let stats = client.stats("")?;
+    let timeouts = stat_u64(&stats, "upstream_timeouts");
+    assert!(timeouts > 0, "the pause timed nothing out: {stats:?}");
+    assert_eq!(
+        misses.load(Ordering::SeqCst),
+        timeouts,
+        "every miss the clients saw is one request that timed out"
+    );
+    assert_eq!(stat_u64(&stats, "upstream_errors"), 0, "{stats:?}");
+    assert_eq!(stat_u64(&stats, "upstream_stuck_closes"), 0, "{stats:?}");
+    assert_eq!(
+        stat_u64(&stats, "upstream_late_replies"),
+        timeouts,
+        "each timed-out request's reply came late and was dropped"
+    );
+    Ok(())
+}
+
+#[test]
+fn prepend_and_replace_go_to_the_cloud_and_the_edge_keeps_no_stale_copy_in_both_modes(
+) -> anyhow::Result<()> {
+    for mode in ["through", "invalidate"] {
+        let cloud = Cloud::start()?;
+        let edge = edge(cloud.addr(), &["--upstream-writes", mode])?;
+        let mut client = RawClient::connect(edge.addr())?;
+        let mut origin = cloud.client()?;
+        assert_eq!(
+            text(client.request(b"set k 5 0 2\r\nv1\r\n", b"\r\n")?),
+            "STORED\r\n"
+        );
+        assert_eq!(
+            text(client.request(b"get k\r\n", b"END\r\n")?),
+            "VALUE k 5 2\r\nv1\r\nEND\r\n"
+        );
+        // replace: the cloud's value and flags; with `through` the edge keeps the new
+        // value (served without asking the cloud), with `invalidate` it fetches it.
+        assert_eq!(
+            text(client.request(b"replace k 6 0 2\r\nv2\r\n", b"\r\n")?),
+            "STORED\r\n",
+            "{mode}"
+        );
+        assert_eq!(
+            text(origin.request(b"get k\r\n", b"END\r\n")?),
+            "VALUE k 6 2\r\nv2\r\nEND\r\n",
+            "{mode}: the cloud has the replaced value"
+        );
+        let gets = cloud.stat("cmd_get");
+        assert_eq!(
+            text(client.request(b"get k\r\n", b"END\r\n")?),
+            "VALUE k 6 2\r\nv2\r\nEND\r\n",
+            "{mode}"
+        );
+        let fetched = cloud.stat("cmd_get") - gets;
+        assert_eq!(
+            fetched,
+            u64::from(mode == "invalidate"),
+            "{mode}: a replaced value is kept at the edge only in through mode"
+        );
+        // prepend: the edge cannot know the result; the next read fetches it (both
+        // modes), never the edge's old copy.
+        assert_eq!(
+            text(client.request(b"prepend k 0 0 3\r\npre\r\n", b"\r\n")?),
+            "STORED\r\n",
+            "{mode}"
+        );
+        let gets = cloud.stat("cmd_get");
+        assert_eq!(
+            text(client.request(b"get k\r\n", b"END\r\n")?),
+            "VALUE k 6 5\r\nprev2\r\nEND\r\n",
+            "{mode}: the prepended value, not the edge's old copy"
+        );
+        assert_eq!(cloud.stat("cmd_get") - gets, 1, "{mode}: fetched");
+        // The cloud's refusals reach the client and leave nothing at the edge.
+        assert_eq!(
+            text(client.request(b"replace none 0 0 1\r\nx\r\n", b"\r\n")?),
+            "NOT_STORED\r\n",
+            "{mode}"
+        );
+        assert_eq!(
+            text(client.request(b"prepend none 0 0 1\r\nx\r\n", b"\r\n")?),
+            "NOT_STORED\r\n",
+            "{mode}"
+        );
+        assert_eq!(
+            text(client.request(b"get none\r\n", b"END\r\n")?),
+            "END\r\n",
+            "{mode}"
+        );
+        // noreply: nothing comes back; the write still reached the cloud in order.
+        client.send(b"prepend k 0 0 1 noreply\r\n>\r\n")?;
+        client.send(b"replace k 7 0 1 noreply\r\nr\r\n")?;
+        assert_eq!(
+            text(client.request(b"get k\r\n", b"END\r\n")?),
+            "VALUE k 7 1\r\nr\r\nEND\r\n",
+            "{mode}"
+        );
+        assert_eq!(
+            text(origin.request(b"get k\r\n", b"END\r\n")?),
+            "VALUE k 7 1\r\nr\r\nEND\r\n",
+            "{mode}"
+        );
+    }
+    Ok(())
+}
+
+#[test]
+fn writes_while_the_cloud_is_down_get_errors_and_leave_no_stale_edge_copy() -> anyhow::Result<()> {
+    let cloud = Cloud::start()?;
+    let edge = edge(
+        cloud.addr(),
+        &[
+            "--upstream-breaker-failures",
+            "3",
+            "--upstream-retry-ms",
+            "200",
+        ],
+    )?;
+    let mut client = RawClient::connect(edge.addr())?;
+    for key in ["s", "a", "p", "d", "n", "m", "b"] {
+        let value = if key == "n" { "5" } else { "old" };
+        let request = format!("set {key} 0 0 {}\r\n{value}\r\n", value.len());
+        assert_eq!(
+            text(client.request(request.as_bytes(), b"\r\n")?),
+            "STORED\r\n"
+        );
+    }
+    // Write-through left an edge copy of each.
+    assert_eq!(
+        text(client.request(b"get s\r\n", b"END\r\n")?),
+        "VALUE s 0 3\r\nold\r\nEND\r\n"
+    );
+    let Cloud { memcached, proxy } = cloud;
+    drop(memcached);
+    proxy.cut_connections();
+    // Every write fails with memcached's SERVER_ERROR (binary: temporary failure).
+    for request in [
+        &b"set s 0 0 3\r\nnew\r\n"[..],
+        b"append a 0 0 1\r\n+\r\n",
+        b"prepend p 0 0 1\r\n+\r\n",
+        b"delete d\r\n",
+        b"incr n 1\r\n",
+        b"ms m 3\r\nnew\r\n",
+    ] {
+        let reply = text(client.request(request, b"\r\n")?);
+        assert!(
+            reply.starts_with("SERVER_ERROR upstream"),
+            "{}: {reply}",
+            testkit::escape(request)
+        );
+    }
+    // (A connection speaks one protocol, as with memcached.)
+    let mut binary = RawClient::connect(edge.addr())?;
+    let set = binary_request(0x01, &[0; 8], b"b", b"new", 0);
+    let (status, _, _) = binary_call(&mut binary, &set)?;
+    assert_eq!(status, 0x86, "binary set: temporary failure");
+    // None of the edge copies is served any more: the write may have happened, so the
+    // edge does not answer with the value from before it (the cloud is down: misses).
+    for key in ["s", "a", "p", "d", "n", "m", "b"] {
+        assert_eq!(
+            text(client.request(format!("get {key}\r\n").as_bytes(), b"END\r\n")?),
+            "END\r\n",
+            "{key}: the edge served its copy from before a failed write"
+        );
+    }
+    // Back (empty, then written directly): the edge reads the cloud's values.
+    let memcached = ServerProcess::memcached(&[])?;
+    RawClient::connect(memcached.addr())?.request(b"set s 0 0 5\r\nfresh\r\n", b"\r\n")?;
+    proxy.set_target(memcached.addr());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = text(client.request(b"get s\r\n", b"END\r\n")?);
+        if reply == "VALUE s 0 5\r\nfresh\r\nEND\r\n" {
+            break;
+        }
+        assert_eq!(reply, "END\r\n");
+        assert!(Instant::now() < deadline, "the cloud was not tried again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        text(client.request(b"set s 0 0 3\r\nnew\r\n", b"\r\n")?),
+        "STORED\r\n",
+        "writes go through again"
+    );
+    Ok(())
+}
+
+/// What [`timed_write_cloud`] does with an `ms` of a given value.
+#[derive(Clone, Copy, Debug)]
+enum WriteTiming {
+    /// Applied at once; its reply leaves after the delay (held up on the way back), and
+    /// the replies after it on its connection wait for it, as memcached's would.
+    ReplyAfter(Duration),
+    /// Applied after the delay, then the connection dies without a reply: the edge
+    /// cannot know whether it happened.
+    ApplyAfterThenDie(Duration),
+}
+
+/// A meta cloud with one item table (`mg`, `ms` in set mode, `md`), a thread per
+/// connection, replies in request order; `mg warm*` takes 200 ms (so that two
+/// concurrent reads open both connections of an edge's pool) and an `ms` of a value
+/// listed in `timings` is answered as it says. Each write gets the next CAS.
+/// Returns its address and the number of `ms`/`md` it has received.
+fn timed_write_cloud(
+    timings: &[(&'static str, WriteTiming)],
+) -> anyhow::Result<(SocketAddr, std::sync::Arc<std::sync::atomic::AtomicU64>)> {
+    use std::collections::HashMap;
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    /// Key → (value, CAS); the last CAS given.
+    type Items = (HashMap<String, (Vec<u8>, u64)>, u64);
+    let items: Arc<Mutex<Items>> = Arc::default();
+    let received = Arc::new(AtomicU64::new(0));
+    let counter = Arc::clone(&received);
+    let timings = timings.to_vec();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            let items = Arc::clone(&items);
+            let timings = timings.clone();
+            let received = Arc::clone(&counter);
+            std::thread::spawn(move || -> std::io::Result<()> {
+                let mut writer = stream.try_clone()?;
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                while reader.read_line(&mut line)? > 0 {
+                    let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
+                    line.clear();
+                    if matches!(words.first().map(String::as_str), Some("ms" | "md")) {
+                        received.fetch_add(1, Ordering::SeqCst);
+                    }
+                    let reply = match (words.first().map(String::as_str), words.get(1)) {
+                        (Some("mn"), _) => b"MN\r\n".to_vec(),
+                        (Some("mg"), Some(key)) => {
+                            if key.starts_with("warm") {
+                                std::thread::sleep(Duration::from_millis(200));
+                            }
+                            match items.lock().expect("items").0.get(key) {
+                                Some((value, cas)) => {
+                                    let mut reply = format!("VA {} f0 t-1 c{cas}\r\n", value.len())
+                                        .into_bytes();
+                                    reply.extend_from_slice(value);
+                                    reply.extend_from_slice(b"\r\n");
+                                    reply
+                                }
+                                None => b"EN\r\n".to_vec(),
+                            }
+                        }
+                        (Some("ms"), Some(key)) => {
+                            let len: usize = words.get(2).and_then(|l| l.parse().ok()).unwrap_or(0);
+                            let mut value = vec![0; len + 2];
+                            reader.read_exact(&mut value)?;
+                            value.truncate(len);
+                            let timing = timings
+                                .iter()
+                                .find(|(v, _)| v.as_bytes() == value)
+                                .map(|(_, timing)| *timing);
+                            let apply = |value: Vec<u8>| {
+                                let mut items = items.lock().expect("items");
+                                items.1 += 1;
+                                let cas = items.1;
+                                items.0.insert(key.clone(), (value, cas));
+                                cas
+                            };
+                            match timing {
+                                Some(WriteTiming::ApplyAfterThenDie(delay)) => {
+                                    std::thread::sleep(delay);
+                                    apply(value);
+                                    return Ok(());
+                                }
+                                Some(WriteTiming::ReplyAfter(delay)) => {
+                                    let cas = apply(value);
+                                    std::thread::sleep(delay);
+                                    format!("HD c{cas}\r\n").into_bytes()
+                                }
+                                None => format!("HD c{}\r\n", apply(value)).into_bytes(),
+                            }
+                        }
+                        (Some("md"), Some(key)) => {
+                            match items.lock().expect("items").0.remove(key) {
+                                Some(_) => b"HD\r\n".to_vec(),
+                                None => b"NF\r\n".to_vec(),
+                            }
+                        }
+                        _ => b"ERROR\r\n".to_vec(),
+                    };
+                    writer.write_all(&reply)?;
+                }
+                Ok(())
+            });
+        }
+    });
+    Ok((addr, received))
+}
+
+/// A write in one of the three protocols, sent now and answered later.
+enum Write {
+    /// Text or meta: a one-line reply.
+    Line(&'static [u8]),
+    Binary(Vec<u8>),
+}
+
+impl Write {
+    fn send(&self, client: &mut RawClient) -> anyhow::Result<()> {
+        match self {
+            Write::Line(request) => client.send(request),
+            Write::Binary(request) => client.send(request),
+        }
+    }
+
+    /// The reply: its line, or `binary status 0x..`.
+    fn reply(&self, client: &mut RawClient) -> anyhow::Result<String> {
+        match self {
+            Write::Line(_) => Ok(text(client.read_until(b"\r\n")?)),
+            Write::Binary(_) => {
+                let header = client.read_exact(24)?;
+                let body_len = u32::from_be_bytes([header[8], header[9], header[10], header[11]]);
+                client.read_exact(body_len as usize)?;
+                Ok(format!(
+                    "binary status {:#x}",
+                    u16::from_be_bytes([header[6], header[7]])
+                ))
+            }
+        }
+    }
+}
+
+/// Two writes of key `k` from two clients, the second sent once the cloud has received
+/// the first, through an edge with a pool of two connections in one upstream thread to
+/// a [`timed_write_cloud`]. Returns the writes' replies, then the value the edge serves
+/// for `k` (and whether it asked the cloud for it) and the cloud's.
+fn race_two_writes(
+    timings: &[(&'static str, WriteTiming)],
+    first: &Write,
+    second: &Write,
+) -> anyhow::Result<(String, String, Option<String>, bool, Option<String>)> {
+    let (cloud, received) = timed_write_cloud(timings)?;
+    let edge = edge(
+        cloud,
+        &[
+            "--upstream-conns",
+            "2",
+            "--upstream-threads",
+            "1",
+            "--upstream-timeout-ms",
+            "3000",
+            "--upstream-breaker-failures",
+            "100",
+        ],
+    )?;
+    // Two reads at once open both connections of the pool (the first one busy).
+    let mut a = RawClient::connect(edge.addr())?;
+    let mut b = RawClient::connect(edge.addr())?;
+    a.send(b"get warm1\r\n")?;
+    b.send(b"get warm2\r\n")?;
+    a.read_until(b"END\r\n")?;
+    b.read_until(b"END\r\n")?;
+    assert_eq!(
+        stat(&a.stats("upstreams")?, "upstream:0:connections"),
+        Some("2"),
+        "both connections of the pool open, idle"
+    );
+    // New connections: a connection speaks one protocol.
+    let mut first_client = RawClient::connect(edge.addr())?;
+    let mut second_client = RawClient::connect(edge.addr())?;
+    first.send(&mut first_client)?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while received.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the first write never reached the cloud"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    second.send(&mut second_client)?;
+    let first_reply = first.reply(&mut first_client)?;
+    let second_reply = second.reply(&mut second_client)?;
+    let asked = stat_u64(&a.stats("")?, "upstream_cmd_get");
+    let at_edge = get_value(&mut a, "k")?;
+    let fetched = stat_u64(&a.stats("")?, "upstream_cmd_get") > asked;
+    let mut direct = RawClient::connect(cloud)?;
+    let reply = text(direct.request(b"mg k v\r\n", b"\r\n")?);
+    let in_cloud = if reply == "EN\r\n" {
+        None
+    } else {
+        Some(text(direct.read_until(b"\r\n")?).trim_end().to_owned())
+    };
+    Ok((first_reply, second_reply, at_edge, fetched, in_cloud))
+}
+
+#[test]
+fn two_writes_of_one_key_whose_replies_cross_leave_the_edge_with_the_clouds_value(
+) -> anyhow::Result<()> {
+    let store_extras = [0u8; 8];
+    // The first write's reply is held up 500 ms after the cloud applied it; the second
+    // is applied after it and answered at once. The edge must end with the second.
+    let (first, second, at_edge, fetched, in_cloud) = race_two_writes(
+        &[("v1", WriteTiming::ReplyAfter(Duration::from_millis(500)))],
+        &Write::Line(b"set k 0 0 2\r\nv1\r\n"),
+        &Write::Line(b"ms k 2 T0\r\nv2\r\n"),
+    )?;
+    assert_eq!((&first[..], &second[..]), ("STORED\r\n", "HD\r\n"));
+    assert_eq!(
+        in_cloud.as_deref(),
+        Some("v2"),
+        "the cloud applied v1, then v2"
+    );
+    assert_eq!(
+        at_edge, in_cloud,
+        "set then set: the edge serves an older value"
+    );
+    assert!(!fetched, "write-through: the edge kept the written value");
+
+    // A set held up the same way, then a delete: nothing is left anywhere.
+    let (first, second, at_edge, _, in_cloud) = race_two_writes(
+        &[("v1", WriteTiming::ReplyAfter(Duration::from_millis(500)))],
+        &Write::Binary(binary_request(0x01, &store_extras, b"k", b"v1", 0)),
+        &Write::Line(b"md k\r\n"),
+    )?;
+    assert_eq!((&first[..], &second[..]), ("binary status 0x0", "HD\r\n"));
+    assert_eq!(in_cloud, None, "the cloud applied the set, then the delete");
+    assert_eq!(
+        at_edge, in_cloud,
+        "set then delete: the edge resurrects the set"
+    );
+
+    // The first write's connection dies once the cloud applied it, 300 ms after it came
+    // (the edge cannot know it happened); the second, sent meanwhile, is applied at once
+    // if it goes out on the other connection, its reply coming after the loss. The edge
+    // may keep no copy or the cloud's, never a value the cloud overwrote.
+    let (first, second, at_edge, _, in_cloud) = race_two_writes(
+        &[
+            (
+                "v1",
+                WriteTiming::ApplyAfterThenDie(Duration::from_millis(300)),
+            ),
+            ("v2", WriteTiming::ReplyAfter(Duration::from_millis(600))),
+        ],
+        &Write::Line(b"set k 0 0 2\r\nv1\r\n"),
+        &Write::Line(b"set k 0 0 2\r\nv2\r\n"),
+    )?;
+    assert!(
+        first.starts_with("SERVER_ERROR upstream"),
+        "the write on the dead connection failed: {first}"
+    );
+    assert_eq!(
+        at_edge, in_cloud,
+        "a lost write, then a late success ({second}): the edge serves the success"
     );
     Ok(())
 }

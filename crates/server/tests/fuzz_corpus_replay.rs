@@ -1,6 +1,7 @@
 //! Replays the committed fuzz corpora of the server's targets (`fuzz/corpus/dispatch`,
-//! `connection`, `config`) through the checks the targets make, as ordinary tests, so CI
-//! checks every input the fuzzer ever kept (and every crash it found) without running it.
+//! `connection`, `config`) and their findings (`fuzz/regressions/<target>`, when there
+//! are any) through the checks the targets make, as ordinary tests, so CI checks every
+//! input the fuzzer ever kept (and every crash it found) without running it.
 
 #[path = "support/fuzz_config.rs"]
 mod fuzz_config;
@@ -59,19 +60,29 @@ fn every_committed_command_line_is_parsed_without_harm() -> std::io::Result<()> 
 
 #[test]
 fn every_committed_fuzz_input_is_handled_without_harm() -> std::io::Result<()> {
-    let corpus = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/dispatch");
-    let mut replayed = 0;
-    for entry in std::fs::read_dir(&corpus)? {
-        let path = entry?.path();
-        let input = std::fs::read(&path)?;
-        fuzz_driver::drive(&input);
-        replayed += 1;
-    }
+    let replayed = replay("dispatch", fuzz_driver::drive)?;
     assert!(
         replayed >= 20,
-        "the corpus at {} is missing",
-        corpus.display()
+        "only {replayed} inputs in fuzz/corpus/dispatch"
     );
+    Ok(())
+}
+
+/// Every directory of `fuzz/regressions` is named after a target whose replay reads it
+/// (these tests, and `crates/protocol/tests/fuzz_corpus_replay.rs` for the parsers), so
+/// no kept finding goes unreplayed.
+#[test]
+fn every_regressions_directory_belongs_to_a_replayed_target() -> std::io::Result<()> {
+    const REPLAYED: [&str; 6] = ["text", "meta", "binary", "dispatch", "connection", "config"];
+    let regressions = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
+    for entry in std::fs::read_dir(&regressions)? {
+        let name = entry?.file_name();
+        let name = name.to_string_lossy();
+        assert!(
+            REPLAYED.contains(&name.as_ref()),
+            "fuzz/regressions/{name} is replayed by no test"
+        );
+    }
     Ok(())
 }
 

@@ -153,17 +153,26 @@ fn metrics_carry_memcached_exporter_names_and_pass_promtool() -> anyhow::Result<
         Some(metrics.to_string().as_str())
     );
 
+    promtool_check(
+        "metrics_carry_memcached_exporter_names_and_pass_promtool",
+        "plain",
+        &text,
+    )
+}
+
+/// `promtool check metrics` on `text` (skipped, and said so, without promtool).
+fn promtool_check(test: &str, name: &str, text: &str) -> anyhow::Result<()> {
     if !Path::new(PROMTOOL).exists() {
         skip!(
-            "metrics_carry_memcached_exporter_names_and_pass_promtool",
+            test,
             "promtool (Debian package prometheus) is not installed"
         );
         return Ok(());
     }
-    let dir = std::env::temp_dir().join(format!("fc-metrics-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("fc-metrics-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let file = dir.join("metrics.txt");
-    std::fs::write(&file, &text)?;
+    std::fs::write(&file, text)?;
     let run = run_bounded(
         Command::new("sh")
             .arg("-c")
@@ -173,6 +182,92 @@ fn metrics_carry_memcached_exporter_names_and_pass_promtool() -> anyhow::Result<
     let _ = std::fs::remove_dir_all(&dir);
     assert!(run.success, "promtool check metrics:\n{}", run.output);
     Ok(())
+}
+
+#[test]
+fn fog_layer_metrics_count_upstream_requests_per_server_and_pass_promtool() -> anyhow::Result<()> {
+    let cloud = ServerProcess::memcached(&[])?;
+    RawClient::connect(cloud.addr())?.request(b"set k 3 0 2\r\nhi\r\n", b"\r\n")?;
+    let upstream = cloud.addr().to_string();
+    let (server, metrics) = server_with_metrics(&[
+        "--slow-size",
+        "0",
+        "--upstream",
+        &upstream,
+        "--upstream-timeout-ms",
+        "5000",
+    ])?;
+    let mut client = RawClient::connect(server.addr())?;
+    // A fill, a cloud miss, then an edge hit and a write.
+    client.request(b"get k\r\n", b"END\r\n")?;
+    client.request(b"get nope\r\n", b"END\r\n")?;
+    client.request(b"get k\r\n", b"END\r\n")?;
+    client.request(b"set w 0 0 1\r\nw\r\n", b"\r\n")?;
+    let (status, text) = http_get(metrics, "/metrics")?;
+    assert_eq!(status, 200);
+    let server_label = format!("upstream=\"{upstream}\"");
+    for (series, expected) in [
+        ("fogcached_upstream_servers".to_owned(), 1.0),
+        (
+            r#"fogcached_upstream_requests_total{kind="get"}"#.to_owned(),
+            2.0,
+        ),
+        (
+            r#"fogcached_upstream_requests_total{kind="write"}"#.to_owned(),
+            1.0,
+        ),
+        ("fogcached_upstream_get_hits_total".to_owned(), 1.0),
+        ("fogcached_upstream_get_misses_total".to_owned(), 1.0),
+        ("fogcached_upstream_errors_total".to_owned(), 0.0),
+        ("fogcached_upstream_timeouts_total".to_owned(), 0.0),
+        ("fogcached_upstream_fills_total".to_owned(), 1.0),
+        ("fogcached_upstream_in_flight".to_owned(), 0.0),
+        (
+            "fogcached_upstream_request_duration_seconds_count".to_owned(),
+            3.0,
+        ),
+        (
+            r#"fogcached_upstream_request_duration_seconds_bucket{le="+Inf"}"#.to_owned(),
+            3.0,
+        ),
+        (
+            format!("fogcached_upstream_server_requests_total{{{server_label}}}"),
+            3.0,
+        ),
+        (
+            format!("fogcached_upstream_server_get_hits_total{{{server_label}}}"),
+            1.0,
+        ),
+        (
+            format!("fogcached_upstream_server_breaker_open{{{server_label}}}"),
+            0.0,
+        ),
+        (
+            format!("fogcached_upstream_server_request_duration_seconds_count{{{server_label}}}"),
+            3.0,
+        ),
+        (
+            format!(
+                "fogcached_upstream_server_request_duration_seconds_bucket{{{server_label},le=\"+Inf\"}}"
+            ),
+            3.0,
+        ),
+    ] {
+        assert_eq!(sample(&text, &series), Some(expected), "{series} in\n{text}");
+    }
+    // The edge's own counters as without an upstream: one edge hit of three gets.
+    assert_eq!(
+        sample(
+            &text,
+            r#"memcached_commands_total{command="get",status="hit"}"#
+        ),
+        Some(1.0)
+    );
+    promtool_check(
+        "fog_layer_metrics_count_upstream_requests_per_server_and_pass_promtool",
+        "upstream",
+        &text,
+    )
 }
 
 /// A Prometheus server, killed and its directory removed on drop.
@@ -313,6 +408,68 @@ fn a_bad_metrics_address_fails_the_start() -> anyhow::Result<()> {
         run.output.contains("--metrics-listen 256.0.0.1:9150"),
         "{}",
         run.output
+    );
+    Ok(())
+}
+
+/// The TCP ports process `pid` listens on: its sockets (`/proc/<pid>/fd`) that
+/// `/proc/net/tcp` and `tcp6` list in state LISTEN.
+fn listening_ports(pid: u32) -> anyhow::Result<Vec<u16>> {
+    let mut inodes = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/fd"))? {
+        // A descriptor closed since the listing is no socket of interest.
+        let Ok(target) = std::fs::read_link(entry?.path()) else {
+            continue;
+        };
+        if let Some(inode) = target
+            .to_str()
+            .and_then(|t| t.strip_prefix("socket:["))
+            .and_then(|t| t.strip_suffix(']'))
+        {
+            inodes.insert(inode.to_owned());
+        }
+    }
+    let mut ports = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // local_address is field 1 (hex ip:port), st field 3 (0A = LISTEN), inode 9.
+            let (Some(local), Some(state), Some(inode)) =
+                (fields.get(1), fields.get(3), fields.get(9))
+            else {
+                continue;
+            };
+            if *state != "0A" || !inodes.contains(*inode) {
+                continue;
+            }
+            if let Some(port) = local.rsplit(':').next() {
+                ports.push(u16::from_str_radix(port, 16)?);
+            }
+        }
+    }
+    ports.sort_unstable();
+    Ok(ports)
+}
+
+/// Without `--metrics-listen` nothing but the memcached port listens (the endpoint is
+/// off by default); with it, its port does too, so the check sees an endpoint.
+#[test]
+fn the_metrics_endpoint_is_off_by_default() -> anyhow::Result<()> {
+    let server = ServerProcess::fogcached(&[])?;
+    let pid = server.pid().expect("running");
+    assert_eq!(listening_ports(pid)?, [server.port()]);
+    let settings = RawClient::connect(server.addr())?.stats("settings")?;
+    assert_eq!(testkit::stat(&settings, "metrics_listen"), Some("none"));
+
+    let (with_metrics, metrics) = server_with_metrics(&[])?;
+    let mut expected = vec![with_metrics.port(), metrics.port()];
+    expected.sort_unstable();
+    assert_eq!(
+        listening_ports(with_metrics.pid().expect("running"))?,
+        expected
     );
     Ok(())
 }

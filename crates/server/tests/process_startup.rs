@@ -320,11 +320,20 @@ fn core_limit_memory_lock_and_large_pages() {
         soft_hard.next(),
         "-r: soft limit raised to the hard one: {core}"
     );
-    let locked_kb: u64 = pid
-        .status_field("VmLck")
-        .trim_end_matches(" kB")
-        .parse()
-        .unwrap();
+    // The port accepts once bound, and `mlockall` follows the bind (as in memcached): on
+    // a loaded machine the lock may still be faulting pages in when the port answers, so
+    // wait for it (bounded) rather than read VmLck once.
+    let locked_kb = || -> u64 {
+        pid.status_field("VmLck")
+            .trim_end_matches(" kB")
+            .parse()
+            .unwrap()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while locked_kb() < 6 * 1024 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let locked_kb = locked_kb();
     assert!(locked_kb >= 6 * 1024, "-k: VmLck {locked_kb} kB");
     assert!(
         dram_mapping_flags(&pid, 6 * 1024).contains(" hg"),

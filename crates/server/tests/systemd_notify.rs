@@ -112,6 +112,23 @@ fn the_shipped_unit_is_type_notify() -> anyhow::Result<()> {
     assert_eq!(setting("NotifyAccess"), "main");
     // A reload re-reads the TLS certificates (SIGHUP, as `refresh_certs`).
     assert_eq!(setting("ExecReload"), "/bin/kill -HUP $MAINPID");
+    // /run/fogcached for -s sockets and -P pid files: the rest of /run is read-only
+    // under ProtectSystem=strict.
+    assert_eq!(setting("RuntimeDirectory"), "fogcached");
+    assert_eq!(setting("ProtectSystem"), "strict");
+    // The documentation it names is one the install steps put there.
+    let documentation = setting("Documentation");
+    let doc_file = documentation
+        .split(' ')
+        .find_map(|uri| uri.strip_prefix("file:"))
+        .unwrap_or_else(|| panic!("no file: documentation in {documentation:?}"));
+    let operations = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md"),
+    )?;
+    assert!(
+        operations.contains(&format!("docs/operations.md {doc_file}")),
+        "docs/operations.md's install steps do not install {doc_file}"
+    );
 
     // systemd's own checker, on a copy that points at the binary under test.
     const ANALYZE: &str = "/usr/bin/systemd-analyze";

@@ -675,3 +675,88 @@ fn bad_credentials_files_are_refused_at_start_up() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// Whether `needle` occurs in `haystack`.
+fn contains_bytes(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// At `-vv` the server logs every connection it opens and closes; the passwords of `-Y`
+/// tokens and of SASL PLAIN messages, right or wrong, never appear in anything it
+/// prints (stdout and stderr together), from start-up to a clean stop: neither as text
+/// nor as the byte list a derived `Debug` of the parsed token would print.
+#[test]
+fn passwords_never_appear_in_the_server_output_at_vv() -> anyhow::Result<()> {
+    let scratch = Scratch::new("vv")?;
+    let log = scratch.0.join("server.log");
+    let binary = testkit::fogcached_binary()?;
+    let binary = binary.to_str().context("fogcached path is not UTF-8")?;
+    const WRONG_PASSWORD: &[u8] = b"wr0ng-guess-pw";
+
+    let file = authfile(&scratch)?;
+    let server = ServerProcess::start_logging(
+        binary,
+        &["-vv", "-Y", path_str(&file)?, "--slow-size", "0"],
+        &[],
+        Some(&log),
+    )?;
+    let mut client = RawClient::connect(server.addr())?;
+    assert_eq!(
+        ask(&mut client, &token_set(ALICE, WRONG_PASSWORD))?,
+        b"CLIENT_ERROR authentication failure\r\n"
+    );
+    assert_eq!(
+        ask(&mut client, &token_set(ALICE, ALICE_PASSWORD))?,
+        b"STORED\r\n"
+    );
+    assert_eq!(ask(&mut client, b"set k 0 0 2\r\nv1\r\n")?, b"STORED\r\n");
+    drop(client);
+    // A token cut short by a close, and one too long for a token.
+    let mut cut = RawClient::connect(server.addr())?;
+    cut.send(b"set auth 0 0 40\r\nalice s3cret-pw")?;
+    drop(cut);
+    server.stop()?;
+
+    let pwdb = scratch.file("pwdb", &[ALICE, b":", ALICE_PASSWORD, b"\n"].concat())?;
+    let server = ServerProcess::start_logging(
+        binary,
+        &["-vv", "-S", "--slow-size", "0"],
+        &[("MEMCACHED_SASL_PWDB", pwdb.as_os_str())],
+        Some(&log),
+    )?;
+    let mut client = RawClient::connect(server.addr())?;
+    for (password, opaque) in [(WRONG_PASSWORD, 1), (ALICE_PASSWORD, 2)] {
+        client.send(&binary_request(
+            0x21,
+            b"PLAIN",
+            &plain(b"", ALICE, password),
+            opaque,
+        ))?;
+        let status = binary_reply(&mut client)?.map(|r| r.status);
+        let expected = if password == ALICE_PASSWORD { 0 } else { 0x20 };
+        assert_eq!(status, Some(expected), "opaque {opaque}");
+    }
+    drop(client);
+    server.stop()?;
+
+    let output = std::fs::read(&log)?;
+    // The log is really the -vv one (it names connections), so silence proves nothing
+    // false here.
+    assert!(
+        contains_bytes(&output, b"new auto-negotiating client connection"),
+        "no -vv connection lines: {}",
+        escape(&output)
+    );
+    for secret in [ALICE_PASSWORD, WRONG_PASSWORD] {
+        // As text, and as a debug print of its bytes would show it ("[115, 51, ...]").
+        for form in [secret.to_vec(), format!("{secret:?}").into_bytes()] {
+            assert!(
+                !contains_bytes(&output, &form),
+                "{:?} printed by the server: {}",
+                escape(&form),
+                escape(&output)
+            );
+        }
+    }
+    Ok(())
+}

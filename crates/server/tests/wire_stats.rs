@@ -135,11 +135,6 @@ const ALLOWED_MISSING: &[(&str, &str, &str)] = &[
     ),
     (
         "settings",
-        "flush_enabled",
-        "MISSING: not implemented yet (-F, which disables flush_all)",
-    ),
-    (
-        "settings",
         "inline_ascii_response",
         "MISSING: not implemented yet (memcached 1.6 prints a constant `no`)",
     ),
@@ -164,12 +159,6 @@ const ALLOWED_MISSING: &[(&str, &str, &str)] = &[
         "settings",
         "slab_automove_freeratio",
         "MISSING: not implemented yet (fogcached has slab_automove, not this knob)",
-    ),
-    (
-        "settings",
-        "tcp_backlog",
-        "MISSING: not implemented yet (-b; fogcached listens with memcached's default \
-         backlog of 1024 but does not print it)",
     ),
 ];
 

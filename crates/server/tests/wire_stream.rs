@@ -189,6 +189,100 @@ fn slow_readers_of_huge_multi_gets_keep_server_memory_bounded() -> anyhow::Resul
     Ok(())
 }
 
+const ISSUE_CONNECTIONS: usize = 20;
+const ISSUE_KEYS: usize = 150;
+const ISSUE_VALUE_BYTES: usize = 1_000_000;
+/// `--slow-size 256m`.
+const ISSUE_SLOW_TIER_BYTES: usize = 256 * 1024 * 1024;
+
+/// The issue's own case at its own scale, over both tiers: 150 values of 1 MB stored in
+/// a server with a 64 MiB DRAM tier and a 256 MiB slow tier (so that both hold some),
+/// then 20 connections each send one `get` of the 150 keys (3 GB of replies in all; the
+/// unstreamed server grew its anonymous memory from 68 MB to 2.9 GB on this) and read
+/// nothing for a while, then one after the other read everything. The server's anonymous
+/// memory (`RssAnon`: where buffered replies live; the DRAM tier, full before the
+/// baseline, is anonymous too, the slow tier's pool pages are file pages) may grow by the
+/// per-connection allowance times the connections plus the fixed slack, about 230 MiB;
+/// its peak resident memory (`VmHWM`, file pages included) by that plus the slow tier's
+/// 256 MiB, whose pool pages become resident as migrations first write them. Every reply
+/// arrives complete and in key order.
+#[test]
+fn twenty_slow_readers_of_150_values_of_1_mb_in_both_tiers_keep_server_memory_bounded(
+) -> anyhow::Result<()> {
+    let server =
+        ServerProcess::fogcached(&["-m", "64", "--slow-size", "256m", "-I", "2m", "-t", "2"])?;
+    let pid = server.pid().ok_or_else(|| anyhow::anyhow!("no pid"))?;
+    let mut setup = RawClient::connect(server.addr())?;
+    store_values(&mut setup, ISSUE_KEYS, ISSUE_VALUE_BYTES)?;
+    let stats = setup.stats("")?;
+    let (dram_items, slow_items) = (
+        stat_u64(&stats, "tier_dram_items")?,
+        stat_u64(&stats, "tier_slow_items")?,
+    );
+    assert!(
+        dram_items > 0 && slow_items > 0,
+        "the values are not in both tiers: {dram_items} in DRAM, {slow_items} in the slow tier"
+    );
+    let anon_before_kib = proc_status_kib(pid, "RssAnon")?;
+    let hwm_before_kib = proc_status_kib(pid, "VmHWM")?.max(proc_status_kib(pid, "VmRSS")?);
+    let growth_kib =
+        (ISSUE_CONNECTIONS as u64 * PER_CONNECTION_ALLOWANCE_BYTES + FIXED_SLACK_BYTES) / 1024;
+
+    let indexes: Vec<usize> = (0..ISSUE_KEYS).collect();
+    let line = get_line("get", &indexes);
+    let mut readers = Vec::new();
+    for _ in 0..ISSUE_CONNECTIONS {
+        let mut reader = RawClient::connect(server.addr())?;
+        reader.send(&line)?;
+        readers.push(reader);
+    }
+    let mut anon_peak_kib = anon_before_kib;
+    let paused = Instant::now();
+    while paused.elapsed() < SLOW_READER_PAUSE {
+        anon_peak_kib = anon_peak_kib.max(proc_status_kib(pid, "RssAnon")?);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut sample_error = None;
+    for reader in &mut readers {
+        let mut values_read = 0usize;
+        expect_reply(reader, &indexes, ISSUE_VALUE_BYTES, || {
+            values_read += 1;
+            if values_read.is_multiple_of(10) {
+                match proc_status_kib(pid, "RssAnon") {
+                    Ok(anon) => anon_peak_kib = anon_peak_kib.max(anon),
+                    Err(e) => sample_error = Some(e),
+                }
+            }
+        })?;
+    }
+    if let Some(e) = sample_error {
+        return Err(e);
+    }
+    let hwm_after_kib = proc_status_kib(pid, "VmHWM")?;
+    let moves = setup.stats("")?;
+    println!(
+        "{ISSUE_CONNECTIONS} slow readers of {ISSUE_KEYS} values of 1 MB ({dram_items} in \
+         DRAM, {slow_items} in the slow tier; {} promotions, {} demotions meanwhile): server \
+         RssAnon {anon_before_kib} KiB before, peak sampled {anon_peak_kib} KiB (+{} KiB); \
+         VmHWM {hwm_before_kib} -> {hwm_after_kib} KiB; growth allowed {growth_kib} KiB",
+        stat(&moves, "promotions").unwrap_or("?"),
+        stat(&moves, "demotions").unwrap_or("?"),
+        anon_peak_kib - anon_before_kib
+    );
+    assert!(
+        anon_peak_kib <= anon_before_kib + growth_kib,
+        "server anonymous memory grew from {anon_before_kib} KiB to {anon_peak_kib} KiB \
+         (allowed +{growth_kib} KiB)"
+    );
+    let hwm_growth_kib = growth_kib + (ISSUE_SLOW_TIER_BYTES / 1024) as u64;
+    assert!(
+        hwm_after_kib <= hwm_before_kib + hwm_growth_kib,
+        "server peak RSS went from {hwm_before_kib} KiB to {hwm_after_kib} KiB (allowed \
+         +{hwm_growth_kib} KiB)"
+    );
+    Ok(())
+}
+
 const CLOSE_KEYS: usize = 20;
 const CLOSE_VALUE_BYTES: usize = 500_000;
 /// Upper bound for the server to notice the closed connections.

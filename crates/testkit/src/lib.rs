@@ -32,6 +32,19 @@ pub struct ServerProcess {
     /// fogcached's `--data-dir`, unique per server (two servers cannot share a slow-tier
     /// pool: the second is refused), removed on drop.
     data_dir: Option<PathBuf>,
+    /// The file the server's stderr goes to when captured, removed on drop.
+    stderr_file: Option<PathBuf>,
+}
+
+/// Where a started server's stdout and stderr go.
+#[derive(Clone, Copy)]
+enum ServerOutput<'a> {
+    /// stdout dropped, stderr the test's own.
+    Inherit,
+    /// Both into a file of the server's ([`ServerProcess::stderr_text`]), removed on drop.
+    Captured,
+    /// Both appended to the caller's file, which is kept.
+    AppendTo(&'a Path),
 }
 
 impl ServerProcess {
@@ -49,10 +62,69 @@ impl ServerProcess {
         extra_args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
     ) -> anyhow::Result<ServerProcess> {
+        Self::start_with(binary, extra_args, env, ServerOutput::Inherit)
+    }
+
+    /// [`ServerProcess::start`] with the server's stderr kept in a file, read with
+    /// [`ServerProcess::stderr_text`] (e.g. the `-vv` log, start-up warnings).
+    pub fn start_capturing_stderr(
+        binary: &str,
+        extra_args: &[&str],
+    ) -> anyhow::Result<ServerProcess> {
+        Self::start_with(binary, extra_args, &[], ServerOutput::Captured)
+    }
+
+    /// [`ServerProcess::fogcached`] with its stderr captured.
+    pub fn fogcached_capturing_stderr(extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
+        let binary = fogcached_binary()?;
+        let binary = binary
+            .to_str()
+            .ok_or_else(|| anyhow!("fogcached path is not UTF-8: {}", binary.display()))?
+            .to_owned();
+        Self::start_capturing_stderr(&binary, extra_args)
+    }
+
+    /// [`ServerProcess::memcached`] with its stderr captured.
+    pub fn memcached_capturing_stderr(extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
+        const MEMCACHED: &str = "/usr/bin/memcached";
+        if !Path::new(MEMCACHED).exists() {
+            bail!("{MEMCACHED} is not installed");
+        }
+        Self::start_capturing_stderr(MEMCACHED, extra_args)
+    }
+
+    /// What the server wrote to stderr so far, if it was started capturing it (else
+    /// empty).
+    pub fn stderr_text(&self) -> String {
+        self.stderr_file
+            .as_ref()
+            .and_then(|path| std::fs::read(path).ok())
+            .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// [`ServerProcess::start_with_env`] with the server's stdout and stderr appended to
+    /// the file `log` (the caller's, kept), for tests that read what the server printed.
+    pub fn start_logging(
+        binary: &str,
+        extra_args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+        log: Option<&Path>,
+    ) -> anyhow::Result<ServerProcess> {
+        let output = log.map_or(ServerOutput::Inherit, ServerOutput::AppendTo);
+        Self::start_with(binary, extra_args, env, output)
+    }
+
+    fn start_with(
+        binary: &str,
+        extra_args: &[&str],
+        env: &[(&str, &std::ffi::OsStr)],
+        output: ServerOutput<'_>,
+    ) -> anyhow::Result<ServerProcess> {
         let mut last_error = anyhow!("no attempt made");
         for _ in 0..START_ATTEMPTS {
             let port = free_port()?;
-            match Self::start_on(binary, port, extra_args, env) {
+            match Self::start_on(binary, port, extra_args, env, output) {
                 Ok(server) => return Ok(server),
                 Err(error) => last_error = error,
             }
@@ -65,6 +137,7 @@ impl ServerProcess {
         port: u16,
         extra_args: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
+        output: ServerOutput<'_>,
     ) -> anyhow::Result<ServerProcess> {
         let port_arg = port.to_string();
         let mut command = Command::new(binary);
@@ -79,11 +152,29 @@ impl ServerProcess {
         if let Some(dir) = &data_dir {
             command.arg("--data-dir").arg(dir);
         }
-        command
-            .args(extra_args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit());
+        // A captured output goes to a file of this server's, removed with it.
+        let stderr_file = matches!(output, ServerOutput::Captured).then(|| {
+            std::env::temp_dir().join(format!("server-stderr-{}-{port}", std::process::id()))
+        });
+        command.args(extra_args).stdin(Stdio::null());
+        match stderr_file.as_deref().or(match output {
+            ServerOutput::AppendTo(path) => Some(path),
+            _ => None,
+        }) {
+            Some(path) => {
+                let file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .with_context(|| format!("opening {}", path.display()))?;
+                command
+                    .stdout(Stdio::from(file.try_clone()?))
+                    .stderr(Stdio::from(file));
+            }
+            None => {
+                command.stdout(Stdio::null()).stderr(Stdio::inherit());
+            }
+        }
         // Debian's memcached refuses to run as root unless told which user to be.
         if is_root()
             && Path::new(binary)
@@ -99,13 +190,17 @@ impl ServerProcess {
             child: Some(child),
             port,
             data_dir,
+            stderr_file,
         };
         let deadline = Instant::now() + STARTUP_TIMEOUT;
         loop {
             if let Some(child) = server.child.as_mut() {
                 if let Some(status) = child.try_wait()? {
                     server.child = None;
-                    bail!("{binary} exited during start-up with {status}");
+                    bail!(
+                        "{binary} exited during start-up with {status}: {}",
+                        server.stderr_text()
+                    );
                 }
             }
             if TcpStream::connect_timeout(&server.addr(), Duration::from_millis(200)).is_ok() {
@@ -224,6 +319,9 @@ impl Drop for ServerProcess {
         }
         if let Some(dir) = self.data_dir.take() {
             let _ = std::fs::remove_dir_all(dir);
+        }
+        if let Some(file) = self.stderr_file.take() {
+            let _ = std::fs::remove_file(file);
         }
     }
 }
@@ -504,6 +602,8 @@ macro_rules! skip {
 /// it printed.
 pub struct ToolRun {
     pub success: bool,
+    /// The exit code; `None` when it was killed (by a signal, or at the timeout).
+    pub code: Option<i32>,
     /// stdout followed by stderr.
     pub output: String,
 }
@@ -538,6 +638,7 @@ pub fn run_bounded(command: &mut Command, timeout: Duration) -> anyhow::Result<T
     match status {
         Some(status) => Ok(ToolRun {
             success: status.success(),
+            code: status.code(),
             output,
         }),
         None => bail!("{command:?} did not finish within {timeout:?}; output so far:\n{output}"),

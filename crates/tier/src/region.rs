@@ -758,20 +758,7 @@ fn open_pool_file(
     if is_device {
         let rdev = existing.as_ref().map(|m| m.rdev()).unwrap_or(0);
         let device_bytes = device_size_bytes(rdev).map_err(file_err)?;
-        let wanted = header_bytes + data_bytes;
-        if wanted > device_bytes {
-            return Err(file_err(format!(
-                "the device holds {device_bytes} bytes, fewer than the {wanted} asked for \
-                 (lower --slow-size)"
-            )));
-        }
-        // Device DAX refuses lengths that are not a multiple of its alignment.
-        data_bytes = data_bytes / DEVICE_MAP_ALIGN_BYTES * DEVICE_MAP_ALIGN_BYTES;
-        if data_bytes == 0 {
-            return Err(file_err(format!(
-                "a device mapping needs at least {DEVICE_MAP_ALIGN_BYTES} bytes"
-            )));
-        }
+        data_bytes = device_data_bytes(device_bytes, header_bytes, data_bytes).map_err(file_err)?;
         created = false;
     } else {
         let len = (header_bytes + data_bytes) as u64;
@@ -791,9 +778,41 @@ fn open_pool_file(
     })
 }
 
+/// The data bytes a device DAX mapping of `header_bytes + data_bytes` gets on a device of
+/// `device_bytes`: `data_bytes` rounded down to the device's mapping alignment, or why the
+/// device cannot hold the pool (smaller than asked: stores past its end would fault).
+/// Apart from the open so that it is tested without a DAX device (which needs an NVDIMM,
+/// or memory set aside at boot; its size comes from `/sys/dev/char/M:m/size`, which no
+/// other character device has).
+fn device_data_bytes(
+    device_bytes: usize,
+    header_bytes: usize,
+    data_bytes: usize,
+) -> Result<usize, String> {
+    let wanted = header_bytes.checked_add(data_bytes);
+    if wanted.is_none_or(|wanted| wanted > device_bytes) {
+        let wanted = wanted.map_or_else(|| "more".to_string(), |w| w.to_string());
+        return Err(format!(
+            "the device holds {device_bytes} bytes, fewer than the {wanted} asked for \
+             (lower --slow-size)"
+        ));
+    }
+    // Device DAX refuses lengths that are not a multiple of its alignment.
+    let aligned = data_bytes / DEVICE_MAP_ALIGN_BYTES * DEVICE_MAP_ALIGN_BYTES;
+    if aligned == 0 {
+        return Err(format!(
+            "a device mapping needs at least {DEVICE_MAP_ALIGN_BYTES} bytes"
+        ));
+    }
+    Ok(aligned)
+}
+
 /// Allocates the blocks of the first `len` bytes of `file` (`fallocate`), so stores to
-/// its mapping never meet a full file system. Where the file system cannot preallocate,
-/// its free space is checked instead.
+/// its mapping never meet a full file system. Where the file system cannot preallocate
+/// (`EOPNOTSUPP`: ext2/3, some network and FUSE file systems), the blocks are allocated by
+/// writing them ([`write_reservation`]), as glibc's `posix_fallocate` does there: checking
+/// the free space alone would leave the server to die of SIGBUS when something else
+/// fills the file system later.
 fn reserve_blocks(file: &std::fs::File, len: u64) -> Result<(), String> {
     let fd = file.as_raw_fd();
     let Ok(len_off) = libc::off_t::try_from(len) else {
@@ -814,13 +833,54 @@ fn reserve_blocks(file: &std::fs::File, len: u64) -> Result<(), String> {
              free space there, put the pool elsewhere (--data-dir or --slow-path), or lower \
              --slow-size"
         )),
-        Some(libc::EOPNOTSUPP) if fs_free >= len => Ok(()),
+        // Checked first, so that a pool that cannot fit does not fill the file system
+        // on its way to being refused. What the file holds already (a pool reopened
+        // after a restart) needs no more room.
+        Some(libc::EOPNOTSUPP) if fs_free >= len.saturating_sub(allocated_bytes(file)) => {
+            write_reservation(file, len).map_err(|error| {
+                let (fs_free, fs_name) = free_space(fd);
+                format!(
+                    "the file system ({fs_name}) cannot preallocate, and writing the pool's \
+                     {len} bytes failed ({error}; {fs_free} bytes free now): free space \
+                     there, put the pool elsewhere (--data-dir or --slow-path), or lower \
+                     --slow-size"
+                )
+            })
+        }
         Some(libc::EOPNOTSUPP) => Err(format!(
             "the file system ({fs_name}) cannot preallocate and has {fs_free} bytes free, \
              fewer than the pool's {len}: lower --slow-size or put the pool elsewhere"
         )),
         _ => Err(format!("fallocate: {error}")),
     }
+}
+
+/// Bytes of storage the file system has given `file` (its blocks, indirect ones
+/// included, so possibly more than its length).
+fn allocated_bytes(file: &std::fs::File) -> u64 {
+    file.metadata()
+        .map_or(0, |m| m.blocks().saturating_mul(512))
+}
+
+/// Allocates every block of the first `len` bytes of `file` by writing it, keeping its
+/// contents (a pool reopened after a restart holds items): one byte per block (the
+/// file system's `st_blksize`) is read, and a zero byte is written back where it was zero
+/// (a hole reads as zero; rewriting a zero changes nothing), as glibc's emulation of
+/// `posix_fallocate` does. The file is already `len` bytes long.
+fn write_reservation(file: &std::fs::File, len: u64) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let block = file.metadata()?.blksize().max(512);
+    // The last byte of every block, so that the block holding byte `len - 1` is written.
+    let mut offset = (len.saturating_sub(1)) % block;
+    while offset < len {
+        let mut byte = [0u8; 1];
+        let read = file.read_at(&mut byte, offset)?;
+        if read == 0 || byte[0] == 0 {
+            file.write_all_at(&[0], offset)?;
+        }
+        offset += block;
+    }
+    Ok(())
 }
 
 /// Free bytes of the file system holding `fd`, and its type in words.
@@ -1252,6 +1312,174 @@ mod tests {
             unsafe { std::ptr::write_bytes(p, 0xAB, PAGE_SIZE_BYTES) };
         }
         region.flush().unwrap();
+    }
+
+    /// A small ext2 file system in a loop-mounted image: ext2 files have no extents, so
+    /// `fallocate` answers `EOPNOTSUPP` there. Unmounted and removed on drop.
+    struct Ext2Mount {
+        dir: TempDir,
+        mount: PathBuf,
+    }
+
+    impl Ext2Mount {
+        /// None when this machine cannot make one (not root, no `mkfs.ext2`, no loop
+        /// devices, or mounts forbidden).
+        fn new(tag: &str, size_mib: u64) -> Option<Ext2Mount> {
+            let dir = TempDir::new(tag);
+            let image = dir.0.join("image");
+            let mount = dir.0.join("mnt");
+            std::fs::create_dir_all(&mount).ok()?;
+            std::fs::File::create(&image)
+                .and_then(|f| f.set_len(size_mib * 1024 * 1024))
+                .ok()?;
+            let run = |program: &str, args: &[&std::ffi::OsStr]| {
+                std::process::Command::new(program)
+                    .args(args)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .is_ok_and(|s| s.success())
+            };
+            // No blocks reserved for root, so the free space is what a root server sees.
+            let made = run(
+                "mkfs.ext2",
+                &[
+                    "-q".as_ref(),
+                    "-F".as_ref(),
+                    "-m".as_ref(),
+                    "0".as_ref(),
+                    image.as_os_str(),
+                ],
+            );
+            let mounted = made
+                && run(
+                    "mount",
+                    &[
+                        "-o".as_ref(),
+                        "loop".as_ref(),
+                        image.as_os_str(),
+                        mount.as_os_str(),
+                    ],
+                );
+            mounted.then_some(Ext2Mount { dir, mount })
+        }
+    }
+
+    impl Drop for Ext2Mount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg(&self.mount)
+                .status();
+            let _ = &self.dir;
+        }
+    }
+
+    /// Writes a file in `dir` until its file system is full.
+    fn fill_file_system(dir: &Path) {
+        use std::io::Write;
+        let mut file = std::fs::File::create(dir.join("filler")).unwrap();
+        let block = vec![0xF1u8; 64 * 1024];
+        loop {
+            match file.write(&block) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+                Err(e) => panic!("filling the file system: {e}"),
+            }
+        }
+    }
+
+    /// On a file system that cannot preallocate (`fallocate` answers `EOPNOTSUPP`), a
+    /// pool that fits has its blocks written at open, so that filling the file system
+    /// afterwards cannot make a store to the mapping die of SIGBUS; a reopened pool keeps
+    /// its bytes (and needs no free space for the blocks it holds); one that does not fit
+    /// is refused naming the file system and the flags.
+    #[cfg(not(miri))]
+    #[test]
+    fn a_pool_on_a_file_system_without_fallocate_is_written_out_at_open() {
+        let test = "a_pool_on_a_file_system_without_fallocate_is_written_out_at_open";
+        let Some(fs) = Ext2Mount::new("ext2", 24) else {
+            testkit::skip!(
+                test,
+                "cannot make and loop-mount an ext2 image here (not root, no mkfs.ext2 or no loop devices)"
+            );
+            return;
+        };
+        let probe = std::fs::File::create(fs.mount.join("probe")).unwrap();
+        // SAFETY: fallocate on an open descriptor with a valid range.
+        let rc = unsafe { libc::fallocate(probe.as_raw_fd(), 0, 0, 4096) };
+        let error = std::io::Error::last_os_error().raw_os_error();
+        if rc == 0 || error != Some(libc::EOPNOTSUPP) {
+            testkit::skip!(
+                test,
+                "fallocate works on this kernel's ext2: the fallback is not exercised"
+            );
+            return;
+        }
+        drop(probe);
+        let path = fs.mount.join("pool");
+        let pages = 8;
+        let region = Region::open(&file_spec(&path, pages * PAGE_SIZE_BYTES)).unwrap();
+        let allocated = std::fs::metadata(&path).unwrap().blocks() * 512;
+        assert!(
+            allocated >= (pages * PAGE_SIZE_BYTES) as u64,
+            "the pool has {allocated} bytes of blocks, fewer than its {} bytes",
+            pages * PAGE_SIZE_BYTES
+        );
+        fill_file_system(&fs.mount);
+        // Every page written once the file system is full: SIGBUS here without the
+        // reservation.
+        for page in 0..region.page_count() {
+            let p = region.page_ptr(page).unwrap().as_ptr();
+            // SAFETY: the page is mapped and owned by this test.
+            unsafe { std::ptr::write_bytes(p, 0xAB, PAGE_SIZE_BYTES) };
+        }
+        region.flush().unwrap();
+        drop(region);
+        // Reopened on the full file system: accepted, and the bytes are still there.
+        let region = Region::open(&file_spec(&path, pages * PAGE_SIZE_BYTES)).unwrap();
+        for page in 0..region.page_count() {
+            let p = region.page_ptr(page).unwrap().as_ptr();
+            // SAFETY: the page is mapped; nothing else writes it.
+            let bytes = unsafe { std::slice::from_raw_parts(p, PAGE_SIZE_BYTES) };
+            assert!(bytes.iter().all(|&b| b == 0xAB), "page {page} changed");
+        }
+        drop(region);
+        std::fs::remove_file(fs.mount.join("filler")).unwrap();
+        let err = Region::open(&file_spec(&fs.mount.join("big"), 64 * PAGE_SIZE_BYTES))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cannot preallocate"), "{err}");
+        assert!(err.contains("ext2/3/4"), "{err}");
+        assert!(err.contains("--slow-size"), "{err}");
+    }
+
+    /// The device DAX size check (the open reads the size from sysfs, which only a DAX
+    /// device has, so the check is tested here on its own): a device smaller than the
+    /// pool is refused naming both sizes and the flag; one that holds it maps a whole
+    /// number of the device's 2 MiB alignment units.
+    #[test]
+    fn a_dax_device_smaller_than_asked_is_refused() {
+        let mib = 1024 * 1024;
+        let header = 4096;
+        assert_eq!(
+            device_data_bytes(64 * mib, header, 64 * mib),
+            Err(format!(
+                "the device holds {} bytes, fewer than the {} asked for (lower --slow-size)",
+                64 * mib,
+                64 * mib + header
+            ))
+        );
+        assert!(device_data_bytes(64 * mib, usize::MAX, 1).is_err());
+        assert_eq!(
+            device_data_bytes(64 * mib + header, header, 64 * mib),
+            Ok(64 * mib)
+        );
+        assert_eq!(device_data_bytes(64 * mib, header, 5 * mib), Ok(4 * mib));
+        assert_eq!(
+            device_data_bytes(64 * mib, header, mib),
+            Err(format!("a device mapping needs at least {} bytes", 2 * mib))
+        );
     }
 
     #[cfg(not(miri))]

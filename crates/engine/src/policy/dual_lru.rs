@@ -29,7 +29,7 @@ use crate::api::TierId;
 use crate::config::EngineConfig;
 use crate::engine::{Engine, Tier};
 use crate::index::ShardGuard;
-use crate::item::{header_bytes, state, ItemAddr};
+use crate::item::{header_bytes, state, Fresh, ItemAddr};
 use crate::moves::Direction;
 use crate::slab::ClassState;
 
@@ -125,7 +125,7 @@ impl Policy for DualLru {
         _key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<ItemAddr> {
+    ) -> Option<Fresh> {
         let dram = e.dram();
         let Some(slow) = e.slow() else {
             return e.alloc(dram, class_id, total_bytes);
@@ -199,7 +199,7 @@ impl Policy for DualLru {
         class_id: usize,
         total_bytes: usize,
         candidate: Candidate,
-    ) -> Result<ItemAddr, Refusal> {
+    ) -> Result<Fresh, Refusal> {
         match direction {
             Direction::ToSlow => {
                 tiering::slow_chunk(e, class_id, total_bytes).ok_or(Refusal::NoSpace)

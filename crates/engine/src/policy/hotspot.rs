@@ -62,7 +62,7 @@ use crate::api::TierId;
 use crate::config::{EngineConfig, SLAB_CLASSES_MAX};
 use crate::engine::{Engine, Tier};
 use crate::index::{Index, ShardGuard};
-use crate::item::{header_bytes, state, ItemAddr, ItemHeader, NIL};
+use crate::item::{header_bytes, state, Fresh, ItemAddr, ItemHeader, NIL};
 use crate::lru::COLD;
 use crate::moves::Direction;
 use crate::slab::ClassState;
@@ -656,7 +656,7 @@ impl Policy for Hotspot {
         _key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<ItemAddr> {
+    ) -> Option<Fresh> {
         let dram = e.dram();
         let Some(slow) = e.slow() else {
             return e.alloc(dram, class_id, total_bytes);
@@ -844,7 +844,7 @@ impl Policy for Hotspot {
         class_id: usize,
         total_bytes: usize,
         _candidate: Candidate,
-    ) -> Result<ItemAddr, Refusal> {
+    ) -> Result<Fresh, Refusal> {
         match direction {
             Direction::ToSlow => {
                 tiering::slow_chunk(e, class_id, total_bytes).ok_or(Refusal::NoSpace)

@@ -33,7 +33,7 @@ use crate::api::TierId;
 use crate::config::{EngineConfig, PlacementPolicy};
 use crate::engine::{Engine, Tier};
 use crate::index::ShardGuard;
-use crate::item::ItemAddr;
+use crate::item::{Fresh, ItemAddr};
 use crate::moves::Direction;
 use crate::slab::ClassState;
 
@@ -71,7 +71,7 @@ pub(crate) trait Policy {
         key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<ItemAddr>;
+    ) -> Option<Fresh>;
 
     /// The policy byte a new item starts with.
     fn new_item_access(&self, _now_s: u32) -> u8 {
@@ -129,7 +129,7 @@ pub(crate) trait Policy {
         class_id: usize,
         total_bytes: usize,
         candidate: Candidate,
-    ) -> Result<ItemAddr, Refusal>;
+    ) -> Result<Fresh, Refusal>;
 
     /// A moved item's copy at `dst_addr` is published (its descriptor in `table` now
     /// points at it; the caller holds the shard lock). Returns the LRU segment it is
@@ -223,7 +223,7 @@ impl Policy for AnyPolicy {
         key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<ItemAddr> {
+    ) -> Option<Fresh> {
         dispatch!(self, p => p.alloc_new_item(e, key_hash, class_id, total_bytes))
     }
     #[inline]
@@ -271,7 +271,7 @@ impl Policy for AnyPolicy {
         class_id: usize,
         total_bytes: usize,
         candidate: Candidate,
-    ) -> Result<ItemAddr, Refusal> {
+    ) -> Result<Fresh, Refusal> {
         dispatch!(self, p => p.destination(e, direction, class_id, total_bytes, candidate))
     }
     #[inline]

@@ -148,9 +148,9 @@ pub(crate) fn pull_tail(
                     break;
                 }
                 let pct = if segment == HOT {
-                    e.config.hot_lru_pct
+                    e.tuning.hot_lru_pct()
                 } else {
-                    e.config.warm_lru_pct
+                    e.tuning.warm_lru_pct()
                 };
                 let limit = total_bytes * u64::from(pct) / 100;
                 let age = now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed));
@@ -208,8 +208,8 @@ pub(crate) fn juggle_class(
         }
         let cold_age = cs.lru.tail_age_s(&tier.mem, COLD, now);
         (
-            (f64::from(cold_age) * e.config.hot_max_factor) as u32,
-            (f64::from(cold_age) * e.config.warm_max_factor) as u32,
+            (f64::from(cold_age) * e.tuning.hot_max_factor()) as u32,
+            (f64::from(cold_age) * e.tuning.warm_max_factor()) as u32,
             cs.lru.total_bytes(),
         )
     };

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use crate::config::SLAB_PAGE_SIZE_BYTES;
 use crate::engine::{Engine, Tier};
-use crate::item::{header_bytes, state, ItemAddr, ItemHeader, NIL};
+use crate::item::{header_bytes, state, Fresh, ItemAddr, ItemHeader, NIL};
 use crate::lru::{COLD, HOT, WARM};
 use crate::moves::{Direction, MoveReq, ShardLocking};
 use crate::slab::ClassState;
@@ -169,7 +169,7 @@ pub(crate) fn dram_chunk_by_demoting(
     class_id: usize,
     total_bytes: usize,
     admit: impl Fn(&ItemHeader) -> bool,
-) -> Result<Option<ItemAddr>, ()> {
+) -> Result<Option<Fresh>, ()> {
     dram_chunk_by_demoting_with(e, class_id, total_bytes, dram_victim, admit)
 }
 
@@ -180,7 +180,7 @@ pub(crate) fn dram_chunk_by_demoting_with(
     total_bytes: usize,
     victim: impl Fn(&Engine, &mut ClassState, u32) -> Option<ItemAddr>,
     admit: impl Fn(&ItemHeader) -> bool,
-) -> Result<Option<ItemAddr>, ()> {
+) -> Result<Option<Fresh>, ()> {
     let dram = e.dram();
     if let Some(addr) = e.take_free(dram, class_id, total_bytes) {
         return Ok(Some(addr));
@@ -207,7 +207,7 @@ pub(crate) fn dram_chunk_for_store(
     e: &Engine,
     class_id: usize,
     total_bytes: usize,
-) -> Option<ItemAddr> {
+) -> Option<Fresh> {
     if make_dram_room(e, class_id, ShardLocking::Try, |_| true) == Room::Demoted {
         e.take_free(e.dram(), class_id, total_bytes)
     } else {
@@ -217,7 +217,7 @@ pub(crate) fn dram_chunk_for_store(
 
 /// The destination of a demotion: a slow-tier chunk, evicting from the slow tier's own
 /// COLD tail when it is full (the only place a tiered cache loses items).
-pub(crate) fn slow_chunk(e: &Engine, class_id: usize, total_bytes: usize) -> Option<ItemAddr> {
+pub(crate) fn slow_chunk(e: &Engine, class_id: usize, total_bytes: usize) -> Option<Fresh> {
     e.slow()
         .and_then(|slow| e.alloc(slow, class_id, total_bytes))
 }

@@ -7,7 +7,7 @@
 use crate::api::TierId;
 use crate::engine::{Engine, Tier};
 use crate::index::ShardGuard;
-use crate::item::{header_bytes, state, ItemAddr};
+use crate::item::{header_bytes, state, Fresh, ItemAddr};
 use crate::moves::Direction;
 use crate::slab::ClassState;
 
@@ -25,7 +25,7 @@ impl Policy for TwoLevel {
         _key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<ItemAddr> {
+    ) -> Option<Fresh> {
         let dram = e.dram();
         let Some(slow) = e.slow() else {
             return e.alloc(dram, class_id, total_bytes);
@@ -94,7 +94,7 @@ impl Policy for TwoLevel {
         class_id: usize,
         total_bytes: usize,
         _candidate: Candidate,
-    ) -> Result<ItemAddr, Refusal> {
+    ) -> Result<Fresh, Refusal> {
         match direction {
             Direction::ToSlow => {
                 tiering::slow_chunk(e, class_id, total_bytes).ok_or(Refusal::NoSpace)

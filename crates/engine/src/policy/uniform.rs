@@ -10,7 +10,7 @@
 use crate::api::TierId;
 use crate::engine::{Engine, Tier};
 use crate::index::ShardGuard;
-use crate::item::{header_bytes, ItemAddr};
+use crate::item::{header_bytes, Fresh, ItemAddr};
 use crate::moves::Direction;
 use crate::slab::ClassState;
 
@@ -41,7 +41,7 @@ impl Policy for Uniform {
         key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<ItemAddr> {
+    ) -> Option<Fresh> {
         let dram = e.dram();
         let Some(slow) = e.slow() else {
             return e.alloc(dram, class_id, total_bytes);
@@ -101,7 +101,7 @@ impl Policy for Uniform {
         _class_id: usize,
         _total_bytes: usize,
         _candidate: Candidate,
-    ) -> Result<ItemAddr, Refusal> {
+    ) -> Result<Fresh, Refusal> {
         // Nothing is ever queued under this policy.
         Err(Refusal::NotAdmitted)
     }

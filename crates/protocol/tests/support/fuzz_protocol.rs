@@ -47,13 +47,17 @@ fn within(whole: &[u8], len: usize, part: &[u8]) -> bool {
 /// the consumed length.
 fn split_points(input: &[u8], consumed: Option<usize>) -> Vec<usize> {
     let len = input.len();
-    let mut points = Vec::with_capacity(4);
+    let mut points = Vec::with_capacity(5);
     if len > 1 {
         for &selector in input.iter().take(2) {
             points.push(selector as usize * len / 256);
         }
         points.push(len - 1);
     }
+    // Where memcached's 2048-byte rule starts to apply: a line read up to here and a
+    // line read whole must get the same answer (the meta parser once answered a long
+    // line that arrived whole and closed on one that arrived in pieces).
+    points.push(protocol::common::COMMAND_LINE_MAX_BYTES + 1);
     points.extend(consumed);
     points.retain(|&k| k < len);
     points.sort_unstable();

@@ -1,6 +1,7 @@
-//! memcached's text-protocol admin commands that look inside the cache: `stats detail`,
-//! `stats cachedump`, `lru_crawler metadump|crawl` and `watch`, with memcached 1.6's
-//! replies (checked against memcached 1.6.18).
+//! memcached's text-protocol admin commands that look inside the cache or tune it: `stats
+//! detail`, `stats cachedump`, `stats sizes_enable|disable`, `lru_crawler
+//! metadump|crawl|enable|disable|sleep|tocrawl`, `lru tune|mode|temp_ttl` and `watch`,
+//! with memcached 1.6's replies (checked against memcached 1.6.18).
 //!
 //! Classes: a number names a DRAM slab class, as in memcached; `slow:<n>` names class
 //! `n` of the slow tier (as `stats items` and `stats slabs` print them). Listings show
@@ -9,8 +10,8 @@
 use std::io::Write;
 use std::sync::atomic::Ordering;
 
-use engine::{ItemDump, TierId, DUMP_CURSOR_START};
-use protocol::text::{Args, LruCrawlerCommand};
+use engine::{ItemDump, LruTune, LruTuneError, TierId, DUMP_CURSOR_START};
+use protocol::text::{Args, LruCommand, LruCrawlerCommand};
 
 use crate::detail::PrefixOp;
 use crate::session::{Session, Step};
@@ -28,6 +29,12 @@ const METADUMP_REFUSED: &[u8] = b"ERROR metadump not allowed\r\n";
 const BAD_CLASS: &[u8] = b"BADCLASS invalid class id\r\n";
 const CRAWLER_DISABLED: &[u8] = b"CLIENT_ERROR lru crawler disabled\r\n";
 const WATCH_REFUSED: &[u8] = b"CLIENT_ERROR watch commands not allowed\r\n";
+const CRAWLER_START_FAILED: &[u8] = b"ERROR failed to start lru crawler thread\r\n";
+const CRAWLER_SLEEP_TOO_LONG: &[u8] = b"CLIENT_ERROR sleep must be one second or less\r\n";
+const LRU_PCTS_TOO_HIGH: &[u8] = b"ERROR hot and warm pcts must not exceed 80\r\n";
+const LRU_FACTORS_NOT_POSITIVE: &[u8] = b"ERROR hot/warm age factors must be greater than 0\r\n";
+const SIZES_ENABLED: &[u8] = b"STAT sizes_status enabled\r\n";
+const SIZES_DISABLED: &[u8] = b"STAT sizes_status disabled\r\n";
 
 /// memcached's `MAX_NUMBER_OF_SLAB_CLASSES`: class ids at or above it are illegal.
 pub const SLAB_CLASS_ID_LIMIT: u32 = 64;
@@ -160,7 +167,7 @@ pub fn lru_crawler(
 ) -> Step {
     match command {
         LruCrawlerCommand::Crawl { classes } => {
-            if !session.engine.config().lru_crawler {
+            if !session.engine.lru_crawler_enabled() {
                 session.out.extend_from_slice(CRAWLER_DISABLED);
             } else if parse_selection(classes, false).is_none() {
                 session.out.extend_from_slice(BAD_CLASS);
@@ -172,10 +179,88 @@ pub fn lru_crawler(
             Step::Consumed(consumed)
         }
         LruCrawlerCommand::Metadump { classes } => metadump(session, classes, consumed),
+        LruCrawlerCommand::Enable => {
+            let reply = match session.engine.enable_lru_crawler() {
+                Ok(()) => OK,
+                Err(_) => CRAWLER_START_FAILED,
+            };
+            session.out.extend_from_slice(reply);
+            Step::Consumed(consumed)
+        }
+        LruCrawlerCommand::Disable => {
+            session.engine.disable_lru_crawler();
+            session.out.extend_from_slice(OK);
+            Step::Consumed(consumed)
+        }
+        LruCrawlerCommand::Sleep { sleep_us } => {
+            let reply = match session.engine.set_lru_crawler_sleep_us(sleep_us) {
+                Ok(()) => OK,
+                Err(_) => CRAWLER_SLEEP_TOO_LONG,
+            };
+            session.out.extend_from_slice(reply);
+            Step::Consumed(consumed)
+        }
+        LruCrawlerCommand::Tocrawl { items } => {
+            session.engine.set_lru_crawler_tocrawl(items);
+            session.out.extend_from_slice(OK);
+            Step::Consumed(consumed)
+        }
     }
 }
 
+/// `lru tune|mode|temp_ttl` (memcached's replies; `noreply` silences them all, errors
+/// included, as memcached's). `mode` and `temp_ttl` need the LRU maintainer, as in
+/// memcached. fogcached's LRU is always segmented, and it has no temporary LRU: `mode
+/// flat` and a `temp_ttl` that would turn one on get memcached's `ERROR`; `mode
+/// segmented` and `temp_ttl -1` (off) describe what it does, and are `OK`.
+pub fn lru(session: &mut Session<'_>, command: LruCommand, noreply: bool) {
+    let engine = session.engine;
+    let maintained = engine.config().lru_maintainer;
+    let reply: &[u8] = match command {
+        LruCommand::Tune {
+            hot_lru_pct,
+            warm_lru_pct,
+            hot_max_factor,
+            warm_max_factor,
+        } => {
+            let tune = LruTune {
+                hot_lru_pct,
+                warm_lru_pct,
+                hot_max_factor: hot_max_factor.get(),
+                warm_max_factor: warm_max_factor.get(),
+            };
+            match engine.lru_tune(tune) {
+                Ok(()) => OK,
+                Err(LruTuneError::Percentages) => LRU_PCTS_TOO_HIGH,
+                Err(LruTuneError::Factors) => LRU_FACTORS_NOT_POSITIVE,
+            }
+        }
+        LruCommand::Mode { segmented: true } if maintained => OK,
+        LruCommand::TempTtl { ttl_s } if maintained && ttl_s < 0 => OK,
+        _ => ERROR,
+    };
+    if !noreply {
+        session.out.extend_from_slice(reply);
+    }
+}
+
+/// `stats sizes_enable` / `stats sizes_disable`: memcached 1.6.18's replies, which end
+/// without `END` (its `process_stat` adds none for these two).
+pub fn stats_sizes_toggle(session: &mut Session<'_>, enable: bool) {
+    session.engine.set_size_histogram(enable);
+    session.out.extend_from_slice(if enable {
+        SIZES_ENABLED
+    } else {
+        SIZES_DISABLED
+    });
+}
+
 fn metadump(session: &mut Session<'_>, classes: &[u8], consumed: usize) -> Step {
+    // memcached's order: the crawler first (it walks the items), then -X.
+    if !session.engine.lru_crawler_enabled() {
+        session.out.extend_from_slice(CRAWLER_DISABLED);
+        return Step::Consumed(consumed);
+    }
     if !session.settings.dumps_enabled {
         session.out.extend_from_slice(METADUMP_REFUSED);
         return Step::Consumed(consumed);

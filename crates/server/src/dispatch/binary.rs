@@ -70,9 +70,9 @@ fn execute_timed(session: &mut Session<'_>, request: &BinaryRequest<'_>, consume
 fn execute(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usize) -> Step {
     let header = &request.header;
     let settings = session.settings;
-    if let Some(upstream) = settings.upstream.as_deref() {
+    if settings.upstream.is_some() {
         // The fog layer: writes go to the upstream first.
-        if let Some(step) = super::fog::binary_write(session, upstream, request, consumed) {
+        if let Some(step) = super::fog::binary_write(session, request, consumed) {
             return step;
         }
     }
@@ -156,9 +156,15 @@ fn execute(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usi
             }
         }
         Command::Flush { exptime, quiet } => {
-            session.engine.flush_all(ClientExptime::from(exptime));
-            if !quiet {
-                success(session, header, 0);
+            if session.settings.flush_enabled {
+                session.engine.flush_all(ClientExptime::from(exptime));
+                if !quiet {
+                    success(session, header, 0);
+                }
+            } else {
+                // `-F`: memcached 1.6.18 answers "Auth failure." even to FLUSHQ, and
+                // does not count the command.
+                error(session, header, Status::AuthError);
             }
         }
         Command::Noop => success(session, header, 0),

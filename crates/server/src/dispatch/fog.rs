@@ -1,13 +1,15 @@
 //! The fog layer's writes (`--upstream`): a write goes to the upstream first; the edge's
 //! copy is updated (`--upstream-writes through`) or removed (`invalidate`) only once the
-//! upstream answered, and the client gets the upstream's answer in its own protocol.
+//! upstream answered — by the upstream loop, in the order the upstream applied the key's
+//! writes, before the reply comes here (`upstream/io.rs`, `Io::apply_to_edge`) — and the
+//! client gets the upstream's answer in its own protocol.
 //!
 //! The first call of a write returns [`Step::Upstream`] with the request; the runtime
 //! parks the connection and calls again with the reply in `Session::upstream_reply`.
 //! Reads are handled where they are (`text::get`, `meta::meta_get`, `binary::read`): a
 //! miss becomes a `Step::Upstream` there.
 
-use engine::{Engine, ReadOptions, ReadOutcome, StoreMode, StoreOptions, StoreOutcome};
+use engine::{ReadOptions, ReadOutcome};
 use protocol::binary::{
     self, BinaryRequest, Command, StoreKind as BinaryStoreKind, ARITH_EXPTIME_NO_CREATE,
 };
@@ -18,7 +20,7 @@ use protocol::meta::{
 use protocol::text::{Keys, StoreCommand, TextRequest};
 
 use crate::session::{Session, Step};
-use crate::upstream::{self, Failure, Op, Reply, Request, StoreKind, Upstream, WriteMode};
+use crate::upstream::{Failure, Op, Reply, Request, StoreKind};
 
 /// `get gets gat gats` with an upstream: `text::get`'s loop (streaming at the output
 /// mark included) where a key that misses stops the request with [`Step::Upstream`]
@@ -83,71 +85,6 @@ pub fn get_read_through(
     Step::Consumed(consumed)
 }
 
-/// What the edge does to its copy of a key the upstream accepted a write for.
-enum EdgeWrite<'a> {
-    Store {
-        kind: StoreKind,
-        client_flags: u32,
-        exptime: i64,
-        value: &'a [u8],
-    },
-    Touch {
-        exptime: i64,
-    },
-    /// `delete`, `incr`/`decr`: the edge copy goes.
-    Remove,
-}
-
-/// Updates or removes the edge copy of `key` after the upstream's `reply`. In
-/// write-through mode a whole-value store the upstream reports with its new CAS is kept
-/// at the edge with that CAS (so a `gets` at the edge returns a CAS the upstream
-/// accepts) and the capped TTL, and a touch retimes the edge copy; everything else —
-/// appends, counters, deletes, refusals, failures (the write may still have happened),
-/// and every write in invalidate mode — removes the edge copy, so the next read fetches
-/// the upstream's value.
-fn apply_to_edge(
-    engine: &Engine,
-    upstream: &Upstream,
-    key: &[u8],
-    write: &EdgeWrite<'_>,
-    reply: &Reply,
-) {
-    if upstream.config.writes == WriteMode::Through {
-        match (write, reply) {
-            (
-                EdgeWrite::Store {
-                    kind: StoreKind::Set | StoreKind::Add | StoreKind::Replace,
-                    client_flags,
-                    exptime,
-                    value,
-                },
-                Reply::Done { cas: Some(cas) },
-            ) => {
-                if let Some(edge_exptime) = upstream.edge_exptime(*exptime, upstream::now_unix_s())
-                {
-                    let mut options =
-                        StoreOptions::new(StoreMode::Set, *client_flags, edge_exptime);
-                    options.new_cas = Some(*cas);
-                    if let StoreOutcome::Stored { .. } = engine.store(key, value, &options) {
-                        return;
-                    }
-                }
-            }
-            (EdgeWrite::Touch { exptime }, Reply::Done { .. } | Reply::Hit(_)) => {
-                if let Some(edge_exptime) = upstream.edge_exptime(*exptime, upstream::now_unix_s())
-                {
-                    // No edge copy to retime is fine too.
-                    let _ = engine.touch(key, edge_exptime);
-                    return;
-                }
-            }
-            _ => {}
-        }
-    }
-    // Not counted as a delete: the client did not delete anything at the edge.
-    engine.unlink_key(key);
-}
-
 /// The text reply for an upstream's answer to a write whose success reads `done`.
 fn text_status<'r>(reply: &'r Reply, done: &'static [u8]) -> &'r [u8] {
     match reply {
@@ -166,13 +103,12 @@ fn text_status<'r>(reply: &'r Reply, done: &'static [u8]) -> &'r [u8] {
 /// touch`), passed on to the upstream; `None` for every other request.
 pub fn text_write(
     session: &mut Session<'_>,
-    upstream: &Upstream,
     request: &TextRequest<'_>,
     consumed: usize,
 ) -> Option<Step> {
     let reply = session.upstream_reply.and_then(|replies| replies.first());
     let park = |key: &[u8], op: Op| Some(upstream_step(key, op));
-    let (key, edge, noreply, done): (&[u8], EdgeWrite<'_>, bool, &'static [u8]) = match *request {
+    let (noreply, done): (bool, &'static [u8]) = match *request {
         TextRequest::Store {
             command,
             key,
@@ -201,19 +137,13 @@ pub fn text_write(
                     },
                 );
             }
-            let edge = EdgeWrite::Store {
-                kind,
-                client_flags,
-                exptime,
-                value,
-            };
-            (key, edge, noreply, b"STORED\r\n")
+            (noreply, b"STORED\r\n")
         }
         TextRequest::Delete { key, noreply } => {
             if reply.is_none() {
                 return park(key, Op::Delete { compare_cas: None });
             }
-            (key, EdgeWrite::Remove, noreply, b"DELETED\r\n")
+            (noreply, b"DELETED\r\n")
         }
         TextRequest::Arith {
             key,
@@ -229,7 +159,6 @@ pub fn text_write(
                 };
                 return park(key, op);
             };
-            apply_to_edge(session.engine, upstream, key, &EdgeWrite::Remove, reply);
             if !noreply {
                 if let Reply::Number { value, .. } = reply {
                     push_u64(session.out, *value);
@@ -248,12 +177,11 @@ pub fn text_write(
             if reply.is_none() {
                 return park(key, Op::Touch { exptime });
             }
-            (key, EdgeWrite::Touch { exptime }, noreply, b"TOUCHED\r\n")
+            (noreply, b"TOUCHED\r\n")
         }
         _ => return None,
     };
     let reply = reply?;
-    apply_to_edge(session.engine, upstream, key, &edge, reply);
     if !noreply {
         session.out.extend_from_slice(text_status(reply, done));
     }
@@ -322,17 +250,15 @@ pub fn is_meta_write(session: &Session<'_>, request: &MetaRequest<'_>) -> bool {
 /// The flags that have no upstream form (`I`, `E`, `x`, `ms N`, `ma C`/`T`) are refused
 /// with `SERVER_ERROR not supported by the upstream`, never applied to the edge alone.
 pub fn meta_write(session: &mut Session<'_>, request: &MetaRequest<'_>, consumed: usize) -> Step {
-    let settings = session.settings;
-    let Some(upstream) = settings.upstream.as_deref() else {
+    if session.settings.upstream.is_none() {
         // Not a fog-layer server: `is_meta_write` said no; nothing to pass on.
         return Step::Consumed(consumed);
-    };
-    meta_write_to(session, upstream, request, consumed).unwrap_or(Step::Consumed(consumed))
+    }
+    meta_write_to(session, request, consumed).unwrap_or(Step::Consumed(consumed))
 }
 
 fn meta_write_to(
     session: &mut Session<'_>,
-    upstream: &Upstream,
     request: &MetaRequest<'_>,
     consumed: usize,
 ) -> Option<Step> {
@@ -375,13 +301,6 @@ fn meta_write_to(
                 };
                 return Some(upstream_step(key.as_bytes(), op));
             };
-            let edge = EdgeWrite::Store {
-                kind,
-                client_flags,
-                exptime,
-                value,
-            };
-            apply_to_edge(session.engine, upstream, key.as_bytes(), &edge, reply);
             // append/prepend never report "not found".
             let not_found: &[u8] = if matches!(kind, StoreKind::Append | StoreKind::Prepend) {
                 b"NS"
@@ -400,13 +319,6 @@ fn meta_write_to(
                 };
                 return Some(upstream_step(key.as_bytes(), op));
             };
-            apply_to_edge(
-                session.engine,
-                upstream,
-                key.as_bytes(),
-                &EdgeWrite::Remove,
-                reply,
-            );
             meta_status(session.out, reply, key, flags, b"NF");
         }
         MetaRequest::Arith { key, flags, mode } => {
@@ -423,13 +335,6 @@ fn meta_write_to(
                 };
                 return Some(upstream_step(key.as_bytes(), op));
             };
-            apply_to_edge(
-                session.engine,
-                upstream,
-                key.as_bytes(),
-                &EdgeWrite::Remove,
-                reply,
-            );
             let out = &mut *session.out;
             match reply {
                 Reply::Number { value, cas } => {
@@ -480,7 +385,6 @@ fn upstream_step(key: &[u8], op: Op) -> Step {
 /// memcached's "temporary failure" status.
 pub fn binary_write(
     session: &mut Session<'_>,
-    upstream: &Upstream,
     request: &BinaryRequest<'_>,
     consumed: usize,
 ) -> Option<Step> {
@@ -521,13 +425,6 @@ pub fn binary_write(
                 };
                 return Some(upstream_step(key, op));
             };
-            let edge = EdgeWrite::Store {
-                kind: upstream_kind,
-                client_flags: flags,
-                exptime,
-                value,
-            };
-            apply_to_edge(session.engine, upstream, key, &edge, reply);
             let concat = matches!(kind, BinaryStoreKind::Append | BinaryStoreKind::Prepend);
             let status = match reply {
                 Reply::Done { cas } => {
@@ -558,7 +455,6 @@ pub fn binary_write(
             let Some(reply) = reply else {
                 return Some(upstream_step(key, Op::Delete { compare_cas }));
             };
-            apply_to_edge(session.engine, upstream, key, &EdgeWrite::Remove, reply);
             match reply {
                 Reply::Done { .. } => {
                     if !quiet {
@@ -592,7 +488,6 @@ pub fn binary_write(
                 };
                 return Some(upstream_step(key, op));
             };
-            apply_to_edge(session.engine, upstream, key, &EdgeWrite::Remove, reply);
             match reply {
                 Reply::Number { value, cas } => {
                     if !quiet {
@@ -619,13 +514,6 @@ pub fn binary_write(
                 };
                 return Some(upstream_step(key, op));
             };
-            apply_to_edge(
-                session.engine,
-                upstream,
-                key,
-                &EdgeWrite::Touch { exptime },
-                reply,
-            );
             match reply {
                 Reply::Hit(fetched) => binary::encode_item(
                     session.out,

@@ -42,6 +42,7 @@ const OUT_OF_MEMORY_STORING: &[u8] = b"SERVER_ERROR out of memory storing object
 const OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
 const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
 const SHUTDOWN_DISABLED: &[u8] = b"ERROR: shutdown not enabled\r\n";
+const FLUSH_DISABLED: &[u8] = b"CLIENT_ERROR flush_all not allowed\r\n";
 const SHUTDOWN_BAD_MODE: &[u8] = b"CLIENT_ERROR invalid shutdown mode\r\n";
 const REASSIGN_DISABLED: &[u8] = b"CLIENT_ERROR slab reassignment disabled\r\n";
 const REASSIGN_SAME: &[u8] = b"SAME src and dst class are identical\r\n";
@@ -74,13 +75,32 @@ pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
             consumed,
             swallow_bytes,
             close,
-        } => super::refuse(session, reply, consumed, swallow_bytes, close),
+        } => {
+            let reply = flush_all_refused(session, input, reply);
+            super::refuse(session, reply, consumed, swallow_bytes, close)
+        }
         Parsed::Complete { request, consumed } => {
             if latency::enabled() {
                 return execute_timed(session, request, consumed);
             }
             execute(session, request, consumed)
         }
+    }
+}
+
+/// A `flush_all` whose delay did not parse: memcached counts the command before it reads
+/// the delay, and with `-F` refuses it before that too. Other refusals pass unchanged.
+#[cold]
+fn flush_all_refused(session: &Session<'_>, input: &[u8], reply: &'static [u8]) -> &'static [u8] {
+    let bad_delay = reply == text::BAD_EXPTIME || reply.is_empty();
+    if !bad_delay || !input.trim_ascii_start().starts_with(b"flush_all ") {
+        return reply;
+    }
+    session.engine.count_flush_command();
+    if session.settings.flush_enabled || reply.is_empty() {
+        reply
+    } else {
+        FLUSH_DISABLED
     }
 }
 
@@ -109,9 +129,9 @@ fn command_kind(request: &TextRequest<'_>) -> CommandKind {
 /// Applies one parsed request; `consumed` is how much input it took.
 fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize) -> Step {
     let settings = session.settings;
-    if let Some(upstream) = settings.upstream.as_deref() {
+    if settings.upstream.is_some() {
         // The fog layer: writes go to the upstream first.
-        if let Some(step) = super::fog::text_write(session, upstream, &request, consumed) {
+        if let Some(step) = super::fog::text_write(session, &request, consumed) {
             return step;
         }
     }
@@ -202,14 +222,21 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
             reply(session, noreply, bytes);
         }
         TextRequest::FlushAll { delay_s, noreply } => {
-            engine.flush_all(delay_s);
-            reply(session, noreply, OK);
+            if session.settings.flush_enabled {
+                engine.flush_all(delay_s);
+                reply(session, noreply, OK);
+            } else {
+                // `-F`: counted, as memcached counts it, and refused.
+                engine.count_flush_command();
+                reply(session, noreply, FLUSH_DISABLED);
+            }
         }
         TextRequest::Stats { group, args } => stats_command(session, group, args),
         TextRequest::Watch { kinds } => return admin::watch(session, kinds, consumed),
         TextRequest::LruCrawler { command } => {
             return admin::lru_crawler(session, command, consumed)
         }
+        TextRequest::Lru { command, noreply } => admin::lru(session, command, noreply),
         TextRequest::Version => {
             session.out.extend_from_slice(b"VERSION ");
             session.out.extend_from_slice(SERVER_VERSION.as_bytes());
@@ -393,6 +420,8 @@ fn stats_command(session: &mut Session<'_>, group: &[u8], args: protocol::text::
         }
         b"detail" => admin::stats_detail(session, args),
         b"cachedump" => admin::stats_cachedump(session, args),
+        b"sizes_enable" => admin::stats_sizes_toggle(session, true),
+        b"sizes_disable" => admin::stats_sizes_toggle(session, false),
         _ => match StatsGroup::from_name(group) {
             Some(group) => {
                 // `collect` reads the session while the lines are written, so they go

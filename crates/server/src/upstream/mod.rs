@@ -6,23 +6,35 @@
 //!   and remaining TTL (capped by `--upstream-ttl-max`), and answered; the client sees one
 //!   round trip to the edge.
 //! - **Writes** go to the upstream first; the edge copy is updated (`--upstream-writes
-//!   through`) or removed (`invalidate`) only once the upstream answered, and the client
-//!   gets the upstream's answer.
+//!   through`) or removed (`invalidate`) only once the upstream answered — by the key's
+//!   upstream loop, in the order the upstream applied the key's writes, before the
+//!   client gets the upstream's answer — so the edge's copy of a key ends as the
+//!   upstream's last value of it, or absent, whatever the writes' interleaving and
+//!   failures (`io.rs`: a key's writes go out on one connection at a time, in order).
 //!
-//! How it runs. All upstream sockets belong to one thread (`io.rs`: a mio loop with a
-//! bounded, pipelined pool of connections per upstream, single flight, per-request
-//! timeouts and a circuit breaker). A worker never waits for it: a dispatcher that needs
-//! the upstream returns [`crate::session::Step::Upstream`]; the connection keeps the
-//! request at the front of its input and parks ([`Parking`]); the worker hands the
-//! request to the thread through a bounded channel ([`WorkerPort::submit`]); the thread
-//! answers through the worker's delivery channel and wakes the worker's `mio::Waker`; the
-//! worker gives the reply to the connection, which runs the same request again with the
-//! reply in `Session::upstream_reply` and goes on with the requests after it. Replies
-//! stay in request order because a parked connection parses nothing further.
+//! How it runs. The upstream sockets belong to `--upstream-threads` upstream loops (one
+//! per two worker threads by default; `io.rs`: a mio loop each, with its own bounded,
+//! pipelined pool of connections per upstream server, single flight, per-request
+//! timeouts). Keys are split among the loops by a hash of the key, so every request for
+//! one key — the reads that share a single flight and the writes, which are kept in
+//! order and spoil the reads they overtake — meets in one loop, and the edge stores
+//! (fills and written values) spread over the loops as the workers' requests spread
+//! over the workers. The circuit breaker of each upstream server
+//! is shared by the loops ([`Breaker`]). A worker never waits for a loop: a dispatcher
+//! that needs the upstream returns [`crate::session::Step::Upstream`]; the connection
+//! keeps the request at the front of its input and parks ([`Parking`]); the worker hands
+//! the request to the key's loop through a bounded channel ([`WorkerPort::submit`]); the
+//! loop answers through the worker's delivery channel and wakes the worker's
+//! `mio::Waker`; the worker gives the reply to the connection, which runs the same
+//! request again with the reply in `Session::upstream_reply` and goes on with the
+//! requests after it. Replies stay in request order because a parked connection parses
+//! nothing further.
 
+mod breaker;
 mod io;
 pub mod stats;
 
+use std::hash::Hasher;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -35,6 +47,7 @@ use mio::Waker;
 use parking_lot::Mutex;
 pub use protocol::client::StoreKind;
 
+pub use breaker::Breaker;
 pub use stats::UpstreamStats;
 
 /// What a write does to the edge's copy once the upstream answered.
@@ -66,8 +79,10 @@ pub struct UpstreamConfig {
     pub ttl_max_s: u32,
     /// Time an upstream request may take before it counts as failed.
     pub timeout_ms: u32,
-    /// Connections per upstream server (each pipelined).
+    /// Connections per upstream server of each upstream loop (each pipelined).
     pub conns_per_server: usize,
+    /// Upstream loops (threads); keys are split among them by hash.
+    pub threads: usize,
     /// Consecutive failures of one upstream that open its circuit breaker.
     pub breaker_failures: u32,
     /// How long an open breaker fails requests at once before one is tried again.
@@ -82,6 +97,7 @@ impl Default for UpstreamConfig {
             ttl_max_s: TTL_MAX_DEFAULT_S,
             timeout_ms: TIMEOUT_DEFAULT_MS,
             conns_per_server: CONNS_PER_SERVER_DEFAULT,
+            threads: 1,
             breaker_failures: BREAKER_FAILURES_DEFAULT,
             retry_ms: RETRY_DEFAULT_MS,
         }
@@ -93,11 +109,13 @@ pub const TIMEOUT_DEFAULT_MS: u32 = 200;
 pub const CONNS_PER_SERVER_DEFAULT: usize = 2;
 pub const BREAKER_FAILURES_DEFAULT: u32 = 5;
 pub const RETRY_DEFAULT_MS: u32 = 1000;
+/// Most upstream loops (`--upstream-threads`).
+pub const THREADS_MAX: usize = 64;
 /// The TTL of an edge copy fetched from a server without meta commands (its `gets`
 /// does not say the remaining TTL) when `--upstream-ttl-max` is 0.
 pub const TEXT_UPSTREAM_TTL_S: u32 = 60;
-/// Requests waiting to be taken by the upstream thread; a full queue answers at once
-/// (a read as a miss, a write with an error).
+/// Requests waiting to be taken by one upstream loop; a full queue answers at once (a
+/// read as a miss, a write with an error).
 pub const SUBMIT_QUEUE_CAPACITY: usize = 4096;
 
 /// One request for the upstream, owned so it can cross threads.
@@ -284,7 +302,7 @@ pub enum Failure {
     Unavailable,
     /// The upstream's reply made no sense; the connection was dropped.
     Protocol,
-    /// The queue to the upstream thread is full.
+    /// The queue to the key's upstream loop is full.
     Busy,
     /// The request cannot be written in the upstream's protocol (a text-only upstream and
     /// a binary key or a compare-and-swap delete).
@@ -376,18 +394,30 @@ struct Submission {
     submitted: Instant,
 }
 
-/// The shared fog-layer state: configuration, statistics, the way to the thread.
+/// The way to one upstream loop.
+struct Shard {
+    submit: Sender<Submission>,
+    submissions: Receiver<Submission>,
+    /// The loop's waker, set once when it starts (read without a lock on the workers'
+    /// path).
+    waker: OnceLock<Arc<Waker>>,
+    /// The loop is (about to be) blocked in its poll: a submission must wake it. While it
+    /// runs, it takes new submissions before it sleeps, and a wake (a system call in the
+    /// worker, another turn in the loop) would be wasted.
+    sleeping: AtomicBool,
+}
+
+/// The shared fog-layer state: configuration, statistics, circuit breakers, the ways to
+/// the upstream loops.
 pub struct Upstream {
     pub config: UpstreamConfig,
     pub stats: UpstreamStats,
     addrs: Vec<SocketAddr>,
-    submit: Sender<Submission>,
-    submissions: Receiver<Submission>,
-    /// The upstream thread's waker, set once when it starts (read without a lock on the
-    /// workers' path).
-    waker: OnceLock<Arc<Waker>>,
+    /// One per upstream server, shared by the loops.
+    breakers: Vec<Breaker>,
+    shards: Vec<Shard>,
     stop: AtomicBool,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -411,17 +441,27 @@ impl Upstream {
                 .ok_or_else(|| anyhow::anyhow!("--upstream {server}: no address"))?;
             addrs.push(addr);
         }
-        let (submit, submissions) = crossbeam_channel::bounded(SUBMIT_QUEUE_CAPACITY);
+        let shards = (0..config.threads.clamp(1, THREADS_MAX))
+            .map(|_| {
+                let (submit, submissions) = crossbeam_channel::bounded(SUBMIT_QUEUE_CAPACITY);
+                Shard {
+                    submit,
+                    submissions,
+                    waker: OnceLock::new(),
+                    sleeping: AtomicBool::new(false),
+                }
+            })
+            .collect();
         let stats = UpstreamStats::new(&config.servers);
+        let breakers = config.servers.iter().map(|_| Breaker::default()).collect();
         Ok(Upstream {
             config,
             stats,
             addrs,
-            submit,
-            submissions,
-            waker: OnceLock::new(),
+            breakers,
+            shards,
             stop: AtomicBool::new(false),
-            thread: Mutex::new(None),
+            threads: Mutex::new(Vec::new()),
         })
     }
 
@@ -444,31 +484,78 @@ impl Upstream {
         Ok(())
     }
 
-    /// Starts the upstream thread; fills go into `engine`.
+    /// Starts the upstream loops, a thread each; fills go into `engine`.
     pub fn start(self: &Arc<Self>, engine: Arc<Engine>) -> std::io::Result<()> {
-        let (poll, waker) = io::new_poll()?;
-        if self.waker.set(Arc::clone(&waker)).is_err() {
-            return Err(std::io::Error::other(
-                "the upstream thread is already running",
-            ));
+        for (index, shard) in self.shards.iter().enumerate() {
+            let (poll, waker) = io::new_poll()?;
+            if shard.waker.set(Arc::clone(&waker)).is_err() {
+                return Err(std::io::Error::other(
+                    "the upstream loops are already running",
+                ));
+            }
+            let upstream = Arc::clone(self);
+            let engine = Arc::clone(&engine);
+            let thread = std::thread::Builder::new()
+                .name(format!("fogcached-upstream-{index}"))
+                .spawn(move || io::run(poll, upstream, index, engine))?;
+            self.threads.lock().push(thread);
         }
-        let upstream = Arc::clone(self);
-        let thread = std::thread::Builder::new()
-            .name("fogcached-upstream".to_owned())
-            .spawn(move || io::run(poll, upstream, engine))?;
-        *self.thread.lock() = Some(thread);
         Ok(())
     }
 
-    /// Stops the thread (in-flight requests are dropped: the workers are gone).
+    /// Stops the loops (in-flight requests are dropped: the workers are gone).
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
-        if let Some(waker) = self.waker.get() {
-            let _ = waker.wake();
+        for shard in &self.shards {
+            if let Some(waker) = shard.waker.get() {
+                let _ = waker.wake();
+            }
         }
-        if let Some(thread) = self.thread.lock().take() {
+        for thread in self.threads.lock().drain(..) {
             let _ = thread.join();
         }
+    }
+
+    /// Loop `shard` is about to block in its poll: `false` (and it must not) when a
+    /// submission arrived meanwhile. From then until [`Upstream::awake`] submissions wake
+    /// it.
+    fn may_sleep(&self, shard: usize) -> bool {
+        let shard = &self.shards[shard];
+        shard.sleeping.store(true, Ordering::Relaxed);
+        // Pairs with the fence in `WorkerPort::submit_to`.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if shard.submissions.is_empty() {
+            return true;
+        }
+        shard.sleeping.store(false, Ordering::Relaxed);
+        false
+    }
+
+    /// Loop `shard` returned from its poll: it will look at its submissions again.
+    fn awake(&self, shard: usize) {
+        self.shards[shard].sleeping.store(false, Ordering::Relaxed);
+    }
+
+    /// The upstream loops.
+    pub fn threads(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// The loop that owns `key`: every request for one key goes to one loop, so that its
+    /// reads share a single flight and its writes see (and spoil) the reads in flight.
+    fn shard_of(&self, key: &[u8]) -> usize {
+        if self.shards.len() == 1 {
+            return 0;
+        }
+        // std's SipHash with fixed keys: the same loop for a key for the process's life.
+        let mut hasher = std::hash::DefaultHasher::new();
+        hasher.write(key);
+        (hasher.finish() % self.shards.len() as u64) as usize
+    }
+
+    /// The circuit breaker of upstream server `server`.
+    pub fn breaker(&self, server: usize) -> &Breaker {
+        &self.breakers[server]
     }
 
     fn stopping(&self) -> bool {
@@ -530,8 +617,8 @@ impl Upstream {
 }
 
 /// A worker's end: submits requests, receives replies. The delivery channel is unbounded
-/// but holds at most one reply per parked connection (a connection parks on one request
-/// at a time).
+/// but holds at most one reply per key of a parked connection's request (a connection
+/// parks on one request at a time).
 pub struct WorkerPort {
     upstream: Arc<Upstream>,
     route: Arc<Route>,
@@ -539,21 +626,65 @@ pub struct WorkerPort {
 }
 
 impl WorkerPort {
-    /// Hands `request` of the connection in `slot` (`serial`) to the upstream thread,
-    /// without waiting: a full queue gives the request back.
+    /// Hands `request` of the connection in `slot` (`serial`) to the upstream loop of its
+    /// key — a multi-key read to the loops of its keys, each its share — without
+    /// waiting: what a full queue refused comes back (the keys no loop took).
     pub fn submit(&self, request: Request, slot: usize, serial: u64) -> Result<(), Request> {
+        let submitted = Instant::now();
+        let upstream = &*self.upstream;
+        if request.more_keys.is_empty() || upstream.shards.len() == 1 {
+            let shard = upstream.shard_of(&request.key);
+            return self.submit_to(shard, request, slot, serial, submitted);
+        }
+        // A batch (plain reads only): one share per loop, in key order.
+        let mut shares: Vec<Option<Request>> = upstream.shards.iter().map(|_| None).collect();
+        let Request { key, more_keys, .. } = request;
+        for key in std::iter::once(key).chain(more_keys) {
+            let share = &mut shares[upstream.shard_of(&key)];
+            match share {
+                Some(share) => share.more_keys.push(key),
+                None => *share = Some(Request::get(&key, None)),
+            }
+        }
+        let mut refused: Option<Request> = None;
+        for (shard, share) in shares.into_iter().enumerate() {
+            let Some(share) = share else { continue };
+            if let Err(share) = self.submit_to(shard, share, slot, serial, submitted) {
+                match &mut refused {
+                    Some(refused) => refused.more_keys.extend(share.keys().map(<[u8]>::to_vec)),
+                    None => refused = Some(share),
+                }
+            }
+        }
+        refused.map_or(Ok(()), Err)
+    }
+
+    fn submit_to(
+        &self,
+        shard: usize,
+        request: Request,
+        slot: usize,
+        serial: u64,
+        submitted: Instant,
+    ) -> Result<(), Request> {
         let submission = Submission {
             request,
             slot,
             serial,
             route: Arc::clone(&self.route),
-            submitted: Instant::now(),
+            submitted,
         };
-        match self.upstream.submit.try_send(submission) {
+        let shard = &self.upstream.shards[shard];
+        match shard.submit.try_send(submission) {
             Ok(()) => {
-                if let Some(waker) = self.upstream.waker.get() {
-                    // A failed wake delays the request until the thread's next event.
-                    let _ = waker.wake();
+                // Pairs with the loop's fence in `Upstream::may_sleep`: either the loop
+                // sees the submission before it sleeps, or this sees it sleeping.
+                std::sync::atomic::fence(Ordering::SeqCst);
+                if shard.sleeping.load(Ordering::Relaxed) {
+                    if let Some(waker) = shard.waker.get() {
+                        // A failed wake delays the request until the loop's next event.
+                        let _ = waker.wake();
+                    }
                 }
                 Ok(())
             }
@@ -610,24 +741,24 @@ impl Parking {
     }
 
     /// Submits the parked request (the worker calls this with the connection's slot).
-    /// Without a port, or with a full queue, the reply is a failure at once and the
-    /// connection is ready to run again (`true`).
+    /// Without a port, or with a full queue, the reply of each key not taken is a
+    /// failure at once; `true` when that leaves the connection ready to run again.
     pub fn submit(&mut self, port: Option<&WorkerPort>, slot: usize) -> bool {
         let Some(request) = self.pending.take() else {
             return false;
         };
-        let (failure, request) = match port {
+        let (failure, refused) = match port {
             Some(port) => match port.submit(request, slot, self.serial) {
                 Ok(()) => return false,
-                Err(request) => (Failure::Busy, request),
+                Err(refused) => (Failure::Busy, refused),
             },
             None => (Failure::Unavailable, request),
         };
         let reply = Arc::new(Reply::Failed(failure));
-        for key in request.keys() {
+        for key in refused.keys() {
             self.deliver(key.to_vec(), Arc::clone(&reply));
         }
-        true
+        !self.parked
     }
 
     /// Whether `delivery` is for this connection's parked request.
@@ -713,6 +844,80 @@ mod tests {
             Some(&Reply::Failed(Failure::Unavailable))
         );
         assert!(parking.take_replies().is_none(), "taken once");
+    }
+
+    #[test]
+    fn a_batch_is_split_among_the_loops_of_its_keys_and_a_full_loop_fails_only_its_keys() {
+        let upstream = Arc::new(
+            Upstream::new(UpstreamConfig {
+                servers: vec!["127.0.0.1:1".to_owned()],
+                threads: 4,
+                ..UpstreamConfig::default()
+            })
+            .unwrap(),
+        );
+        let poll = mio::Poll::new().unwrap();
+        let waker = Arc::new(Waker::new(poll.registry(), mio::Token(0)).unwrap());
+        let port = upstream.worker_port(waker);
+        let keys: Vec<Vec<u8>> = (0..40).map(|i| format!("key{i}").into_bytes()).collect();
+        let batch = |keys: &[Vec<u8>]| {
+            let mut request = Request::get(&keys[0], None);
+            request.more_keys = keys[1..].to_vec();
+            request
+        };
+        assert!(port.submit(batch(&keys), 7, 1).is_ok());
+        let mut seen = Vec::new();
+        for (index, shard) in upstream.shards.iter().enumerate() {
+            let shares: Vec<Submission> = shard.submissions.try_iter().collect();
+            assert!(shares.len() <= 1, "one share per loop");
+            for share in shares {
+                assert_eq!((share.slot, share.serial), (7, 1));
+                for key in share.request.keys() {
+                    assert_eq!(upstream.shard_of(key), index, "a key in another's loop");
+                    seen.push(key.to_vec());
+                }
+            }
+        }
+        seen.sort();
+        let mut expected = keys.clone();
+        expected.sort();
+        assert_eq!(seen, expected, "every key once");
+        assert!(
+            (0..4).all(|shard| keys.iter().any(|k| upstream.shard_of(k) == shard)),
+            "40 keys reach every loop"
+        );
+
+        // Loop 0's queue full: its keys fail at once (busy), the others wait.
+        let full = &upstream.shards[0];
+        while full
+            .submit
+            .try_send(Submission {
+                request: Request::get(b"filler", None),
+                slot: 0,
+                serial: 0,
+                route: Arc::clone(&port.route),
+                submitted: Instant::now(),
+            })
+            .is_ok()
+        {}
+        let mut parking = Parking::default();
+        parking.park(batch(&keys));
+        assert!(
+            !parking.submit(Some(&port), 7),
+            "still waiting for the others"
+        );
+        assert!(parking.is_parked());
+        let busy: Vec<&Vec<u8>> = keys.iter().filter(|k| upstream.shard_of(k) == 0).collect();
+        assert_eq!(parking.replies.entries.len(), busy.len());
+        for (key, reply) in &parking.replies.entries {
+            assert!(busy.contains(&key), "a key of another loop failed");
+            assert_eq!(**reply, Reply::Failed(Failure::Busy));
+        }
+        assert_eq!(
+            upstream.stats.queue_full.load(Ordering::Relaxed),
+            1,
+            "one share refused"
+        );
     }
 
     #[test]
