@@ -1718,6 +1718,16 @@ impl Write {
     }
 }
 
+/// What [`race_two_writes`] saw: the two writes' replies, the value the edge serves for
+/// `k` and whether it asked the cloud for it, and the cloud's value.
+struct RaceOutcome {
+    first_reply: String,
+    second_reply: String,
+    at_edge: Option<String>,
+    fetched: bool,
+    in_cloud: Option<String>,
+}
+
 /// Two writes of key `k` from two clients, the second sent once the cloud has received
 /// the first, through an edge with a pool of two connections in one upstream thread to
 /// a [`timed_write_cloud`]. Returns the writes' replies, then the value the edge serves
@@ -1726,7 +1736,7 @@ fn race_two_writes(
     timings: &[(&'static str, WriteTiming)],
     first: &Write,
     second: &Write,
-) -> anyhow::Result<(String, String, Option<String>, bool, Option<String>)> {
+) -> anyhow::Result<RaceOutcome> {
     let (cloud, received) = timed_write_cloud(timings)?;
     let edge = edge(
         cloud,
@@ -1778,7 +1788,13 @@ fn race_two_writes(
     } else {
         Some(text(direct.read_until(b"\r\n")?).trim_end().to_owned())
     };
-    Ok((first_reply, second_reply, at_edge, fetched, in_cloud))
+    Ok(RaceOutcome {
+        first_reply,
+        second_reply,
+        at_edge,
+        fetched,
+        in_cloud,
+    })
 }
 
 #[test]
@@ -1787,7 +1803,13 @@ fn two_writes_of_one_key_whose_replies_cross_leave_the_edge_with_the_clouds_valu
     let store_extras = [0u8; 8];
     // The first write's reply is held up 500 ms after the cloud applied it; the second
     // is applied after it and answered at once. The edge must end with the second.
-    let (first, second, at_edge, fetched, in_cloud) = race_two_writes(
+    let RaceOutcome {
+        first_reply: first,
+        second_reply: second,
+        at_edge,
+        fetched,
+        in_cloud,
+    } = race_two_writes(
         &[("v1", WriteTiming::ReplyAfter(Duration::from_millis(500)))],
         &Write::Line(b"set k 0 0 2\r\nv1\r\n"),
         &Write::Line(b"ms k 2 T0\r\nv2\r\n"),
@@ -1805,7 +1827,13 @@ fn two_writes_of_one_key_whose_replies_cross_leave_the_edge_with_the_clouds_valu
     assert!(!fetched, "write-through: the edge kept the written value");
 
     // A set held up the same way, then a delete: nothing is left anywhere.
-    let (first, second, at_edge, _, in_cloud) = race_two_writes(
+    let RaceOutcome {
+        first_reply: first,
+        second_reply: second,
+        at_edge,
+        in_cloud,
+        ..
+    } = race_two_writes(
         &[("v1", WriteTiming::ReplyAfter(Duration::from_millis(500)))],
         &Write::Binary(binary_request(0x01, &store_extras, b"k", b"v1", 0)),
         &Write::Line(b"md k\r\n"),
@@ -1821,7 +1849,13 @@ fn two_writes_of_one_key_whose_replies_cross_leave_the_edge_with_the_clouds_valu
     // (the edge cannot know it happened); the second, sent meanwhile, is applied at once
     // if it goes out on the other connection, its reply coming after the loss. The edge
     // may keep no copy or the cloud's, never a value the cloud overwrote.
-    let (first, second, at_edge, _, in_cloud) = race_two_writes(
+    let RaceOutcome {
+        first_reply: first,
+        second_reply: second,
+        at_edge,
+        in_cloud,
+        ..
+    } = race_two_writes(
         &[
             (
                 "v1",
