@@ -837,6 +837,24 @@ fn slow_read_meta_cloud(read_delay: Duration) -> anyhow::Result<SocketAddr> {
     Ok(addr)
 }
 
+/// Two clients whose reads of two missing keys, sent at once, make an edge with
+/// `--upstream-conns 2` and one upstream thread open both connections of its pool (the
+/// first one busy); returns the two clients once both connections are open and idle.
+fn open_both_pool_connections(edge: &ServerProcess) -> anyhow::Result<(RawClient, RawClient)> {
+    let mut a = RawClient::connect(edge.addr())?;
+    let mut b = RawClient::connect(edge.addr())?;
+    a.send(b"get warm1\r\n")?;
+    b.send(b"get warm2\r\n")?;
+    a.read_until(b"END\r\n")?;
+    b.read_until(b"END\r\n")?;
+    assert_eq!(
+        stat(&a.stats("upstreams")?, "upstream:0:connections"),
+        Some("2"),
+        "both connections of the pool open, idle"
+    );
+    Ok((a, b))
+}
+
 #[test]
 fn a_read_overtaken_by_a_write_is_answered_but_not_kept_at_the_edge() -> anyhow::Result<()> {
     let cloud = slow_read_meta_cloud(Duration::from_millis(300))?;
@@ -854,17 +872,7 @@ fn a_read_overtaken_by_a_write_is_answered_but_not_kept_at_the_edge() -> anyhow:
             "3000",
         ],
     )?;
-    // Two reads at once open both connections of the pool.
-    let mut reader = RawClient::connect(edge.addr())?;
-    let mut writer = RawClient::connect(edge.addr())?;
-    reader.send(b"get warm1\r\n")?;
-    writer.send(b"get warm2\r\n")?;
-    reader.read_until(b"END\r\n")?;
-    writer.read_until(b"END\r\n")?;
-    assert_eq!(
-        stat(&reader.stats("upstreams")?, "upstream:0:connections"),
-        Some("2")
-    );
+    let (mut reader, mut writer) = open_both_pool_connections(&edge)?;
     // The read leaves first; the write overtakes it on the other connection.
     reader.send(b"get k\r\n")?;
     std::thread::sleep(Duration::from_millis(50));
@@ -1751,18 +1759,7 @@ fn race_two_writes(
             "100",
         ],
     )?;
-    // Two reads at once open both connections of the pool (the first one busy).
-    let mut a = RawClient::connect(edge.addr())?;
-    let mut b = RawClient::connect(edge.addr())?;
-    a.send(b"get warm1\r\n")?;
-    b.send(b"get warm2\r\n")?;
-    a.read_until(b"END\r\n")?;
-    b.read_until(b"END\r\n")?;
-    assert_eq!(
-        stat(&a.stats("upstreams")?, "upstream:0:connections"),
-        Some("2"),
-        "both connections of the pool open, idle"
-    );
+    let (mut a, _b) = open_both_pool_connections(&edge)?;
     // New connections: a connection speaks one protocol.
     let mut first_client = RawClient::connect(edge.addr())?;
     let mut second_client = RawClient::connect(edge.addr())?;
