@@ -126,12 +126,27 @@ fn user_data(slot: usize, op: u64) -> u64 {
     ((slot as u64) << 8) | op
 }
 
+/// The set-up every worker's ring (and the start-up probe's) is made with.
+///
+/// COOP_TASKRUN (Linux 5.19): completions are not delivered by interrupting the worker
+/// (an inter-processor interrupt and a task-work run per completion) but at its next
+/// entry to the kernel, which the loop makes every turn anyway. (SINGLE_ISSUER would tie
+/// the ring to the thread that makes it, the main thread, and the worker's submissions
+/// would fail with EEXIST.)
+fn ring_builder() -> io_uring::Builder {
+    let mut builder = IoUring::builder();
+    builder.setup_coop_taskrun();
+    builder
+}
+
 /// Checks that this kernel and its sandbox let the server run the io_uring loop: a ring
-/// can be made (containers' seccomp profiles often forbid it), the operations the loop
+/// can be made with the loop's set-up flags (containers' seccomp profiles often forbid it), the operations the loop
 /// uses exist, and provided buffer rings (Linux 5.19) can be registered. The error says
 /// what is missing.
 pub fn probe() -> Result<(), String> {
-    let ring = IoUring::new(8).map_err(|e| format!("io_uring_setup failed: {e}"))?;
+    let ring = ring_builder()
+        .build(8)
+        .map_err(|e| format!("io_uring_setup failed (COOP_TASKRUN needs Linux 5.19): {e}"))?;
     let mut probe = io_uring::Probe::new();
     ring.submitter()
         .register_probe(&mut probe)
@@ -301,7 +316,7 @@ pub struct Uring {
 
 impl Uring {
     pub fn new(poll: &Poll) -> std::io::Result<Uring> {
-        let ring = IoUring::builder()
+        let ring = ring_builder()
             .setup_cqsize(RING_ENTRIES * 2)
             .build(RING_ENTRIES)?;
         let buffers = BufRing::new(RECV_BUFFERS, RECV_BUFFER_BYTES)?;
