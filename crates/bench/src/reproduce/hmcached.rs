@@ -915,11 +915,12 @@ pub(super) fn hmcached(ctx: &Lab) -> anyhow::Result<String> {
     md.push_str(
         "Why the figures differ from the paper's:\n\n\
          - **Where the time goes.** The paper's server had the machine's cores to itself, \
-         with YCSB on other cores; its throughput was bound by memory accesses, so every \
-         NVM access showed. Here client and servers share two cores over loopback, and a \
-         request costs several microseconds of system calls and protocol work, against \
-         which a 300 ns emulated read is small: the gap to DRAM-only is narrower, and the \
-         differences between policies are smaller in throughput than in slow-tier lines.\n\
+         with YCSB on other cores; its throughput was bound by memory accesses. Here \
+         client and servers share two cores over loopback, and a DRAM-only request costs \
+         a few microseconds of system calls and protocol work (its server CPU per request \
+         is in the tables); the emulated waits add to that for every slow-tier line a \
+         request touches, so a configuration's gap to DRAM-only follows its slow-tier \
+         lines per request.\n\
          - **The emulation.** HME injects its delay per 64-byte NVM access counted by the \
          PMU (cache misses that reach the remote node); fogcached's `hmcached` cost model \
          waits the same per line for every 64-byte line the engine reads or writes in the \
