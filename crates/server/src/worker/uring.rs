@@ -140,9 +140,9 @@ fn ring_builder() -> io_uring::Builder {
 }
 
 /// Checks that this kernel and its sandbox let the server run the io_uring loop: a ring
-/// can be made with the loop's set-up flags (containers' seccomp profiles often forbid it), the operations the loop
-/// uses exist, and provided buffer rings (Linux 5.19) can be registered. The error says
-/// what is missing.
+/// can be made with the loop's set-up flags (containers' seccomp profiles often forbid
+/// it), the operations the loop uses exist, and provided buffer rings (Linux 5.19) can be
+/// registered. The error says what is missing.
 pub fn probe() -> Result<(), String> {
     let ring = ring_builder()
         .build(8)
