@@ -467,9 +467,13 @@ fn the_metrics_endpoint_is_off_by_default() -> anyhow::Result<()> {
     let (with_metrics, metrics) = server_with_metrics(&[])?;
     let mut expected = vec![with_metrics.port(), metrics.port()];
     expected.sort_unstable();
-    assert_eq!(
-        listening_ports(with_metrics.pid().expect("running"))?,
-        expected
-    );
+    // The endpoint's thread binds beside the workers: on a loaded machine it may not
+    // listen yet when the memcached port answers (seen once in CI), so wait for it.
+    let with_metrics_pid = with_metrics.pid().expect("running");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while listening_ports(with_metrics_pid)? != expected && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(listening_ports(with_metrics_pid)?, expected);
     Ok(())
 }
