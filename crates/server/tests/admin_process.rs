@@ -539,39 +539,35 @@ fn run_connevents(server: &ServerProcess) -> anyhow::Result<Vec<String>> {
         b"OK\r\n"
     );
     let mut quitting = RawClient::connect(server.addr())?;
+    let dropped = RawClient::connect(server.addr())?;
+    let mut hopeless = RawClient::connect(server.addr())?;
+    // The three connections are told apart from any other (the harness's readiness probe,
+    // accepted late on a loaded machine) by their client-side ports, the lines' `rport=`.
+    let our_ports: BTreeSet<String> = [quitting.stream(), dropped.stream(), hopeless.stream()]
+        .iter()
+        .map(|stream| stream.local_addr().map(|addr| addr.port().to_string()))
+        .collect::<Result<_, _>>()?;
     quitting.request(b"version\r\n", b"\r\n")?;
     quitting.send(b"quit\r\n")?;
     assert!(quitting.is_closed_by_peer());
-    drop(RawClient::connect(server.addr())?);
-    let mut hopeless = RawClient::connect(server.addr())?;
+    drop(dropped);
     hopeless.send(&[b'x'; 5000])?;
     assert!(hopeless.is_closed_by_peer());
-    // Only the connections opened after the watch started: the harness's readiness probe
-    // may close while it watches.
     let ours = |lines: &[String]| -> Vec<String> {
-        let port = |line: &str| {
-            line.split(' ')
-                .find_map(|f| f.strip_prefix("rport="))
-                .unwrap_or("")
-                .to_owned()
-        };
-        let opened: BTreeSet<String> = lines
-            .iter()
-            .filter(|l| l.contains("type=conn_new"))
-            .map(|l| port(l))
-            .collect();
         lines
             .iter()
-            .filter(|l| opened.contains(&port(l)))
+            .filter(|line| {
+                line.split(' ')
+                    .find_map(|field| field.strip_prefix("rport="))
+                    .is_some_and(|port| our_ports.contains(port))
+            })
             .cloned()
             .collect()
     };
-    let lines = watch_lines(&mut watcher, Duration::from_secs(5), |lines| {
-        ours(lines)
-            .iter()
-            .filter(|l| l.contains("type=conn_close"))
-            .count()
-            >= 3
+    let lines = watch_lines(&mut watcher, Duration::from_secs(10), |lines| {
+        let ours = ours(lines);
+        ours.iter().filter(|l| l.contains("type=conn_close")).count() >= 3
+            && ours.iter().filter(|l| l.contains("type=conn_new")).count() >= 3
     });
     let lines = ours(&lines);
     for line in &lines {
