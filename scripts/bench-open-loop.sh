@@ -73,7 +73,9 @@ free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# Starts server command line $1 in its own directory; prints its port.
+# Starts server command line $1 in its own directory and sets `started_port` to its port.
+# Not called in a command substitution: that subshell would keep the server's pid, and
+# `cleanup` would leave the server running.
 start_server() {
     local line="$1" index="$2"
     local -a words
@@ -93,11 +95,13 @@ start_server() {
         waited=$((waited + 1))
         [ "$waited" -lt $((STARTUP_TIMEOUT_S * 10)) ] || die "server did not start: $line\n$(cat "$dir/log")"
     done
-    echo "$port"
+    started_port="$port"
 }
 
-port_a="$(start_server "$SERVER_A" a)"
-port_b="$(start_server "$SERVER_B" b)"
+start_server "$SERVER_A" a
+port_a="$started_port"
+start_server "$SERVER_B" b
+port_b="$started_port"
 echo "==> $NAME_A: $SERVER_A (port $port_a)"
 echo "==> $NAME_B: $SERVER_B (port $port_b)"
 echo "==> load average at start: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores"
