@@ -76,6 +76,8 @@ STARTUP_TIMEOUT_S=10
 die() { printf 'bench-memcaslap.sh: %b\n' "$*" >&2; exit 1; }
 
 command -v memcaslap >/dev/null 2>&1 || die "memcaslap missing (Debian package libmemcached-tools)"
+TIME_BIN=/usr/bin/time
+[ -x "$TIME_BIN" ] || die "$TIME_BIN missing (Debian package time): it measures the client's CPU time"
 [ -x "$MEMCACHED" ] || die "$MEMCACHED missing (Debian package memcached)"
 command -v python3 >/dev/null 2>&1 || die "python3 missing"
 
@@ -207,7 +209,9 @@ EOF
 # run_memcaslap PORT DURATION OUTPUT_FILE
 run_memcaslap() {
     # --stat_freq equal to the duration makes memcaslap print its latency summary once.
-    memcaslap --servers "127.0.0.1:$1" --cfg_cmd "$workload" --time "$2" --stat_freq "$2" \
+    # GNU time records memcaslap's own CPU time ("user system", seconds) in OUTPUT_FILE.cpu.
+    "$TIME_BIN" -f "%U %S" -o "$3.cpu" \
+        memcaslap --servers "127.0.0.1:$1" --cfg_cmd "$workload" --time "$2" --stat_freq "$2" \
         --threads "$CLIENT_THREADS" --concurrency "$CONCURRENCY" </dev/null >"$3" 2>&1 ||
         die "memcaslap failed: $(cat "$3")"
 }
@@ -297,11 +301,12 @@ PY
 
 # round_counters BEFORE AFTER: what the server did during the round, per second.
 round_counters() {
-    python3 - "$1" "$2" <<'PY'
+    python3 - "$1" "$2" "$3" <<'PY'
 import os, sys
 def read(path):
     return {k: float(v) for k, v in (item.split("=") for item in open(path).read().split())}
 before, after = read(sys.argv[1]), read(sys.argv[2])
+client_user_s, client_system_s = (float(x) for x in open(sys.argv[3]).read().split()[-2:])
 seconds = after["time"] - before["time"]
 def rate(name):
     return (after[name] - before[name]) / seconds
@@ -325,6 +330,9 @@ if requests > 0:
     # Threads that exited during the round are not counted (the server's do not).
     cpu_s = (after["server_ticks"] - before["server_ticks"]) / os.sysconf("SC_CLK_TCK")
     parts.append(f"server CPU {cpu_s * 1e6 / requests:.2f} us/request")
+    # The client's share of the two cores: what the server leaves it decides the rate.
+    parts.append(f"client CPU {(client_user_s + client_system_s) * 1e6 / requests:.2f} us/request "
+                 f"(user {client_user_s * 1e6 / requests:.2f})")
 print(("       " + ", ".join(parts)) if parts else "")
 PY
 }
@@ -355,7 +363,7 @@ for round in $(seq 1 "$ROUNDS"); do
         read -r tps avg geo std max p50 p99 <<<"$result"
         printf '%-6s %-14s %10s %9s %9s %9s %9s %9s %9s\n' "$round" "$server" "$tps" "$avg" \
             "$geo" "$std" "$p50" "$p99" "$max"
-        counters="$(round_counters "$work_dir/before.txt" "$work_dir/after.txt")"
+        counters="$(round_counters "$work_dir/before.txt" "$work_dir/after.txt" "$out.cpu")"
         [ -z "$counters" ] || echo "$counters"
         if [ "$i" = 0 ]; then
             results_a+=("$result")
