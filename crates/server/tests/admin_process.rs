@@ -566,7 +566,10 @@ fn run_connevents(server: &ServerProcess) -> anyhow::Result<Vec<String>> {
     };
     let lines = watch_lines(&mut watcher, Duration::from_secs(10), |lines| {
         let ours = ours(lines);
-        ours.iter().filter(|l| l.contains("type=conn_close")).count() >= 3
+        ours.iter()
+            .filter(|l| l.contains("type=conn_close"))
+            .count()
+            >= 3
             && ours.iter().filter(|l| l.contains("type=conn_new")).count() >= 3
     });
     let lines = ours(&lines);
