@@ -5,6 +5,7 @@
 #
 #   scripts/cpu-per-request.sh
 #   ROUNDS=5 CONNECTIONS=128 scripts/cpu-per-request.sh
+#   SERVERS="io-uring-multishot io-uring-single" scripts/cpu-per-request.sh
 #
 # Each round starts every server afresh on a free loopback port, stores the keys, runs
 # DURATION_S seconds of 90 % gets / 10 % sets (1 KB values) over CONNECTIONS connections,
@@ -16,7 +17,9 @@
 #
 # Settings (environment variables, defaults in brackets):
 #   ROUNDS [3]  DURATION_S [8]  CONNECTIONS [64]  CLIENT_THREADS [2]  SERVER_THREADS [2]
-#   SERVERS ["memcached io-uring epoll"]   (io-uring, epoll: fogcached --slow-size 0)
+#   SERVERS ["memcached io-uring epoll"]   (io-uring, epoll: fogcached --slow-size 0;
+#                                          io-uring-multishot, io-uring-single: io-uring
+#                                          with that receive, --io-uring-recv)
 #   FOGCACHED, FOGBENCH [target/release/...]  MEMCACHED [/usr/bin/memcached]
 set -euo pipefail
 
@@ -58,7 +61,9 @@ round() {
     case "$name" in
         memcached) cmd=("$MEMCACHED" -m 1024); [ "$(id -u)" = 0 ] && cmd+=(-u root) ;;
         io-uring | epoll) cmd=("$FOGCACHED" -m 1024 --slow-size 0 --io-engine "$name") ;;
-        *) die "unknown server $name (memcached, io-uring, epoll)" ;;
+        io-uring-multishot | io-uring-single)
+            cmd=("$FOGCACHED" -m 1024 --slow-size 0 --io-engine io-uring --io-uring-recv "${name#io-uring-}") ;;
+        *) die "unknown server $name (memcached, io-uring, epoll, io-uring-multishot, io-uring-single)" ;;
     esac
     port="$(free_port)"
     (cd "$work_dir" && exec "${cmd[@]}" -t "$SERVER_THREADS" -p "$port" -l 127.0.0.1 -U 0 >/dev/null 2>&1) &
@@ -91,13 +96,13 @@ EOF
 }
 
 echo "==> load average at start: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores"
-printf '%-6s %-10s %9s %9s %9s %9s\n' round server requests user_us sys_us total_us
+printf '%-6s %-18s %9s %9s %9s %9s\n' round server requests user_us sys_us total_us
 declare -A rows
 for r in $(seq 1 "$ROUNDS"); do
     for name in $SERVERS; do
         read -r n user sys < <(round "$name")
         total="$(python3 -c "print(f'{$user + $sys:.2f}')")"
-        printf '%-6s %-10s %9s %9s %9s %9s\n' "$r" "$name" "$n" "$user" "$sys" "$total"
+        printf '%-6s %-18s %9s %9s %9s %9s\n' "$r" "$name" "$n" "$user" "$sys" "$total"
         rows[$name]="${rows[$name]:-} $user,$sys"
     done
 done
@@ -109,7 +114,7 @@ pairs = [tuple(map(float, p.split(","))) for p in sys.argv[2:]]
 user = statistics.median(p[0] for p in pairs)
 system = statistics.median(p[1] for p in pairs)
 total = statistics.median(p[0] + p[1] for p in pairs)
-print(f"median {name:<10} user {user:.2f} us, system {system:.2f} us, total {total:.2f} us per request")
+print(f"median {name:<18} user {user:.2f} us, system {system:.2f} us, total {total:.2f} us per request")
 EOF
 done
 echo "==> load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -5,6 +5,7 @@
 #   scripts/syscalls-per-request.sh
 #   SERVERS="memcached dram" LOADS=depth1 scripts/syscalls-per-request.sh
 #   FOGCACHED_ARGS="--io-engine epoll" scripts/syscalls-per-request.sh
+#   SERVERS="dram-multishot dram-single" scripts/syscalls-per-request.sh
 #
 # Each server is started, its keys stored, then strace attaches to every thread of it
 # (so start-up and the preload are not counted), a bounded load runs, strace detaches,
@@ -22,7 +23,9 @@
 # is without strace; the counts compare the servers under the same handicap.
 #
 # Settings (environment variables, defaults in brackets):
-#   SERVERS ["memcached dram hybrid"]   as in scripts/callgrind-per-request.sh
+#   SERVERS ["memcached dram hybrid"]   as in scripts/callgrind-per-request.sh, and
+#                           dram-multishot, dram-single: dram with the io_uring loop and
+#                           that receive (--io-uring-recv)
 #   LOADS ["depth1 conns"]  REQUESTS [5000]  CONNECTIONS [16]  DURATION_S [5]
 #   SERVER_THREADS [2]  FOGCACHED_ARGS [""]  FOGCACHED [target/release/fogcached]
 #   FOGBENCH [target/release/fogbench]
@@ -102,8 +105,10 @@ start_server() {
     case "$name" in
         memcached) cmd=("$MEMCACHED" -u root -m 64) ;;
         dram) cmd=("$FOGCACHED" -m 64 --slow-size 0) ;;
+        dram-multishot | dram-single)
+            cmd=("$FOGCACHED" -m 64 --slow-size 0 --io-engine io-uring --io-uring-recv "${name#dram-}") ;;
         hybrid) cmd=("$FOGCACHED" -m 64 --slow-size 256m --data-dir "$tmp_dir/$name-data") ;;
-        *) die "unknown server $name (memcached, dram, hybrid)" ;;
+        *) die "unknown server $name (memcached, dram, hybrid, dram-multishot, dram-single)" ;;
     esac
     if [ "$name" != memcached ] && [ -n "$FOGCACHED_ARGS" ]; then
         # shellcheck disable=SC2206
@@ -124,7 +129,7 @@ start_server() {
     echo "# $name: ${cmd[*]}" >&2
 }
 
-printf '%-10s %-7s %9s %9s %10s  %s\n' server load requests calls/req cpu_us/req "top calls per request"
+printf '%-14s %-7s %9s %9s %10s  %s\n' server load requests calls/req cpu_us/req "top calls per request"
 for server in $SERVERS; do
     for load in $LOADS; do
         port="$(free_port)"
@@ -169,7 +174,7 @@ for line in open(path):
         calls[parts[-1]] = int(parts[3])
 total = sum(calls.values())
 top = sorted(calls.items(), key=lambda kv: -kv[1])[:5]
-print(f"{server:<10} {load:<7} {requests:>9} {total / max(requests, 1):>9.2f} {cpu:>10}  "
+print(f"{server:<14} {load:<7} {requests:>9} {total / max(requests, 1):>9.2f} {cpu:>10}  "
       + " ".join(f"{name}={n / max(requests, 1):.2f}" for name, n in top))
 EOF
     done

@@ -22,7 +22,7 @@ use engine::{EngineConfig, SLAB_PAGE_SIZE_BYTES};
 use std::sync::Arc;
 use tier::{CostModel, RegionBacking, RegionSpec};
 
-use crate::worker::IoEngine;
+use crate::worker::{IoEngine, IoUringRecv};
 
 /// sysexits.h `EX_USAGE`: the command line was wrong.
 pub const EXIT_USAGE: u8 = 64;
@@ -417,6 +417,12 @@ struct Cli {
     /// the FOGCACHED_IO_ENGINE environment variable.
     #[arg(long = "io-engine", value_name = "ENGINE")]
     io_engine: Option<String>,
+    /// How the io-uring loop receives: multishot (one receive stays armed per connection;
+    /// Linux 6.0 or later), single (one receive asked for each time a connection wants
+    /// input), or auto (multishot when the kernel has it). Default: auto, or the
+    /// FOGCACHED_IO_URING_RECV environment variable. No effect under epoll.
+    #[arg(long = "io-uring-recv", value_name = "MODE")]
+    io_uring_recv: Option<String>,
     /// run as a daemon (the command returns once the server listens, and its exit status
     /// says whether it started; stdin, stdout and stderr go to /dev/null unless -v)
     #[arg(short = 'd', long = "daemon")]
@@ -547,6 +553,8 @@ pub struct Config {
     pub idle_timeout_s: u32,
     /// `--io-engine` (resolved at start-up when `Auto`).
     pub io_engine: IoEngine,
+    /// `--io-uring-recv` (resolved at start-up when `Auto` and the loop is io_uring).
+    pub io_uring_recv: IoUringRecv,
     /// `-d`.
     pub daemonize: bool,
     /// `-P`.
@@ -614,6 +622,10 @@ impl Default for Config {
                 .ok()
                 .flatten()
                 .unwrap_or(IoEngine::Auto),
+            io_uring_recv: IoUringRecv::from_env()
+                .ok()
+                .flatten()
+                .unwrap_or(IoUringRecv::Auto),
             daemonize: false,
             pid_file: None,
             user: None,
@@ -765,6 +777,16 @@ where
             .map_err(usage)?
             .unwrap_or(IoEngine::Auto),
     };
+    let io_uring_recv = match &cli.io_uring_recv {
+        Some(name) => IoUringRecv::parse(name).ok_or_else(|| {
+            usage(format!(
+                "unknown --io-uring-recv {name:?} (valid: auto, multishot, single)"
+            ))
+        })?,
+        None => IoUringRecv::from_env()
+            .map_err(usage)?
+            .unwrap_or(IoUringRecv::Auto),
+    };
 
     let mut config = Config {
         tcp_port: cli.port,
@@ -774,6 +796,7 @@ where
         shutdown_enabled: cli.enable_shutdown,
         reqs_per_event: cli.max_reqs_per_event,
         io_engine,
+        io_uring_recv,
         daemonize: cli.daemon,
         pid_file: cli.pidfile.clone(),
         user: cli.user.clone(),

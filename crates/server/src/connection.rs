@@ -276,12 +276,21 @@ impl Connection {
         self.input_wanted() && self.output_pending() == 0
     }
 
-    /// Completion I/O: appends received bytes to the input. False when they do not fit
-    /// (one request larger than the largest allowed buffer, as `fill`'s `TooLarge`); the
-    /// caller closes the connection. The input may exceed `input_limit_bytes` by at most
-    /// one receive buffer, since a receive is asked for only when the input holds no
-    /// complete request.
-    pub fn receive(&mut self, ctx: &ServiceContext<'_>, bytes: &[u8]) -> bool {
+    /// Completion I/O: appends received bytes to the input. False when they do not fit;
+    /// the caller closes the connection. While the connection wants input
+    /// ([`Connection::input_wanted`]) its input holds no complete request, so more than
+    /// `input_limit_bytes` is one request larger than the largest allowed buffer (as
+    /// `fill`'s `TooLarge`), and the input may exceed the limit by at most one receive.
+    /// While it does not (a multishot receive delivered before its cancel took effect),
+    /// the input may hold complete requests not yet run: then only more than
+    /// `unwanted_max` bytes past the limit do not fit (the loop's accounting says it
+    /// cannot deliver that much).
+    pub fn receive(&mut self, ctx: &ServiceContext<'_>, bytes: &[u8], unwanted_max: usize) -> bool {
+        let limit = if self.input_wanted() {
+            ctx.input_limit_bytes
+        } else {
+            ctx.input_limit_bytes.saturating_add(unwanted_max)
+        };
         if self.input_start == self.input_end {
             self.input_start = 0;
             self.input_end = 0;
@@ -294,13 +303,17 @@ impl Connection {
             }
             let needed = self.input_end + bytes.len();
             if needed > self.input.len() {
-                if self.input_end > ctx.input_limit_bytes {
-                    // More than any request and still incomplete.
+                if self.input_end > limit {
+                    // More than any request and still incomplete (or, not wanted, more
+                    // than the loop can deliver).
+                    debug_assert!(
+                        self.input_wanted(),
+                        "{} input bytes past a limit of {limit} while not wanting input",
+                        self.input_end
+                    );
                     return false;
                 }
-                let grown = (self.input.len() * 2)
-                    .min(ctx.input_limit_bytes)
-                    .max(needed);
+                let grown = (self.input.len() * 2).min(limit).max(needed);
                 self.input.resize(grown, 0);
             }
         }

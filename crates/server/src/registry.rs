@@ -180,6 +180,8 @@ pub struct RuntimeState {
     pub watcher_lines_skipped: AtomicU64,
     /// The workers' event loop, once resolved at start-up (for `stats settings`).
     io_engine: std::sync::OnceLock<&'static str>,
+    /// How the io_uring loop receives, once resolved (`none` under epoll).
+    io_uring_recv: std::sync::OnceLock<&'static str>,
 }
 
 impl RuntimeState {
@@ -192,6 +194,16 @@ impl RuntimeState {
 
     pub fn set_io_engine(&self, name: &'static str) {
         let _ = self.io_engine.set(name);
+    }
+
+    pub fn set_io_uring_recv(&self, name: &'static str) {
+        let _ = self.io_uring_recv.set(name);
+    }
+
+    /// `multishot` or `single` under io_uring; `none` under epoll or before the workers
+    /// start.
+    pub fn io_uring_recv(&self) -> &'static str {
+        self.io_uring_recv.get().copied().unwrap_or("none")
     }
 
     /// `io_uring` or `epoll`; `none` before the workers start.

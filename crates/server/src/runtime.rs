@@ -16,7 +16,9 @@ use crate::config::Config;
 use crate::connection::Dispatchers;
 use crate::listener;
 use crate::session::{ServerSettings, ServerStats};
-use crate::worker::{self, probe_io_uring, IoEngine, WorkerHandle};
+use crate::worker::{
+    self, probe_io_uring, probe_multishot_recv, IoEngine, IoUringRecv, WorkerHandle,
+};
 
 /// File descriptors kept beyond `-c` for listeners, the engine and the process itself.
 const RESERVED_FDS: u64 = 64;
@@ -119,6 +121,8 @@ impl Server {
         }
         // Before the bind: from the bind on, clients can connect while the rest starts.
         let io_engine = resolve_io_engine(config.io_engine, config.verbosity)?;
+        let io_uring_recv =
+            resolve_io_uring_recv(io_engine, config.io_uring_recv, config.verbosity)?;
         let sockets = match &config.unix_socket {
             Some(path) => listener::bind_unix(path, config.unix_mode)?,
             None => {
@@ -212,6 +216,10 @@ impl Server {
         }
 
         shared.stats.runtime.set_io_engine(io_engine.name());
+        shared.stats.runtime.set_io_uring_recv(match io_engine {
+            IoEngine::IoUring => io_uring_recv.name(),
+            _ => "none",
+        });
         shared.engine.start_background();
         if let Some(upstream) = &shared.settings.upstream {
             upstream
@@ -220,7 +228,7 @@ impl Server {
         }
         let mut workers = Vec::new();
         for index in 0..shared.config.worker_threads as usize {
-            match worker::spawn(index, Arc::clone(&shared), io_engine) {
+            match worker::spawn(index, Arc::clone(&shared), io_engine, io_uring_recv) {
                 Ok(worker) => workers.push(worker),
                 Err(e) => {
                     stop_threads(&shared, None, workers);
@@ -369,6 +377,41 @@ fn resolve_io_engine(asked: IoEngine, verbosity: u32) -> anyhow::Result<IoEngine
         eprintln!("fogcached: I/O engine {}", engine.name());
     }
     Ok(engine)
+}
+
+/// How the io_uring loop receives: `--io-uring-recv auto` is multishot when
+/// [`probe_multishot_recv`] finds the kernel has it (said at `-v`, with the reason when it
+/// does not), else single; an explicit `multishot` the kernel lacks stops the start with
+/// the reason. Under epoll it is moot (`Single`, nothing probed or said).
+fn resolve_io_uring_recv(
+    engine: IoEngine,
+    asked: IoUringRecv,
+    verbosity: u32,
+) -> anyhow::Result<IoUringRecv> {
+    if engine != IoEngine::IoUring {
+        return Ok(IoUringRecv::Single);
+    }
+    let recv = match asked {
+        IoUringRecv::Single => IoUringRecv::Single,
+        IoUringRecv::Multishot => {
+            probe_multishot_recv()
+                .map_err(|reason| anyhow::anyhow!("--io-uring-recv multishot: {reason}"))?;
+            IoUringRecv::Multishot
+        }
+        IoUringRecv::Auto => match probe_multishot_recv() {
+            Ok(()) => IoUringRecv::Multishot,
+            Err(reason) => {
+                if verbosity > 0 {
+                    eprintln!("fogcached: multishot receive not used ({reason})");
+                }
+                IoUringRecv::Single
+            }
+        },
+    };
+    if verbosity > 0 {
+        eprintln!("fogcached: io_uring receive {}", recv.name());
+    }
+    Ok(recv)
 }
 
 /// Raises the open-file limit to hold `-c` connections, as memcached does.

@@ -281,6 +281,7 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
         U64(u64::from(runtime.idle_timeout_s.load(Ordering::Relaxed))),
     );
     emit("io_engine", Text(runtime.io_engine().to_owned()));
+    emit("io_uring_recv", Text(runtime.io_uring_recv().to_owned()));
     tls_settings(&settings.tls_options, emit);
 }
 

@@ -24,7 +24,10 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 mod uring;
 
-pub use uring::{probe as probe_io_uring, IoEngine, IO_ENGINE_ENV};
+pub use uring::{
+    probe as probe_io_uring, probe_multishot_recv, IoEngine, IoUringRecv, IO_ENGINE_ENV,
+    IO_URING_RECV_ENV,
+};
 
 use crate::connection::{Connection, Outcome, ServiceContext, INPUT_HEADROOM_BYTES};
 use crate::registry::{ConnEntry, ConnState, WorkerCounters};
@@ -110,18 +113,19 @@ pub fn conn_addr(addr: &SocketAddr) -> String {
     }
 }
 
-/// Starts worker `index` with the event loop `engine` (resolved at start-up: never
-/// `Auto`). An io_uring the kernel refuses here fails the start, as the probe said it
-/// would not.
+/// Starts worker `index` with the event loop `engine` and, under io_uring, the receive
+/// `recv` (both resolved at start-up: never `Auto`). An io_uring the kernel refuses here
+/// fails the start, as the probe said it would not.
 pub fn spawn(
     index: usize,
     shared: Arc<Shared>,
     engine: IoEngine,
+    recv: IoUringRecv,
 ) -> std::io::Result<(WorkerHandle, JoinHandle<()>)> {
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER_TOKEN)?);
     let io = match engine {
-        IoEngine::IoUring => Io::Uring(Box::new(uring::Uring::new(&poll)?)),
+        IoEngine::IoUring => Io::Uring(Box::new(uring::Uring::new(&poll, recv)?)),
         IoEngine::Epoll | IoEngine::Auto => Io::Epoll,
     };
     let (sender, receiver) = crossbeam_channel::bounded(HANDOFF_CAPACITY);

@@ -7,14 +7,45 @@
 //! connection state machine the epoll loop drives (`Connection::receive`, `service`,
 //! `take_output`), so the protocols cannot tell the loops apart.
 //!
-//! - **Receive**: a receive with a buffer chosen by the kernel from a provided buffer ring
-//!   (`IORING_REGISTER_PBUF_RING`, Linux 5.19), asked for when the connection has run
-//!   every complete request it holds (the point where the epoll loop reads). The bytes
-//!   are copied into the connection's input and the buffer goes back to the ring at
-//!   once, so the ring's buffers are shared by all the worker's connections and an idle
-//!   connection holds none. One receive at a time per connection keeps input bounded
-//!   exactly as the epoll loop does (a client that pipelines without reading replies
-//!   stops being read once its replies reach the output high-water mark).
+//! - **Receive**: into a buffer chosen by the kernel from a provided buffer ring
+//!   (`IORING_REGISTER_PBUF_RING`, Linux 5.19). The bytes are copied into the
+//!   connection's input and the buffer goes back to the ring at once, so the ring's
+//!   buffers are shared by all the worker's connections and an idle connection holds
+//!   none. Two ways (`--io-uring-recv`, `stats settings` shows `io_uring_recv`):
+//!   - *multishot* (Linux 6.0; `auto` takes it when [`probe_multishot_recv`] passes): one
+//!     receive is armed when the connection first wants input and stays armed, each
+//!     arrival a completion with `IORING_CQE_F_MORE` and a buffer of its own, so a
+//!     request-reply exchange submits no receive at all. A completion without F_MORE ends
+//!     it (no buffer left, `ENOBUFS`, is asked for again next turn; a cancel's
+//!     `ECANCELED`; an error; the peer's end of file); it is armed again when the
+//!     connection wants input.
+//!   - *single*: one receive asked for each time the connection wants input, i.e. has
+//!     run every complete request it holds (the point where the epoll loop reads).
+//!
+//!   Input stays bounded exactly as under epoll, where a connection is read only when it
+//!   has run every complete request it holds and its output is under the high-water mark
+//!   (a client that pipelines without reading replies stops being read once its replies
+//!   back up). The single-shot receive is asked for only then. A multishot receive goes
+//!   on delivering: bytes that arrive while the connection does not want input (its
+//!   output over the mark, its turn yielded with requests left, parked on the upstream,
+//!   closing) are appended to its input all the same (dropping them would lose
+//!   requests), and the receive is cancelled (`AsyncCancel` by its `user_data`); it is
+//!   armed again once the connection wants input. Why that bounds memory: when the
+//!   connection stopped wanting input its input held at most one partial request plus
+//!   one receive's bytes (it wanted input before the last receive). Afterwards only
+//!   completions posted before the cancel takes effect can add to it: the cancel is
+//!   queued at the first such completion and reaches the kernel at the turn's next
+//!   `io_uring_enter`, after which the kernel delivers nothing more on that receive (a
+//!   cancelled multishot receive checks the cancel before it reads again). Each
+//!   completion posted meanwhile holds a buffer of the worker's ring, [`RECV_BUFFERS`] of
+//!   [`RECV_BUFFER_BYTES`]: at most all of them unhandled in this turn's batch, plus all
+//!   of them again if the buffers handed back in this turn are filled before its end (the
+//!   kernel runs deferred work on the way out of any system call the turn makes). So the
+//!   input grows past the largest request by at most [`UNWANTED_INPUT_MAX_BYTES`]
+//!   (2 x 128 x 16 KiB + 16 KiB, about 4 MiB) per connection; `Connection::receive`
+//!   closes a connection past that (it cannot happen; debug builds assert it). And the
+//!   receive is re-armed only when the connection wants input again, i.e. after it ran
+//!   every complete request, so the excess never accumulates over rounds.
 //! - **Send**: the connection's reply buffer is swapped out (no copy) and sent; while it
 //!   is in flight the connection fills its other buffer.
 //! - **Everything else** arrives through the worker's `mio::Poll`, which the ring watches
@@ -25,7 +56,10 @@
 //! - **Closing**: a closed connection's receive is cancelled and the connection kept (its
 //!   socket open, its slot taken) until the kernel returned every operation on it (a
 //!   send in flight finishes, as the epoll loop writes a closing connection's last
-//!   replies), so the kernel never writes into or reads from memory freed or reused.
+//!   replies; a multishot receive's bytes delivered before the cancel go back to the
+//!   ring, and its final completion, without F_MORE, frees the slot), so the kernel never
+//!   writes into or reads from memory freed or reused, and a completion never reaches a
+//!   later connection of the slot.
 //!
 //! Every `unsafe` block of the server's event loop is in this file; each says why the
 //! memory it hands the kernel stays valid.
@@ -87,6 +121,57 @@ impl IoEngine {
 /// against each loop with it).
 pub const IO_ENGINE_ENV: &str = "FOGCACHED_IO_ENGINE";
 
+/// How the io_uring loop receives (`--io-uring-recv`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IoUringRecv {
+    /// Multishot when the kernel has it (see [`probe_multishot_recv`]), else single.
+    Auto,
+    /// One multishot receive stays armed per connection while it wants input (Linux 6.0).
+    Multishot,
+    /// One receive per batch of input, asked for each time the connection wants input.
+    Single,
+}
+
+impl IoUringRecv {
+    /// The name `--io-uring-recv` takes and `stats settings` shows (`io_uring_recv`).
+    pub fn name(self) -> &'static str {
+        match self {
+            IoUringRecv::Auto => "auto",
+            IoUringRecv::Multishot => "multishot",
+            IoUringRecv::Single => "single",
+        }
+    }
+
+    /// Parses `--io-uring-recv`.
+    pub fn parse(value: &str) -> Option<IoUringRecv> {
+        match value {
+            "auto" => Some(IoUringRecv::Auto),
+            "multishot" | "multi" => Some(IoUringRecv::Multishot),
+            "single" | "single-shot" | "singleshot" => Some(IoUringRecv::Single),
+            _ => None,
+        }
+    }
+
+    /// The `--io-uring-recv` the environment variable [`IO_URING_RECV_ENV`] asks for, if
+    /// set.
+    pub fn from_env() -> Result<Option<IoUringRecv>, String> {
+        match std::env::var(IO_URING_RECV_ENV) {
+            Ok(value) if !value.is_empty() => {
+                IoUringRecv::parse(&value).map(Some).ok_or_else(|| {
+                    format!(
+                        "unknown {IO_URING_RECV_ENV}={value:?} (valid: auto, multishot, single)"
+                    )
+                })
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// The environment variable that sets `--io-uring-recv`'s default (so that the test suite
+/// and the measurement scripts can run the single-shot receive too).
+pub const IO_URING_RECV_ENV: &str = "FOGCACHED_IO_URING_RECV";
+
 /// Submission queue entries per ring (the completion queue has twice as many).
 const RING_ENTRIES: u32 = 1024;
 /// Size of each provided receive buffer: a typical request batch fits in one.
@@ -97,6 +182,10 @@ const RECV_BUFFER_BYTES: usize = 16 * 1024;
 const RECV_BUFFERS: u16 = 128;
 /// The buffer group of a worker's ring (each ring has its own).
 const BUFFER_GROUP: u16 = 0;
+/// How far past the largest request the input of a connection that does not want input
+/// may grow: what a multishot receive can deliver before its cancel takes effect (see the
+/// module comment). Every buffer of the ring twice over, and the receive before.
+const UNWANTED_INPUT_MAX_BYTES: usize = (2 * RECV_BUFFERS as usize + 1) * RECV_BUFFER_BYTES;
 
 /// Longest a turn waits for completions beyond its quiet sends' (see `Uring::quiet_sends`).
 const QUIET_SEND_WAIT_MAX: std::time::Duration = std::time::Duration::from_millis(10);
@@ -170,6 +259,75 @@ pub fn probe() -> Result<(), String> {
     Ok(())
 }
 
+/// Checks that this kernel's io_uring has multishot receive (Linux 6.0; [`probe`] passed
+/// first). The receive opcode is the same as the single-shot one, so the operation table
+/// cannot tell: a multishot receive is armed on one end of a socket pair, a byte is sent
+/// from the other, and the kernel must deliver it with `IORING_CQE_F_MORE` (a kernel
+/// without it refuses the flag with `EINVAL`).
+pub fn probe_multishot_recv() -> Result<(), String> {
+    const PROBE: u64 = 1;
+    const PROBE_CANCEL: u64 = 2;
+    // Declared before the ring: dropped after it (the ring unregisters the buffers).
+    let buffers = BufRing::new(2, 64).map_err(|e| format!("provided buffer ring: {e}"))?;
+    let mut ring = ring_builder()
+        .build(8)
+        .map_err(|e| format!("io_uring_setup failed: {e}"))?;
+    buffers
+        .register(&ring)
+        .map_err(|e| format!("provided buffer rings unavailable: {e}"))?;
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+        .map_err(|e| format!("socket pair for the probe: {e}"))?;
+    std::io::Write::write_all(&mut &theirs, b"x")
+        .map_err(|e| format!("socket pair for the probe: {e}"))?;
+    let entry = opcode::RecvMulti::new(types::Fd(ours.as_raw_fd()), BUFFER_GROUP)
+        .build()
+        .user_data(PROBE);
+    let wait = types::Timespec::new().sec(1);
+    let wait_for = |ring: &mut IoUring, entry: Option<squeue::Entry>| {
+        if let Some(entry) = entry {
+            // SAFETY: the entries name no memory of ours (the kernel picks a buffer of
+            // `buffers`, which outlives the ring).
+            unsafe { ring.submission().push(&entry) }
+                .map_err(|_| "the probe ring's queue is full".to_owned())?;
+        }
+        let args = types::SubmitArgs::new().timespec(&wait);
+        match ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::ETIME) => Ok(()),
+            Err(e) => Err(format!("io_uring_enter failed: {e}")),
+        }
+    };
+    wait_for(&mut ring, Some(entry))?;
+    let first = ring.completion().next();
+    let still_armed = first.as_ref().is_some_and(|cqe| cqueue::more(cqe.flags()));
+    let supported = match first {
+        Some(cqe) if cqe.result() == 1 && cqueue::more(cqe.flags()) => Ok(()),
+        Some(cqe) if cqe.result() == -libc::EINVAL => {
+            Err("the kernel's io_uring has no multishot receive (Linux 6.0)".to_owned())
+        }
+        Some(cqe) => Err(format!(
+            "a multishot receive returned {} (flags {:#x})",
+            cqe.result(),
+            cqe.flags()
+        )),
+        None => Err("a multishot receive did not complete".to_owned()),
+    };
+    if still_armed {
+        // Ended (and waited for, a bounded time) before the socket and the ring go.
+        let cancel = opcode::AsyncCancel::new(PROBE)
+            .build()
+            .user_data(PROBE_CANCEL);
+        wait_for(&mut ring, Some(cancel))?;
+        for _ in 0..2 {
+            if ring.completion().any(|cqe| cqe.user_data() == PROBE) {
+                break;
+            }
+            wait_for(&mut ring, None)?;
+        }
+    }
+    supported
+}
+
 /// A provided buffer ring: `count` buffers of `size` bytes, and the ring of descriptors
 /// through which they are lent to the kernel.
 struct BufRing {
@@ -182,6 +340,10 @@ struct BufRing {
     size: usize,
     /// Our copy of the ring's tail: descriptors published so far.
     tail: u16,
+    /// Debug builds: which buffers are lent to the kernel, to check that each buffer a
+    /// completion names comes back to the ring exactly once.
+    #[cfg(debug_assertions)]
+    lent: Vec<bool>,
 }
 
 // SAFETY: the descriptor ring is memory this struct owns exclusively (as a Box would);
@@ -209,6 +371,8 @@ impl BufRing {
             count,
             size,
             tail: 0,
+            #[cfg(debug_assertions)]
+            lent: vec![false; usize::from(count)],
         };
         for bid in 0..count {
             buffers.provide(bid);
@@ -232,6 +396,12 @@ impl BufRing {
 
     /// Lends buffer `bid` to the kernel again.
     fn provide(&mut self, bid: u16) {
+        #[cfg(debug_assertions)]
+        {
+            let lent = &mut self.lent[usize::from(bid)];
+            debug_assert!(!*lent, "buffer {bid} lent to the kernel twice");
+            *lent = true;
+        }
         let index = usize::from(self.tail & (self.count - 1));
         let addr = self.memory[usize::from(bid) * self.size..].as_mut_ptr() as u64;
         // SAFETY: `index < count`, so the entry is inside the descriptor ring we own; the
@@ -250,6 +420,24 @@ impl BufRing {
             let tail = types::BufRingEntry::tail(self.ring.as_ptr()).cast_mut();
             AtomicU16::from_ptr(tail).store(self.tail, Ordering::Release);
         }
+    }
+
+    /// A completion named buffer `bid`: it is ours until [`BufRing::provide`] lends it
+    /// again (debug builds check that it was the kernel's).
+    #[inline]
+    fn taken(&mut self, bid: u16) {
+        #[cfg(debug_assertions)]
+        {
+            let lent = self.lent.get_mut(usize::from(bid));
+            debug_assert!(
+                lent.as_deref() == Some(&true),
+                "buffer {bid} returned twice"
+            );
+            if let Some(lent) = lent {
+                *lent = false;
+            }
+        }
+        let _ = bid;
     }
 
     /// The first `len` bytes of buffer `bid`, which a completion just returned.
@@ -271,7 +459,12 @@ impl Drop for BufRing {
 struct SlotIo {
     /// Completion I/O is on for the connection in this slot.
     attached: bool,
+    /// A receive is armed: from its submission to its final completion (for a multishot
+    /// receive, the first one without `IORING_CQE_F_MORE`).
     recv_in_flight: bool,
+    /// A cancel of the armed multishot receive was queued: none is queued again, and no
+    /// receive is armed, until its final completion.
+    recv_cancelling: bool,
     send_in_flight: bool,
     /// The replies being sent: the kernel reads `sending[sent..]` while a send is in
     /// flight, so the buffer is not touched until its completion.
@@ -307,6 +500,9 @@ pub struct Uring {
     overflow: Vec<squeue::Entry>,
     /// Slots whose receive found no free buffer: asked for again next turn.
     recv_retry: Vec<usize>,
+    /// One multishot receive stays armed per connection (`--io-uring-recv`), rather than
+    /// one receive asked for each time the connection wants input.
+    multishot: bool,
     /// Sends queued this turn whose completion will need no work: the connection had
     /// nothing more to send and waits for input. The turn's `io_uring_enter` waits for
     /// that many completions more than one, so that a send finishing at once does not end
@@ -315,7 +511,9 @@ pub struct Uring {
 }
 
 impl Uring {
-    pub fn new(poll: &Poll) -> std::io::Result<Uring> {
+    /// A worker's ring; `recv` is resolved at start-up (`Multishot` only where
+    /// [`probe_multishot_recv`] passed; `Auto` is taken as `Single`).
+    pub fn new(poll: &Poll, recv: IoUringRecv) -> std::io::Result<Uring> {
         let ring = ring_builder()
             .setup_cqsize(RING_ENTRIES * 2)
             .build(RING_ENTRIES)?;
@@ -329,6 +527,7 @@ impl Uring {
             poll_armed: false,
             recv_retry: Vec::new(),
             overflow: Vec::new(),
+            multishot: recv == IoUringRecv::Multishot,
             quiet_sends: 0,
         })
     }
@@ -415,8 +614,23 @@ impl Uring {
     }
 
     fn arm_recv(&mut self, slot: usize, fd: RawFd) {
-        self.slots[slot].recv_in_flight = true;
-        self.push(recv_entry(slot, fd));
+        let io = &mut self.slots[slot];
+        debug_assert!(!io.recv_in_flight && !io.recv_cancelling);
+        io.recv_in_flight = true;
+        self.push(recv_entry(slot, fd, self.multishot));
+    }
+
+    /// Queues the cancel of `slot`'s armed receive (once: its final completion ends it).
+    fn cancel_recv(&mut self, slot: usize) {
+        let io = &mut self.slots[slot];
+        if !io.recv_in_flight || io.recv_cancelling {
+            return;
+        }
+        io.recv_cancelling = true;
+        let cancel = opcode::AsyncCancel::new(user_data(slot, OP_RECV))
+            .build()
+            .user_data(user_data(slot, OP_CANCEL));
+        self.push(cancel);
     }
 
     /// Sends `sending[sent..]` of `slot`.
@@ -563,55 +777,101 @@ impl Uring {
         flags: u32,
         ctx: &ServiceContext<'_>,
     ) {
+        // Without F_MORE the receive is over (a single-shot one always is): the slot may
+        // arm another, or be reused once nothing else is in flight.
+        let more = cqueue::more(flags);
         let io = self.slot(slot);
-        io.recv_in_flight = false;
+        debug_assert!(
+            io.recv_in_flight,
+            "a receive completion on slot {slot} with none armed"
+        );
+        if !more {
+            io.recv_in_flight = false;
+            io.recv_cancelling = false;
+        }
         let retired = io.retired.is_some();
-        let received = if result > 0 {
-            match cqueue::buffer_select(flags) {
-                Some(bid) => Some((bid, result as usize)),
-                None => {
-                    debug_assert!(false, "a receive of {result} bytes without a buffer");
-                    None
-                }
-            }
-        } else {
-            None
-        };
+        // Every buffer a completion names goes back to the ring exactly once, after its
+        // bytes were copied (or at once, when nobody takes them).
+        let bid = cqueue::buffer_select(flags);
+        if let Some(bid) = bid {
+            self.buffers.taken(bid);
+        }
         if retired {
-            if let Some((bid, _)) = received {
+            if let Some(bid) = bid {
                 self.buffers.provide(bid);
             }
-            self.finish_retired(worker, slot);
+            if !more {
+                self.finish_retired(worker, slot);
+            }
             return;
         }
         let Some(Some(connection)) = worker.connections.get_mut(slot) else {
-            if let Some((bid, _)) = received {
+            debug_assert!(false, "a receive completion on empty slot {slot}");
+            if let Some(bid) = bid {
                 self.buffers.provide(bid);
             }
             return;
         };
-        let outcome = match received {
-            Some((bid, len)) => {
-                let fits = connection.receive(ctx, self.buffers.bytes(bid, len));
+        let data = match bid {
+            Some(bid) if result > 0 => Some(bid),
+            Some(bid) => {
+                // Not expected (the kernel keeps the buffer of a receive that got no
+                // bytes), but then it is ours: back to the ring.
                 self.buffers.provide(bid);
-                if fits {
+                None
+            }
+            None => None,
+        };
+        let outcome = match data {
+            Some(bid) => {
+                let wanted = connection.input_wanted();
+                let bytes = self.buffers.bytes(bid, result as usize);
+                let fits = connection.receive(ctx, bytes, UNWANTED_INPUT_MAX_BYTES);
+                self.buffers.provide(bid);
+                if !fits {
+                    Outcome::Close
+                } else if wanted || !self.multishot {
                     connection.service(ctx)
                 } else {
-                    Outcome::Close
+                    // A multishot receive delivered while the connection does not want
+                    // input (its output is over the high-water mark, it yielded with
+                    // requests left, it waits for the upstream or a durability flush, or
+                    // it is closing). The bytes are kept for when it does (dropping them
+                    // would lose requests), and the receive is cancelled so that no more
+                    // arrive meanwhile: whatever made the connection stop wanting input
+                    // services it again (the send's completion, its turn in the yield or
+                    // held queue, the upstream's reply), and once it wants input
+                    // `after_service`, or the final completion here, arms a new one. See
+                    // the module comment for why this keeps input bounded.
+                    if more {
+                        self.cancel_recv(slot);
+                    }
+                    return;
                 }
+            }
+            None if result > 0 => {
+                debug_assert!(false, "a receive of {result} bytes without a buffer");
+                Outcome::Close
             }
             None if result == 0 => {
                 connection.on_peer_closed();
                 connection.service(ctx)
             }
             None if result == -libc::ENOBUFS => {
-                // Every buffer is in use this turn: they are back by the next.
+                // Every buffer is in use this turn: they are back by the next. (It ends a
+                // multishot receive too.)
+                debug_assert!(!more);
                 self.recv_retry.push(slot);
                 return;
             }
-            None if result == -libc::EINTR || result == -libc::EAGAIN => {
-                let fd = connection.fd();
-                self.arm_recv(slot, fd);
+            None if matches!(-result, libc::ECANCELED | libc::EINTR | libc::EAGAIN) => {
+                // ECANCELED: the final completion of a multishot receive cancelled above,
+                // while the connection did not want input. It is armed again if it wants
+                // input now; if not, `after_service` arms one once it does.
+                if !more && connection.input_wanted() {
+                    let fd = connection.fd();
+                    self.arm_recv(slot, fd);
+                }
                 return;
             }
             // A reset or any other error: as a failed read under epoll.
@@ -676,6 +936,7 @@ impl Uring {
         if io.in_flight() {
             return;
         }
+        debug_assert!(!io.recv_cancelling);
         io.attached = false;
         let watch = io.retired_watch.take();
         if let Some(connection) = io.retired.take() {
@@ -708,17 +969,22 @@ impl Uring {
                 let Some(cqe) = self.ring.completion().next() else {
                     break;
                 };
-                let (data, result, flags) = (cqe.user_data(), cqe.result(), cqe.flags());
+                let (data, flags) = (cqe.user_data(), cqe.flags());
                 let slot = (data >> 8) as usize;
                 match data & 0xff {
                     OP_RECV => {
-                        self.slot(slot).recv_in_flight = false;
-                        if result > 0 {
-                            if let Some(bid) = cqueue::buffer_select(flags) {
-                                self.buffers.provide(bid);
-                            }
+                        if let Some(bid) = cqueue::buffer_select(flags) {
+                            self.buffers.taken(bid);
+                            self.buffers.provide(bid);
                         }
-                        self.finish_retired(worker, slot);
+                        // A multishot receive may deliver more before its cancel's final
+                        // completion: the slot waits for that one.
+                        if !cqueue::more(flags) {
+                            let io = self.slot(slot);
+                            io.recv_in_flight = false;
+                            io.recv_cancelling = false;
+                            self.finish_retired(worker, slot);
+                        }
                     }
                     OP_SEND => {
                         self.slot(slot).send_in_flight = false;
@@ -732,9 +998,15 @@ impl Uring {
 }
 
 /// A receive into a buffer the kernel picks from [`BUFFER_GROUP`] when data arrives: no
-/// memory of ours is named.
+/// memory of ours is named. A multishot one stays armed, each arrival taking a buffer of
+/// its own, until it is cancelled, fails, or finds no buffer left.
 #[inline]
-fn recv_entry(slot: usize, fd: RawFd) -> squeue::Entry {
+fn recv_entry(slot: usize, fd: RawFd, multishot: bool) -> squeue::Entry {
+    if multishot {
+        return opcode::RecvMulti::new(types::Fd(fd), BUFFER_GROUP)
+            .build()
+            .user_data(user_data(slot, OP_RECV));
+    }
     opcode::Recv::new(
         types::Fd(fd),
         std::ptr::null_mut(),
@@ -766,7 +1038,7 @@ impl LoopIo for Uring {
         }
         let completion_io = stream.completion_io();
         let io = &mut self.slots[slot];
-        debug_assert!(!io.in_flight() && io.retired.is_none());
+        debug_assert!(!io.in_flight() && !io.recv_cancelling && io.retired.is_none());
         io.attached = completion_io;
         completion_io
     }
@@ -786,6 +1058,7 @@ impl LoopIo for Uring {
             return outcome;
         }
         let fd = connection.fd();
+        let multishot = self.multishot;
         let mut send = None;
         if !io.send_in_flight {
             match connection.take_output(ctx, &mut io.sending) {
@@ -808,7 +1081,7 @@ impl LoopIo for Uring {
             self.push(entry);
         }
         if recv {
-            self.push(recv_entry(slot, fd));
+            self.push(recv_entry(slot, fd, multishot));
         }
         outcome
     }
@@ -821,7 +1094,6 @@ impl LoopIo for Uring {
             io.sent = 0;
             return Some(connection);
         }
-        let recv = io.recv_in_flight;
         if !io.send_in_flight {
             // Not the kernel's: nothing of it may reach the slot's next connection.
             io.sending.clear();
@@ -829,13 +1101,9 @@ impl LoopIo for Uring {
         }
         io.retired = Some(connection);
         // A send in flight finishes (or fails when the peer goes): the epoll loop, too,
-        // writes a closing connection's last replies before closing it.
-        if recv {
-            let cancel = opcode::AsyncCancel::new(user_data(slot, OP_RECV))
-                .build()
-                .user_data(user_data(slot, OP_CANCEL));
-            self.push(cancel);
-        }
+        // writes a closing connection's last replies before closing it. A receive is
+        // cancelled (unless it already is); the slot is freed at its final completion.
+        self.cancel_recv(slot);
         None
     }
 
