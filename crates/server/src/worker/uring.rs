@@ -5,7 +5,9 @@
 //! receive and send the last turn asked for, across all of the worker's connections, and
 //! waits for at least one completion. The completions are then handed to the same
 //! connection state machine the epoll loop drives (`Connection::receive`, `service`,
-//! `take_output`), so the protocols cannot tell the loops apart.
+//! `take_output`), so the protocols cannot tell the loops apart. The kernel's work for
+//! those completions runs inside that same `io_uring_enter` ([`TaskRun`]), never by
+//! interrupting the worker.
 //!
 //! - **Receive**: into a buffer chosen by the kernel from a provided buffer ring
 //!   (`IORING_REGISTER_PBUF_RING`, Linux 5.19). The bytes are copied into the
@@ -215,17 +217,56 @@ fn user_data(slot: usize, op: u64) -> u64 {
     ((slot as u64) << 8) | op
 }
 
-/// The set-up every worker's ring (and the start-up probe's) is made with.
-///
-/// COOP_TASKRUN (Linux 5.19): completions are not delivered by interrupting the worker
-/// (an inter-processor interrupt and a task-work run per completion) but at its next
-/// entry to the kernel, which the loop makes every turn anyway. (SINGLE_ISSUER would tie
-/// the ring to the thread that makes it, the main thread, and the worker's submissions
-/// would fail with EEXIST.)
-fn ring_builder() -> io_uring::Builder {
+/// How a ring hands completions to its worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TaskRun {
+    /// DEFER_TASKRUN (Linux 6.1), with SINGLE_ISSUER: the kernel's work for the ring's
+    /// operations (a socket's data arriving for a receive, a send's end) is queued for the
+    /// worker and run only inside the worker's own `io_uring_enter` that waits for
+    /// completions, in one batch, never by interrupting the worker or on another CPU. The
+    /// ring is made disabled (R_DISABLED) on the thread that starts the worker and enabled
+    /// by the worker's first turn: SINGLE_ISSUER ties it to the thread that enables it.
+    /// TASKRUN_FLAG marks the ring when work waits, so that a turn that does not wait
+    /// (a yielded connection's) still enters the kernel to run it.
+    Deferred,
+    /// COOP_TASKRUN (Linux 5.19), where DEFER_TASKRUN is refused: the same work runs at the
+    /// worker's next entry to the kernel rather than by an inter-processor interrupt.
+    Cooperative,
+}
+
+/// The builder of every worker's ring (and the start-up probe's) for `task_run`.
+fn ring_builder(task_run: TaskRun) -> io_uring::Builder {
     let mut builder = IoUring::builder();
-    builder.setup_coop_taskrun();
+    match task_run {
+        TaskRun::Deferred => {
+            builder
+                .setup_single_issuer()
+                .setup_defer_taskrun()
+                .setup_taskrun_flag()
+                .setup_r_disabled();
+        }
+        TaskRun::Cooperative => {
+            builder.setup_coop_taskrun();
+        }
+    }
     builder
+}
+
+/// A ring of `entries` submissions (and twice as many completions), deferred task work
+/// if the kernel takes it, else cooperative (a kernel before 6.1 refuses the flags with
+/// EINVAL).
+fn build_ring(entries: u32) -> std::io::Result<(IoUring, TaskRun)> {
+    match ring_builder(TaskRun::Deferred)
+        .setup_cqsize(entries * 2)
+        .build(entries)
+    {
+        Ok(ring) => Ok((ring, TaskRun::Deferred)),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => ring_builder(TaskRun::Cooperative)
+            .setup_cqsize(entries * 2)
+            .build(entries)
+            .map(|ring| (ring, TaskRun::Cooperative)),
+        Err(e) => Err(e),
+    }
 }
 
 /// Checks that this kernel and its sandbox let the server run the io_uring loop: a ring
@@ -233,9 +274,13 @@ fn ring_builder() -> io_uring::Builder {
 /// it), the operations the loop uses exist, and provided buffer rings (Linux 5.19) can be
 /// registered. The error says what is missing.
 pub fn probe() -> Result<(), String> {
-    let ring = ring_builder()
-        .build(8)
+    let (ring, task_run) = build_ring(8)
         .map_err(|e| format!("io_uring_setup failed (COOP_TASKRUN needs Linux 5.19): {e}"))?;
+    if task_run == TaskRun::Deferred {
+        ring.submitter()
+            .register_enable_rings()
+            .map_err(|e| format!("a disabled io_uring cannot be enabled: {e}"))?;
+    }
     let mut probe = io_uring::Probe::new();
     ring.submitter()
         .register_probe(&mut probe)
@@ -269,9 +314,12 @@ pub fn probe_multishot_recv() -> Result<(), String> {
     const PROBE_CANCEL: u64 = 2;
     // Declared before the ring: dropped after it (the ring unregisters the buffers).
     let buffers = BufRing::new(2, 64).map_err(|e| format!("provided buffer ring: {e}"))?;
-    let mut ring = ring_builder()
-        .build(8)
-        .map_err(|e| format!("io_uring_setup failed: {e}"))?;
+    let (mut ring, task_run) = build_ring(8).map_err(|e| format!("io_uring_setup failed: {e}"))?;
+    if task_run == TaskRun::Deferred {
+        ring.submitter()
+            .register_enable_rings()
+            .map_err(|e| format!("a disabled io_uring cannot be enabled: {e}"))?;
+    }
     buffers
         .register(&ring)
         .map_err(|e| format!("provided buffer rings unavailable: {e}"))?;
@@ -508,15 +556,15 @@ pub struct Uring {
     /// that many completions more than one, so that a send finishing at once does not end
     /// the wait (which would cost a second system call per request).
     quiet_sends: u32,
+    /// How the ring delivers completions; a `Deferred` ring is enabled by `run`.
+    task_run: TaskRun,
 }
 
 impl Uring {
     /// A worker's ring; `recv` is resolved at start-up (`Multishot` only where
     /// [`probe_multishot_recv`] passed; `Auto` is taken as `Single`).
     pub fn new(poll: &Poll, recv: IoUringRecv) -> std::io::Result<Uring> {
-        let ring = ring_builder()
-            .setup_cqsize(RING_ENTRIES * 2)
-            .build(RING_ENTRIES)?;
+        let (ring, task_run) = build_ring(RING_ENTRIES)?;
         let buffers = BufRing::new(RECV_BUFFERS, RECV_BUFFER_BYTES)?;
         buffers.register(&ring)?;
         Ok(Uring {
@@ -529,6 +577,7 @@ impl Uring {
             overflow: Vec::new(),
             multishot: recv == IoUringRecv::Multishot,
             quiet_sends: 0,
+            task_run,
         })
     }
 
@@ -654,6 +703,14 @@ impl Uring {
         let quiet_timeout = types::Timespec::from(QUIET_SEND_WAIT_MAX);
         let valgrind_slice = types::Timespec::from(VALGRIND_WAIT_SLICE);
         let under_valgrind = running_under_valgrind();
+        if self.task_run == TaskRun::Deferred {
+            // Made disabled on the thread that spawned the worker: this thread becomes
+            // its single issuer.
+            if let Err(e) = self.ring.submitter().register_enable_rings() {
+                eprintln!("fogcached: worker cannot enable its io_uring: {e}");
+                return;
+            }
+        }
         loop {
             if !self.poll_armed {
                 self.arm_poll();
