@@ -360,11 +360,16 @@ fn resolve_io_engine(asked: IoEngine, verbosity: u32) -> anyhow::Result<IoEngine
     let engine = match asked {
         IoEngine::Epoll => IoEngine::Epoll,
         IoEngine::IoUring => {
-            probe_io_uring().map_err(|reason| anyhow::anyhow!("--io-engine io-uring: {reason}"))?;
+            let task_run = probe_io_uring()
+                .map_err(|reason| anyhow::anyhow!("--io-engine io-uring: {reason}"))?;
+            say_task_run(task_run, verbosity);
             IoEngine::IoUring
         }
         IoEngine::Auto => match probe_io_uring() {
-            Ok(()) => IoEngine::IoUring,
+            Ok(task_run) => {
+                say_task_run(task_run, verbosity);
+                IoEngine::IoUring
+            }
             Err(reason) => {
                 if verbosity > 0 {
                     eprintln!("fogcached: io_uring not used ({reason}); the workers run epoll");
@@ -377,6 +382,13 @@ fn resolve_io_engine(asked: IoEngine, verbosity: u32) -> anyhow::Result<IoEngine
         eprintln!("fogcached: I/O engine {}", engine.name());
     }
     Ok(engine)
+}
+
+/// At `-v`: how the kernel runs the rings' completion work (`uring::TaskRun`).
+fn say_task_run(task_run: worker::TaskRun, verbosity: u32) {
+    if verbosity > 0 {
+        eprintln!("fogcached: io_uring task work {}", task_run.name());
+    }
 }
 
 /// How the io_uring loop receives: `--io-uring-recv auto` is multishot when

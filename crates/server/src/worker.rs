@@ -25,8 +25,8 @@ use mio::{Events, Interest, Poll, Token, Waker};
 mod uring;
 
 pub use uring::{
-    probe as probe_io_uring, probe_multishot_recv, IoEngine, IoUringRecv, IO_ENGINE_ENV,
-    IO_URING_RECV_ENV,
+    probe as probe_io_uring, probe_multishot_recv, IoEngine, IoUringRecv, TaskRun, IO_ENGINE_ENV,
+    IO_URING_RECV_ENV, IO_URING_TASKRUN_ENV,
 };
 
 use crate::connection::{Connection, Outcome, ServiceContext, INPUT_HEADROOM_BYTES};

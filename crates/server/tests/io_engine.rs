@@ -20,7 +20,7 @@ const WAIT: Duration = Duration::from_secs(15);
 fn engines(test: &str) -> Vec<(&'static str, &'static str)> {
     let mut engines = vec![("epoll", "epoll")];
     match probe_io_uring() {
-        Ok(()) => engines.push(("io-uring", "io_uring")),
+        Ok(_) => engines.push(("io-uring", "io_uring")),
         Err(reason) => skip!(test, "io_uring half: {reason}"),
     }
     engines
@@ -428,4 +428,97 @@ fn auto_falls_back_to_epoll_where_io_uring_is_forbidden() {
         });
         checked.join().expect("the check under the filter failed");
     }
+}
+
+/// This kernel's version as (major, minor), from /proc/sys/kernel/osrelease.
+fn kernel_version() -> Option<(u32, u32)> {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let mut parts = release.trim().split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// The rings run the kernel's completion work deferred, inside the worker's own wait,
+/// where the kernel has it (Linux 6.1), and cooperatively when
+/// FOGCACHED_IO_URING_TASKRUN=cooperative asks (the set-up of Linux 5.19 to 6.0, which the
+/// test suite also runs whole); `-v` says which, and both serve. An unknown value is named
+/// and the server runs epoll.
+#[test]
+fn the_rings_task_work_is_deferred_where_the_kernel_has_it_and_cooperative_on_request() {
+    const TEST: &str =
+        "the_rings_task_work_is_deferred_where_the_kernel_has_it_and_cooperative_on_request";
+    if let Err(reason) = probe_io_uring() {
+        skip!(TEST, "io_uring: {reason}");
+        return;
+    }
+    let binary = fogcached_binary().unwrap();
+    let binary = binary.to_str().unwrap();
+    let log_dir = std::env::temp_dir().join(format!("fogcached-taskrun-{}", std::process::id()));
+    std::fs::create_dir_all(&log_dir).unwrap();
+    let deferred_expected = kernel_version().is_some_and(|version| version >= (6, 1));
+    for (asked, expected) in [
+        (
+            "auto",
+            if deferred_expected {
+                Some("deferred")
+            } else {
+                None
+            },
+        ),
+        ("cooperative", Some("cooperative")),
+    ] {
+        let log = log_dir.join(format!("{asked}.log"));
+        let value = std::ffi::OsString::from(asked);
+        let server = ServerProcess::start_logging(
+            binary,
+            &["--io-engine", "io-uring", "--slow-size", "0", "-v"],
+            &[("FOGCACHED_IO_URING_TASKRUN", value.as_os_str())],
+            Some(&log),
+        )
+        .unwrap();
+        let mut client = RawClient::connect(server.addr()).unwrap();
+        let value = value_for(asked, 70_000);
+        let mut request = set_request(asked, &value);
+        request.extend_from_slice(format!("get {asked}\r\n").as_bytes());
+        client.send(&request).unwrap();
+        let mut reply = b"STORED\r\n".to_vec();
+        reply.extend_from_slice(&get_reply(&[(asked, &value)]));
+        assert!(client.read_exact(reply.len()).unwrap() == reply, "{asked}");
+        server.stop().unwrap();
+        let text = std::fs::read_to_string(&log).unwrap();
+        let said = text
+            .lines()
+            .find_map(|line| line.strip_prefix("fogcached: io_uring task work "))
+            .unwrap_or_else(|| panic!("{asked}: -v never named the task work: {text}"));
+        match expected {
+            Some(expected) => assert_eq!(said, expected, "{asked}"),
+            None => assert!(["deferred", "cooperative"].contains(&said), "{said}"),
+        }
+    }
+    let port = testkit::free_port().unwrap().to_string();
+    let output = Command::new(binary)
+        .args(["-v", "--slow-size", "0", "-l", "127.0.0.1", "-p", &port])
+        .env("FOGCACHED_IO_URING_TASKRUN", "lazily")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It serves (under epoll): stop it once it listens, its reason said before.
+    let deadline = Instant::now() + WAIT;
+    while std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_err()
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = Command::new("kill").arg(output.id().to_string()).status();
+    let output = output.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("unknown FOGCACHED_IO_URING_TASKRUN=\"lazily\" (valid: auto, cooperative)")
+            && stderr.contains("the workers run epoll"),
+        "{stderr}"
+    );
+    let _ = std::fs::remove_dir_all(&log_dir);
 }

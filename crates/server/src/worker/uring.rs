@@ -217,9 +217,14 @@ fn user_data(slot: usize, op: u64) -> u64 {
     ((slot as u64) << 8) | op
 }
 
+/// The environment variable that makes every ring use cooperative task work even where
+/// the kernel takes deferred (`cooperative`; unset or `auto`: deferred where possible):
+/// the set-up a kernel from 5.19 to 6.0 gets, so that the test suite can run it here.
+pub const IO_URING_TASKRUN_ENV: &str = "FOGCACHED_IO_URING_TASKRUN";
+
 /// How a ring hands completions to its worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum TaskRun {
+pub enum TaskRun {
     /// DEFER_TASKRUN (Linux 6.1), with SINGLE_ISSUER: the kernel's work for the ring's
     /// operations (a socket's data arriving for a receive, a send's end) is queued for the
     /// worker and run only inside the worker's own `io_uring_enter` that waits for
@@ -232,6 +237,16 @@ enum TaskRun {
     /// COOP_TASKRUN (Linux 5.19), where DEFER_TASKRUN is refused: the same work runs at the
     /// worker's next entry to the kernel rather than by an inter-processor interrupt.
     Cooperative,
+}
+
+impl TaskRun {
+    /// How `-v` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskRun::Deferred => "deferred",
+            TaskRun::Cooperative => "cooperative",
+        }
+    }
 }
 
 /// The builder of every worker's ring (and the start-up probe's) for `task_run`.
@@ -256,6 +271,23 @@ fn ring_builder(task_run: TaskRun) -> io_uring::Builder {
 /// if the kernel takes it, else cooperative (a kernel before 6.1 refuses the flags with
 /// EINVAL).
 fn build_ring(entries: u32) -> std::io::Result<(IoUring, TaskRun)> {
+    let cooperative_only = match std::env::var(IO_URING_TASKRUN_ENV) {
+        Ok(value) if value == "cooperative" => true,
+        Ok(value) if value.is_empty() || value == "auto" => false,
+        Ok(value) => {
+            return Err(std::io::Error::new(
+                ErrorKind::InvalidInput,
+                format!("unknown {IO_URING_TASKRUN_ENV}={value:?} (valid: auto, cooperative)"),
+            ))
+        }
+        Err(_) => false,
+    };
+    if cooperative_only {
+        return ring_builder(TaskRun::Cooperative)
+            .setup_cqsize(entries * 2)
+            .build(entries)
+            .map(|ring| (ring, TaskRun::Cooperative));
+    }
     match ring_builder(TaskRun::Deferred)
         .setup_cqsize(entries * 2)
         .build(entries)
@@ -273,9 +305,11 @@ fn build_ring(entries: u32) -> std::io::Result<(IoUring, TaskRun)> {
 /// can be made with the loop's set-up flags (containers' seccomp profiles often forbid
 /// it), the operations the loop uses exist, and provided buffer rings (Linux 5.19) can be
 /// registered. The error says what is missing.
-pub fn probe() -> Result<(), String> {
-    let (ring, task_run) = build_ring(8)
-        .map_err(|e| format!("io_uring_setup failed (COOP_TASKRUN needs Linux 5.19): {e}"))?;
+pub fn probe() -> Result<TaskRun, String> {
+    let (ring, task_run) = build_ring(8).map_err(|e| match e.kind() {
+        ErrorKind::InvalidInput => e.to_string(),
+        _ => format!("io_uring_setup failed (COOP_TASKRUN needs Linux 5.19): {e}"),
+    })?;
     if task_run == TaskRun::Deferred {
         ring.submitter()
             .register_enable_rings()
@@ -301,7 +335,7 @@ pub fn probe() -> Result<(), String> {
     BufRing::new(2, 64)
         .and_then(|buffers| buffers.register(&ring))
         .map_err(|e| format!("provided buffer rings unavailable (Linux 5.19): {e}"))?;
-    Ok(())
+    Ok(task_run)
 }
 
 /// Checks that this kernel's io_uring has multishot receive (Linux 6.0; [`probe`] passed
