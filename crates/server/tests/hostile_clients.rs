@@ -16,7 +16,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use testkit::{escape, stat, RawClient, ServerProcess};
+use testkit::{escape, reset_on_close, stat, RawClient, ServerProcess};
 
 /// fogcached's tiers for these tests: a DRAM tier smaller than the witnesses, so they
 /// are in both tiers, and memcached's `-I` (1 MiB).
@@ -823,31 +823,6 @@ fn one_byte_at_a_time_is_answered_as_one_write() -> anyhow::Result<()> {
     assert_eq!(whole.reply[..16], dripped.reply[..16]);
     assert!(dripped.reply[..dripped.reply.len() - 24].ends_with(b"bin-dripvalue"));
     target.check_unharmed("one byte at a time")
-}
-
-/// Sets SO_LINGER to 0, so that closing the socket sends a reset, not a FIN.
-fn reset_on_close(stream: &TcpStream) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt on an open socket with a pointer to a live, correctly sized
-    // `linger`.
-    let rc = unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
 }
 
 #[test]

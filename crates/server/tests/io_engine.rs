@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use server::worker::probe_io_uring;
-use testkit::{fogcached_binary, skip, stat, RawClient, ServerProcess};
+use testkit::{fogcached_binary, set_request, skip, stat, RawClient, ServerProcess};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -35,13 +35,6 @@ fn value_for(key: &str, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| b'a' + ((seed as usize + i * 7) % 26) as u8)
         .collect()
-}
-
-fn set_request(key: &str, value: &[u8]) -> Vec<u8> {
-    let mut request = format!("set {key} 0 0 {}\r\n", value.len()).into_bytes();
-    request.extend_from_slice(value);
-    request.extend_from_slice(b"\r\n");
-    request
 }
 
 fn get_reply(hits: &[(&str, &[u8])]) -> Vec<u8> {

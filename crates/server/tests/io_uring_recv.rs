@@ -13,7 +13,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use server::worker::{probe_io_uring, probe_multishot_recv};
-use testkit::{fogcached_binary, skip, stat, RawClient, ServerProcess};
+use testkit::{
+    fogcached_binary, reset_on_close, set_request, skip, stat, RawClient, ServerProcess,
+};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -57,13 +59,6 @@ fn value_for(k: usize, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| b'a' + ((k * 7 + i * 3) % 26) as u8)
         .collect()
-}
-
-fn set_request(key: &str, value: &[u8]) -> Vec<u8> {
-    let mut request = format!("set {key} 0 0 {}\r\n", value.len()).into_bytes();
-    request.extend_from_slice(value);
-    request.extend_from_slice(b"\r\n");
-    request
 }
 
 fn value_reply(key: &str, value: &[u8]) -> Vec<u8> {
@@ -268,26 +263,6 @@ fn a_client_that_does_not_read_stays_bounded_and_then_gets_every_reply_in_order(
     }
 }
 
-/// Closes `stream` with a reset (SO_LINGER 0) rather than a FIN.
-fn reset(stream: TcpStream) {
-    use std::os::fd::AsRawFd;
-    let linger = libc::linger {
-        l_onoff: 1,
-        l_linger: 0,
-    };
-    // SAFETY: setsockopt(2) on a socket this function owns, with a valid `linger`.
-    unsafe {
-        libc::setsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_LINGER,
-            (&linger as *const libc::linger).cast(),
-            std::mem::size_of::<libc::linger>() as libc::socklen_t,
-        );
-    }
-    drop(stream);
-}
-
 /// (b) Connections keep opening and closing with data in flight both ways (pipelined
 /// requests unanswered, replies unread, half a request, a reset) while other clients
 /// keep getting exactly their own replies: a closed connection's slot, whose multishot
@@ -344,7 +319,8 @@ fn connections_closing_with_data_in_flight_leave_the_others_their_own_replies() 
                             let _ = stream.read(&mut some);
                         }
                         if churns % 4 == 1 {
-                            reset(stream);
+                            let _ = reset_on_close(&stream);
+                            drop(stream);
                         } else {
                             drop(stream);
                         }

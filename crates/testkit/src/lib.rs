@@ -344,6 +344,40 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// The text protocol's `set` of `key` to `value` (flags 0, no expiry), as bytes to send.
+pub fn set_request(key: &str, value: &[u8]) -> Vec<u8> {
+    let mut request = format!("set {key} 0 0 {}\r\n", value.len()).into_bytes();
+    request.extend_from_slice(value);
+    request.extend_from_slice(b"\r\n");
+    request
+}
+
+/// Sets SO_LINGER to 0 on `stream`, so that closing it sends a reset, not a FIN (a client
+/// that vanishes mid-conversation).
+pub fn reset_on_close(stream: &TcpStream) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on an open socket with a pointer to a live, correctly sized
+    // `linger`.
+    let rc = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// A port that was free a moment ago (the kernel picks it; it is released at once).
 pub fn free_port() -> anyhow::Result<u16> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("probing a free port")?;
