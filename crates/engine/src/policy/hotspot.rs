@@ -600,52 +600,116 @@ impl Hotspot {
         }
     }
 
-    /// A DRAM item's counter after an access, and the queue it now belongs in; relinks it
-    /// there if the class lock is free (the maintainer's victim search fixes it
-    /// otherwise). Returns whether the header's access word changed, and the counter's
-    /// step (the hyperbolic policy's raw count does not feed the reassignment, which it
-    /// leaves to the automover).
-    fn dram_access(
+    /// A hit on a DRAM item under the multi-queue (the common GET): the counter and the
+    /// access time, the queue the counter now belongs in (relinked there if the class
+    /// lock is free: the maintainer's victim search fixes it otherwise), ACTIVE and
+    /// FETCHED, the reassignment histogram, and the header write charged once. Returns
+    /// whether the header's access word changed.
+    ///
+    /// Inlined into the read path (`Engine::read`): out of line, the call, its argument
+    /// set-up and its saved registers cost ~30 instructions a hit. One load of the state word serves the queue, ACTIVE and FETCHED
+    /// checks (a relink changes only the queue bits). Hyperbolic DRAM and slow-tier
+    /// items take [`Hotspot::other_access`].
+    #[inline(always)]
+    fn dram_hit(&self, tier: &Tier, addr: ItemAddr, class_id: usize, now_s: u32) -> bool {
+        let h = tier.mem.header(addr);
+        // The step's `after` is the count now (reading it back would decay the byte
+        // twice more, ~50 instructions a hit).
+        let (mut dirty, step) = self.periods.record_step(h, now_s);
+        let bits = h.state.load(Ordering::Relaxed);
+        let segment = usize::from((bits & state::SEG_MASK) >> state::SEG_SHIFT);
+        let due = queue_of(step.after, self.queues);
+        let mut set = 0;
+        if due != segment {
+            self.relink_hit(tier, addr, class_id, h, due);
+        } else if bits & state::ACTIVE == 0 {
+            set |= state::ACTIVE;
+        }
+        if bits & state::FETCHED == 0 {
+            set |= state::FETCHED;
+        }
+        if set != 0 {
+            h.set(set);
+            dirty = true;
+        }
+        self.record_reached(class_id, step);
+        if dirty {
+            tier.mem.charge_header_write(addr, header_bytes::ACCESS);
+        }
+        dirty
+    }
+
+    /// A hit moved a DRAM item's counter to queue `due`: relinks it there if the class
+    /// lock is free (out of line: most hits stay in their queue).
+    #[inline(never)]
+    fn relink_hit(&self, tier: &Tier, addr: ItemAddr, class_id: usize, h: &ItemHeader, due: usize) {
+        if let Some(mut cs) = tier.classes[class_id].0.try_lock() {
+            if h.has(state::LINKED) {
+                super::slru::move_to(tier, &mut cs, addr, due);
+            }
+        }
+    }
+
+    /// A hit on a hyperbolic DRAM item (its count since it entered DRAM, which does not
+    /// feed the reassignment) or on a slow-tier item (its counter and reference bit in
+    /// the index descriptor). Returns whether it charged a write of the header's access
+    /// word.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn other_access(
         &self,
+        e: &Engine,
         tier: &Tier,
         addr: ItemAddr,
         class_id: usize,
-        h: &ItemHeader,
         now_s: u32,
-    ) -> (bool, CountStep) {
-        if self.hyperbolic {
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+    ) -> bool {
+        let item = tier.mem.item(addr);
+        let h = item.header();
+        if tier.id == TierId::Dram {
+            debug_assert!(self.hyperbolic, "a multi-queue DRAM hit takes dram_hit");
             let accesses = h.access.load(Ordering::Relaxed);
             h.access
                 .store(accesses.saturating_add(1), Ordering::Relaxed);
             h.last_access_s.store(now_s, Ordering::Relaxed);
             h.set(state::FETCHED);
-            let count = accesses.min(COUNT_MAX);
-            let step = CountStep {
-                first_in_period: false,
-                before: count,
-                after: count,
-            };
-            return (true, step);
+            item.charge_header_write(header_bytes::ACCESS);
+            return true;
         }
-        // The step's `after` is the count now (reading it back would decay the byte
-        // twice more, ~50 instructions a hit).
-        let (mut dirty, step) = self.periods.record_step(h, now_s);
-        let due = queue_of(step.after, self.queues);
-        if due != h.segment() {
-            if let Some(mut cs) = tier.classes[class_id].0.try_lock() {
-                if h.has(state::LINKED) {
-                    super::slru::move_to(tier, &mut cs, addr, due);
-                }
-            }
-        } else if !h.has(state::ACTIVE) {
-            h.set(state::ACTIVE);
-            dirty = true;
-        }
+        // A slow-tier item: the counter and the reference bit live in DRAM.
+        let step = Index::with_policy_bits(table, key_hash, addr, |byte, referenced| {
+            // No timestamp in the descriptor: the period bits are trusted.
+            let (accessed, step) = self.periods.accessed_step(*byte, now_s);
+            *byte = accessed;
+            *referenced = true;
+            step
+        });
+        let count = step.map_or(0, |s| s.after);
+        let mut dirty = false;
         if !h.has(state::FETCHED) {
             h.set(state::FETCHED);
+            h.last_access_s.store(now_s, Ordering::Relaxed);
+            dirty = true;
+        } else if now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed))
+            >= ITEM_UPDATE_INTERVAL_S
+        {
+            h.last_access_s.store(now_s, Ordering::Relaxed);
             dirty = true;
         }
-        (dirty, step)
+        if let Some(step) = step {
+            self.record_reached(class_id, step);
+        }
+        if e.migrating() && !h.has(state::QUEUED) && count > self.threshold(class_id) {
+            h.set(state::PROMOTE);
+            e.moves.offer(Direction::ToDram, &tier.mem, addr, false);
+            dirty = true;
+        }
+        if dirty {
+            item.charge_header_write(header_bytes::ACCESS);
+        }
+        dirty
     }
 }
 
@@ -745,6 +809,7 @@ impl Policy for Hotspot {
         }
     }
 
+    #[inline(always)]
     fn on_access(
         &self,
         e: &Engine,
@@ -755,48 +820,10 @@ impl Policy for Hotspot {
         table: &mut ShardGuard<'_>,
         key_hash: u32,
     ) -> bool {
-        let item = tier.mem.item(addr);
-        let h = item.header();
-        if tier.id == TierId::Dram {
-            let (dirty, step) = self.dram_access(tier, addr, class_id, h, now_s);
-            self.record_reached(class_id, step);
-            if dirty {
-                item.charge_header_write(header_bytes::ACCESS);
-            }
-            return dirty;
+        if tier.id == TierId::Dram && !self.hyperbolic {
+            return self.dram_hit(tier, addr, class_id, now_s);
         }
-        // A slow-tier item: the counter and the reference bit live in DRAM.
-        let step = Index::with_policy_bits(table, key_hash, addr, |byte, referenced| {
-            // No timestamp in the descriptor: the period bits are trusted.
-            let (accessed, step) = self.periods.accessed_step(*byte, now_s);
-            *byte = accessed;
-            *referenced = true;
-            step
-        });
-        let count = step.map_or(0, |s| s.after);
-        let mut dirty = false;
-        if !h.has(state::FETCHED) {
-            h.set(state::FETCHED);
-            h.last_access_s.store(now_s, Ordering::Relaxed);
-            dirty = true;
-        } else if now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed))
-            >= ITEM_UPDATE_INTERVAL_S
-        {
-            h.last_access_s.store(now_s, Ordering::Relaxed);
-            dirty = true;
-        }
-        if let Some(step) = step {
-            self.record_reached(class_id, step);
-        }
-        if e.migrating() && !h.has(state::QUEUED) && count > self.threshold(class_id) {
-            h.set(state::PROMOTE);
-            e.moves.offer(Direction::ToDram, &tier.mem, addr, false);
-            dirty = true;
-        }
-        if dirty {
-            item.charge_header_write(header_bytes::ACCESS);
-        }
-        dirty
+        self.other_access(e, tier, addr, class_id, now_s, table, key_hash)
     }
 
     fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
