@@ -491,7 +491,18 @@ fn the_rings_task_work_is_deferred_where_the_kernel_has_it_and_cooperative_on_re
     }
     let port = testkit::free_port().unwrap().to_string();
     let output = Command::new(binary)
-        .args(["-v", "--slow-size", "0", "-l", "127.0.0.1", "-p", &port])
+        .args([
+            "-v",
+            "--io-engine",
+            "auto",
+            "--slow-size",
+            "0",
+            "-l",
+            "127.0.0.1",
+            "-p",
+            &port,
+        ])
+        .env_remove("FOGCACHED_IO_ENGINE")
         .env("FOGCACHED_IO_URING_TASKRUN", "lazily")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
