@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use testkit::{stat, RawClient, ServerProcess};
+use testkit::{proc_status_kib, stat, RawClient, ServerProcess};
 
 /// The run phase: long enough for several maintainer and migration rounds after the
 /// load, short enough for CI.
@@ -21,14 +21,6 @@ const SOAK_TIMEOUT: Duration = Duration::from_secs(240);
 /// Resident memory may grow this much from the first sample of the run phase's second
 /// half to its end (allocator noise), beyond 5 %.
 const RSS_SLACK_KIB: u64 = 8 * 1024;
-
-fn vm_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-}
 
 fn stat_u64(stats: &[(String, String)], name: &str) -> u64 {
     stat(stats, name)
@@ -55,7 +47,7 @@ fn a_verified_mixed_load_over_migrating_tiers_loses_nothing_and_keeps_memory_fla
             let started = Instant::now();
             let mut samples = Vec::new();
             while !stop.load(Ordering::Relaxed) {
-                if let Some(kib) = vm_rss_kib(pid) {
+                if let Ok(kib) = proc_status_kib(pid, "VmRSS") {
                     samples.push((started.elapsed(), kib));
                 }
                 std::thread::sleep(Duration::from_millis(250));

@@ -11,7 +11,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use server::worker::probe_io_uring;
-use testkit::{fogcached_binary, set_request, skip, stat, RawClient, ServerProcess};
+use testkit::{
+    fogcached_binary, fogcached_refusal, set_request, skip, stat, RawClient, ServerProcess,
+};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -277,17 +279,8 @@ fn auto_chooses_io_uring_exactly_when_the_kernel_allows_it() {
 #[test]
 fn a_name_that_is_not_a_loop_is_refused_with_the_valid_ones() {
     let run = |args: &[&str], env: Option<&str>| {
-        let mut command = Command::new(fogcached_binary().unwrap());
-        command.args(args).args(["--slow-size", "0", "-p", "0"]);
-        command.env_remove("FOGCACHED_IO_ENGINE");
-        if let Some(value) = env {
-            command.env("FOGCACHED_IO_ENGINE", value);
-        }
-        let output = command.stdin(Stdio::null()).output().unwrap();
-        (
-            output.status.code(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
+        let run = fogcached_refusal(args, ("FOGCACHED_IO_ENGINE", env)).unwrap();
+        (run.code, run.output)
     };
     let (code, stderr) = run(&["--io-engine", "kqueue"], None);
     assert_eq!(code, Some(64), "{stderr}");

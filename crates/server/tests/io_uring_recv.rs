@@ -9,12 +9,12 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use server::worker::{probe_io_uring, probe_multishot_recv};
 use testkit::{
-    fogcached_binary, reset_on_close, set_request, skip, stat, RawClient, ServerProcess,
+    fogcached_refusal, proc_status_kib, reset_on_close, set_request, skip, stat, RawClient,
+    ServerProcess,
 };
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -42,16 +42,6 @@ fn loops(test: &str) -> Vec<(Vec<&'static str>, &'static str, &'static str)> {
         Err(reason) => skip!(test, "multishot half: {reason}"),
     }
     loops
-}
-
-/// A `kB` field of /proc/<pid>/status.
-fn proc_status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"))
 }
 
 /// Deterministic value bytes of `len` for key number `k` (no `\r\n` inside).
@@ -129,7 +119,7 @@ fn a_client_that_does_not_read_stays_bounded_and_then_gets_every_reply_in_order(
             let stats = client.stats("").unwrap();
             stat(&stats, "bytes_read").unwrap().parse().unwrap()
         };
-        let rss_before_kib = proc_status_kib(pid, "VmRSS");
+        let rss_before_kib = proc_status_kib(pid, "VmRSS").unwrap();
 
         let mut stream = TcpStream::connect(server.addr()).unwrap();
         stream.set_nonblocking(true).unwrap();
@@ -144,7 +134,7 @@ fn a_client_that_does_not_read_stays_bounded_and_then_gets_every_reply_in_order(
         let mut blocked_since: Option<Instant> = None;
         let started = Instant::now();
         loop {
-            rss_peak_kib = rss_peak_kib.max(proc_status_kib(pid, "VmRSS"));
+            rss_peak_kib = rss_peak_kib.max(proc_status_kib(pid, "VmRSS").unwrap());
             if blocked_since.is_some_and(|since| since.elapsed() >= WRITES_BLOCKED_FOR) {
                 break;
             }
@@ -187,7 +177,7 @@ fn a_client_that_does_not_read_stays_bounded_and_then_gets_every_reply_in_order(
              backed up",
             read_later - read_then
         );
-        let rss_after_kib = proc_status_kib(pid, "VmRSS");
+        let rss_after_kib = proc_status_kib(pid, "VmRSS").unwrap();
         rss_peak_kib = rss_peak_kib.max(rss_after_kib);
         println!(
             "{flags:?}: {sent}+ requests pipelined; server RSS {rss_before_kib} KiB before, \
@@ -437,17 +427,8 @@ fn stats_settings_and_the_start_up_log_show_the_receive() {
         server.stop().unwrap();
     }
     let run = |args: &[&str], env: Option<&str>| {
-        let mut command = Command::new(fogcached_binary().unwrap());
-        command.args(args).args(["--slow-size", "0", "-p", "0"]);
-        command.env_remove("FOGCACHED_IO_URING_RECV");
-        if let Some(value) = env {
-            command.env("FOGCACHED_IO_URING_RECV", value);
-        }
-        let output = command.stdin(Stdio::null()).output().unwrap();
-        (
-            output.status.code(),
-            String::from_utf8_lossy(&output.stderr).into_owned(),
-        )
+        let run = fogcached_refusal(args, ("FOGCACHED_IO_URING_RECV", env)).unwrap();
+        (run.code, run.output)
     };
     let (code, stderr) = run(&["--io-uring-recv", "twice"], None);
     assert_eq!(code, Some(64), "{stderr}");

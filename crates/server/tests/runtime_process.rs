@@ -7,21 +7,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use server::session::SERVER_VERSION;
-use testkit::{fogcached_binary, stat, RawClient, ServerProcess};
+use testkit::{fogcached_binary, proc_status_kib, stat, RawClient, ServerProcess};
 
 fn version_reply() -> Vec<u8> {
     format!("VERSION {SERVER_VERSION}\r\n").into_bytes()
-}
-
-/// A `kB` field of /proc/<pid>/status (Linux): `VmRSS` (resident memory now), `VmHWM`
-/// (its peak so far).
-fn proc_status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/{pid}/status"))
 }
 
 /// The resident memory of a process now.

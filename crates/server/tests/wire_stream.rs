@@ -8,18 +8,7 @@ use std::net::Shutdown;
 use std::time::{Duration, Instant};
 
 use server::connection::OUTPUT_HIGH_WATER_BYTES;
-use testkit::{stat, RawClient, ServerProcess};
-
-/// A `kB` field of /proc/<pid>/status (Linux): `VmRSS` (resident memory now), `VmHWM`
-/// (its peak so far).
-fn proc_status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/{pid}/status"))
-}
+use testkit::{proc_status_kib, stat, RawClient, ServerProcess};
 
 /// The value stored under key `index`: its index up front and a letter of its own after,
 /// so that a block sent for the wrong key or cut short does not compare equal.

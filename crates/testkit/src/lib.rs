@@ -377,6 +377,34 @@ pub fn reset_on_close(stream: &TcpStream) -> std::io::Result<()> {
         Err(std::io::Error::last_os_error())
     }
 }
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, `RssAnon`, ...), in KiB.
+pub fn proc_status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| anyhow!("no {field} in /proc/{pid}/status"))
+}
+
+/// How long [`fogcached_refusal`] lets the server run before it kills it (a server that
+/// does not refuse to start would otherwise serve on).
+const REFUSAL_WAIT: Duration = Duration::from_secs(10);
+
+/// fogcached started with `args` (and `--slow-size 0 -p 0`), the environment variable
+/// `env.0` set to `env.1` (or removed when `None`), run until it exits, at most
+/// [`REFUSAL_WAIT`]: its exit code (`None` when it had to be killed) and what it printed.
+/// For start-up refusals of a bad flag or environment value.
+pub fn fogcached_refusal(args: &[&str], env: (&str, Option<&str>)) -> anyhow::Result<ToolRun> {
+    let mut command = Command::new(fogcached_binary()?);
+    command.args(args).args(["--slow-size", "0", "-p", "0"]);
+    match env {
+        (name, Some(value)) => command.env(name, value),
+        (name, None) => command.env_remove(name),
+    };
+    run_bounded(&mut command, REFUSAL_WAIT)
+}
 
 /// A port that was free a moment ago (the kernel picks it; it is released at once).
 pub fn free_port() -> anyhow::Result<u16> {

@@ -268,36 +268,35 @@ fn ring_builder(task_run: TaskRun) -> io_uring::Builder {
 }
 
 /// A ring of `entries` submissions (and twice as many completions), deferred task work
-/// if the kernel takes it, else cooperative (a kernel before 6.1 refuses the flags with
-/// EINVAL).
+/// if the kernel takes it (a kernel before 6.1 refuses the flags with EINVAL) and
+/// [`IO_URING_TASKRUN_ENV`] does not ask for cooperative, else cooperative. A deferred
+/// ring is disabled until [`enable_on_this_thread`].
 fn build_ring(entries: u32) -> std::io::Result<(IoUring, TaskRun)> {
-    let cooperative_only = match std::env::var(IO_URING_TASKRUN_ENV) {
-        Ok(value) if value == "cooperative" => true,
-        Ok(value) if value.is_empty() || value == "auto" => false,
-        Ok(value) => {
-            return Err(std::io::Error::new(
-                ErrorKind::InvalidInput,
-                format!("unknown {IO_URING_TASKRUN_ENV}={value:?} (valid: auto, cooperative)"),
-            ))
-        }
-        Err(_) => false,
+    let build = |task_run: TaskRun| {
+        ring_builder(task_run)
+            .setup_cqsize(entries * 2)
+            .build(entries)
+            .map(|ring| (ring, task_run))
     };
-    if cooperative_only {
-        return ring_builder(TaskRun::Cooperative)
-            .setup_cqsize(entries * 2)
-            .build(entries)
-            .map(|ring| (ring, TaskRun::Cooperative));
+    match std::env::var(IO_URING_TASKRUN_ENV).as_deref() {
+        Ok("cooperative") => build(TaskRun::Cooperative),
+        Ok("" | "auto") | Err(_) => match build(TaskRun::Deferred) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => build(TaskRun::Cooperative),
+            built => built,
+        },
+        Ok(value) => Err(std::io::Error::new(
+            ErrorKind::InvalidInput,
+            format!("unknown {IO_URING_TASKRUN_ENV}={value:?} (valid: auto, cooperative)"),
+        )),
     }
-    match ring_builder(TaskRun::Deferred)
-        .setup_cqsize(entries * 2)
-        .build(entries)
-    {
-        Ok(ring) => Ok((ring, TaskRun::Deferred)),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => ring_builder(TaskRun::Cooperative)
-            .setup_cqsize(entries * 2)
-            .build(entries)
-            .map(|ring| (ring, TaskRun::Cooperative)),
-        Err(e) => Err(e),
+}
+
+/// Makes the calling thread a deferred ring's single issuer (a cooperative ring is
+/// enabled already).
+fn enable_on_this_thread(ring: &IoUring, task_run: TaskRun) -> std::io::Result<()> {
+    match task_run {
+        TaskRun::Deferred => ring.submitter().register_enable_rings(),
+        TaskRun::Cooperative => Ok(()),
     }
 }
 
@@ -310,11 +309,8 @@ pub fn probe() -> Result<TaskRun, String> {
         ErrorKind::InvalidInput => e.to_string(),
         _ => format!("io_uring_setup failed (COOP_TASKRUN needs Linux 5.19): {e}"),
     })?;
-    if task_run == TaskRun::Deferred {
-        ring.submitter()
-            .register_enable_rings()
-            .map_err(|e| format!("a disabled io_uring cannot be enabled: {e}"))?;
-    }
+    enable_on_this_thread(&ring, task_run)
+        .map_err(|e| format!("a disabled io_uring cannot be enabled: {e}"))?;
     let mut probe = io_uring::Probe::new();
     ring.submitter()
         .register_probe(&mut probe)
@@ -349,11 +345,8 @@ pub fn probe_multishot_recv() -> Result<(), String> {
     // Declared before the ring: dropped after it (the ring unregisters the buffers).
     let buffers = BufRing::new(2, 64).map_err(|e| format!("provided buffer ring: {e}"))?;
     let (mut ring, task_run) = build_ring(8).map_err(|e| format!("io_uring_setup failed: {e}"))?;
-    if task_run == TaskRun::Deferred {
-        ring.submitter()
-            .register_enable_rings()
-            .map_err(|e| format!("a disabled io_uring cannot be enabled: {e}"))?;
-    }
+    enable_on_this_thread(&ring, task_run)
+        .map_err(|e| format!("a disabled io_uring cannot be enabled: {e}"))?;
     buffers
         .register(&ring)
         .map_err(|e| format!("provided buffer rings unavailable: {e}"))?;
@@ -737,13 +730,10 @@ impl Uring {
         let quiet_timeout = types::Timespec::from(QUIET_SEND_WAIT_MAX);
         let valgrind_slice = types::Timespec::from(VALGRIND_WAIT_SLICE);
         let under_valgrind = running_under_valgrind();
-        if self.task_run == TaskRun::Deferred {
-            // Made disabled on the thread that spawned the worker: this thread becomes
-            // its single issuer.
-            if let Err(e) = self.ring.submitter().register_enable_rings() {
-                eprintln!("fogcached: worker cannot enable its io_uring: {e}");
-                return;
-            }
+        // Made on the thread that spawned the worker: this thread becomes its issuer.
+        if let Err(e) = enable_on_this_thread(&self.ring, self.task_run) {
+            eprintln!("fogcached: worker cannot enable its io_uring: {e}");
+            return;
         }
         loop {
             if !self.poll_armed {
