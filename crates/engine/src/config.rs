@@ -87,9 +87,12 @@ pub struct EngineConfig {
     /// promotion admission compares (HMCached's logical period); 0 = twice the number
     /// of items in DRAM (re-read every maintainer pass).
     pub access_period_requests: u64,
-    /// `--slow-pool-reset`: format the slow tier's pool file anew, discarding what it
-    /// holds, instead of recovering it (or refusing one of another geometry).
+    /// `--slow-pool-reset`: format the slow tier's pool anew, discarding what it holds,
+    /// even when it would be recovered. Never a file that is not a fogcached pool.
     pub slow_pool_reset: bool,
+    /// `--slow-pool-mismatch`: what a start does with a pool written with other settings
+    /// (or another format version, or a damaged header): start cold, or refuse.
+    pub slow_pool_mismatch: PoolMismatch,
     /// `--slow-durability`: what a pool on a plain file survives (see `pool.rs`).
     pub slow_durability: Durability,
     /// `--promotion-margin`: while DRAM is full, a promotion is admitted only if the
@@ -157,6 +160,39 @@ impl PlacementPolicy {
             PlacementPolicy::TwoLevel => "two-level",
             PlacementPolicy::Hotspot => "hotspot",
             PlacementPolicy::Hyperbolic => "hyperbolic",
+        }
+    }
+}
+
+/// `--slow-pool-mismatch`: what a start does with a pool it cannot read as it is (written
+/// with other settings, by another format version, or with a damaged header). A file
+/// that is not a fogcached pool at all is refused whatever this says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum PoolMismatch {
+    /// Format it anew and start with a clean cache, saying why (memcached's restart file
+    /// does the same): a changed flag never keeps a cache down.
+    #[default]
+    Reset,
+    /// Refuse to start, leaving the pool as it was, for operators who would rather go
+    /// back to the old settings than lose the items.
+    Refuse,
+}
+
+impl PoolMismatch {
+    pub const NAMES: [&'static str; 2] = ["reset", "refuse"];
+
+    pub fn parse(name: &str) -> Option<PoolMismatch> {
+        match name {
+            "reset" => Some(PoolMismatch::Reset),
+            "refuse" => Some(PoolMismatch::Refuse),
+            _ => None,
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            PoolMismatch::Reset => "reset",
+            PoolMismatch::Refuse => "refuse",
         }
     }
 }
@@ -277,6 +313,7 @@ impl Default for EngineConfig {
             migration_threads: 1,
             access_period_requests: 0,
             slow_pool_reset: false,
+            slow_pool_mismatch: PoolMismatch::Reset,
             slow_durability: Durability::Auto,
             promotion_margin: 3,
             mq_queues: MQ_QUEUES_MAX,

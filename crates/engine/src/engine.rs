@@ -32,7 +32,7 @@ use crate::index::Index;
 use crate::item::{ItemAddr, ItemHeader, ItemMemory, ITEM_HEADER_BYTES};
 use crate::moves::Migration;
 use crate::policy::{AnyPolicy, Policy};
-use crate::pool::{self, PendingFlush, Pool, PoolGeometry};
+use crate::pool::{self, PendingFlush, Pool, PoolGeometry, PoolSettings};
 use crate::recovery::RecoveryReport;
 use crate::slab::{ClassState, Geometry, PagePool};
 use crate::stats::Counters;
@@ -231,8 +231,25 @@ impl Engine {
         if let Some(spec) = &config.slow_tier {
             let pages = spec.size_bytes / SLAB_PAGE_SIZE_BYTES;
             if pages > 0 {
+                let settings = PoolSettings::new(&config);
+                let describe = match &spec.backing {
+                    tier::RegionBacking::File { path } => path.display().to_string(),
+                    other => format!("{other:?}"),
+                };
+                // Before anything is written: the same judgement `Pool::open` makes,
+                // with the pages the region will map (a device may round down).
+                let vet = |contents: tier::PoolContents<'_>, pages: usize| {
+                    pool::vet(
+                        contents,
+                        &PoolGeometry::new(&geometry, pages, config.item_size_max_bytes),
+                        &settings,
+                        config.slow_pool_reset,
+                        config.slow_pool_mismatch,
+                        &describe,
+                    )
+                };
                 let (region, header) =
-                    tier::Region::open_with_header(spec, pool::header_bytes(pages))
+                    tier::Region::open_with_header(spec, pool::header_bytes(pages), &vet)
                         .map_err(|e| ConfigError::SlowTier(e.to_string()))?;
                 let pool = match header {
                     Some(header) => {
@@ -245,7 +262,9 @@ impl Engine {
                         let pool = Pool::open(
                             header,
                             &pool_geometry,
+                            &settings,
                             config.slow_pool_reset,
+                            config.slow_pool_mismatch,
                             now_unix_s,
                             &region.describe(),
                         )

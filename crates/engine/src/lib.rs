@@ -43,8 +43,8 @@ pub use api::*;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::{
     fraction_to_ppm, parse_fraction, ConfigError, Durability, EngineConfig, PlacementPolicy,
-    CRAWLER_SLEEP_MAX_US, KEY_LENGTH_MAX_BYTES, MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT,
-    MQ_QUEUES_MAX, PPM, SLAB_PAGE_SIZE_BYTES,
+    PoolMismatch, CRAWLER_SLEEP_MAX_US, KEY_LENGTH_MAX_BYTES, MIGRATION_THREADS_MAX,
+    MOVE_QUEUE_MAX_LIMIT, MQ_QUEUES_MAX, PPM, SLAB_PAGE_SIZE_BYTES,
 };
 pub use dump::{ItemDump, DUMP_CURSOR_START};
 pub use engine::Engine;
@@ -52,6 +52,6 @@ pub use engine::{DramLimitError, ReassignError};
 pub use events::{CloseReason, CrawlerStatus, Event, EventLog, EventWhat, ItemFacts};
 #[cfg(feature = "test-hooks")]
 pub use pause::MigrationPause;
-pub use pool::PoolError;
+pub use pool::{Mismatch, PoolError, PoolStart, SettingChange};
 pub use recovery::{RecoveryReport, StopReport};
 pub use tuning::{CrawlerSettingError, LruTune, LruTuneError};

@@ -30,8 +30,10 @@ use crate::slab::{ClassState, Geometry};
 pub struct RecoveryReport {
     /// The slow tier is a persistent pool.
     pub pool: bool,
-    /// The pool was formatted by this start (a new file, or `--slow-pool-reset`).
+    /// The pool was formatted by this start (see `start` for why).
     pub formatted: bool,
+    /// What this start did with the pool: recovered it, or formatted it and why.
+    pub start: crate::pool::PoolStart,
     /// The previous run stopped cleanly.
     pub was_clean: bool,
     /// Records indexed and served.
@@ -107,6 +109,7 @@ impl Engine {
         let mut report = RecoveryReport {
             pool: true,
             formatted: pool.formatted(),
+            start: pool.start().clone(),
             was_clean: pool.was_clean(),
             ..RecoveryReport::default()
         };

@@ -156,6 +156,17 @@ impl Engine {
         if pool.pool {
             emit("pool_was_clean", u(u64::from(pool.was_clean)));
             emit("pool_formatted", u(u64::from(pool.formatted)));
+            // Why this start formatted the pool (`none`: it was recovered), and which
+            // settings changed when that is why: a cold start is visible without the
+            // start-up log.
+            emit(
+                "pool_format_reason",
+                StatValue::Text(pool.start.reason().to_string()),
+            );
+            emit(
+                "pool_settings_changed",
+                StatValue::Text(pool.start.settings_changed()),
+            );
             emit("pool_items_recovered", u(pool.items_recovered));
             emit("pool_items_dropped_dead", u(pool.items_dropped_dead));
             emit(
@@ -433,6 +444,11 @@ impl Engine {
         );
         let persistent = self.slow().is_some_and(|t| t.pool_file.is_some());
         emit("slow_pool", yes_no(persistent));
+        emit(
+            "slow_pool_mismatch",
+            text(cfg.slow_pool_mismatch.name().to_string()),
+        );
+        emit("slow_pool_reset", yes_no(cfg.slow_pool_reset));
         emit(
             "slow_durability",
             StatValue::Text(if persistent {

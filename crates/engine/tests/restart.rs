@@ -1,7 +1,8 @@
 //! Restart from a persistent slow-tier pool (`pool.rs`, `recovery.rs`): a clean stop
 //! keeps every item that fits, a crash keeps every record that checks out and never a
-//! torn or stale one, and a pool of another geometry or a damaged one is refused or its
-//! damaged records skipped — never misread.
+//! torn or stale one, a pool of another geometry or with a damaged header starts cold
+//! (or is refused, as configured), a file that is not a pool is refused untouched, and
+//! damaged records are skipped — never misread.
 //!
 //! A "crash" here drops the engine without `stop_to_pool`: everything stored to the
 //! shared file mapping is in the file (the page cache holds it, as after `kill -9`), and
@@ -325,73 +326,160 @@ fn damaged_records_are_skipped_never_served() {
     );
 }
 
+/// A pool written with another geometry starts cold by default: formatted, its items
+/// gone, the report naming each setting with its old and new value. Under
+/// `--slow-pool-mismatch refuse` it is refused with the same words and left byte for byte
+/// as it was (even a larger `--slow-size` does not extend it), so that the old settings
+/// still recover it; `--slow-pool-reset` formats even a matching pool.
 #[test]
-fn a_pool_of_another_geometry_is_refused_and_reset_formats_it() {
+fn a_pool_of_another_geometry_starts_cold_or_is_refused_as_configured() {
     let dir = TempDir::new("geometry");
     let config = pool_config(&dir.pool(), 1, 8);
     let (e, clock) = open_at(config.clone(), 1_700_000_000);
+    assert_eq!(e.recovery_report().start, PoolStart::New);
     set(&e, b"k", b"v");
     e.stop_to_pool().unwrap();
     let now = clock.now_unix_s();
     drop(e);
+    let refuse = |c: &EngineConfig| EngineConfig {
+        slow_pool_mismatch: PoolMismatch::Refuse,
+        ..c.clone()
+    };
+    let pristine = std::fs::read(dir.pool()).unwrap();
     let other = EngineConfig {
         growth_factor: 1.5,
         ..config.clone()
     };
-    let err = Engine::new(other.clone(), ManualClock::new(now))
-        .err()
-        .expect("refused");
-    let text = err.to_string();
-    assert!(text.contains("another geometry"), "{text}");
-    assert!(text.contains("slab classes"), "{text}");
-    assert!(text.contains("--slow-pool-reset"), "{text}");
     let bigger = pool_config(&dir.pool(), 1, 16);
-    let text = Engine::new(bigger, ManualClock::new(now))
-        .err()
-        .expect("refused")
-        .to_string();
-    assert!(
-        text.contains("slab pages (--slow-size): pool 8, now 16"),
-        "{text}"
-    );
+    for (changed, words) in [
+        (&other, "growth_factor (-f) was 1.25, now 1.5"),
+        (&bigger, "slow_size (--slow-size) was 8388608, now 16777216"),
+    ] {
+        let text = Engine::new(refuse(changed), ManualClock::new(now))
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(text.contains("was written with other settings"), "{text}");
+        assert!(text.contains(words), "{text}");
+        assert!(text.contains("--slow-pool-mismatch reset"), "{text}");
+        assert!(
+            std::fs::read(dir.pool()).unwrap() == pristine,
+            "a refused open changed the pool ({words})"
+        );
+    }
     // The refused opens changed nothing: the pool still recovers.
-    let (e, _) = open_at(config, now + 1);
+    let (e, _) = open_at(refuse(&config), now + 1);
+    assert_eq!(e.recovery_report().start, PoolStart::Recovered);
     assert_eq!(value(&e, b"k"), Some(b"v".to_vec()));
+    e.stop_to_pool().unwrap();
+    drop(e);
+    // By default: a cold start, saying why.
+    let (e, _) = open_at(other.clone(), now + 2);
+    let report = e.recovery_report();
+    assert!(report.formatted);
+    assert_eq!(
+        report.start,
+        PoolStart::Mismatch(Mismatch::Settings(vec![SettingChange {
+            name: "growth_factor",
+            flag: "-f",
+            pool: "1.25".into(),
+            now: "1.5".into(),
+        }]))
+    );
+    assert_eq!(report.start.reason(), "settings_changed");
+    assert_eq!(report.start.settings_changed(), "growth_factor");
+    assert_eq!(value(&e, b"k"), None);
+    set(&e, b"k2", b"v2");
+    e.stop_to_pool().unwrap();
+    drop(e);
+    // Formatted with the new settings: they recover it.
+    let (e, _) = open_at(other.clone(), now + 3);
+    assert_eq!(e.recovery_report().start, PoolStart::Recovered);
+    assert_eq!(value(&e, b"k2"), Some(b"v2".to_vec()));
     drop(e);
     let (e, _) = open_at(
         EngineConfig {
             slow_pool_reset: true,
-            ..other
+            ..refuse(&other)
         },
-        now + 2,
+        now + 4,
     );
-    assert!(e.recovery_report().formatted);
-    assert_eq!(value(&e, b"k"), None);
+    assert_eq!(e.recovery_report().start, PoolStart::ResetRequested);
+    assert_eq!(value(&e, b"k2"), None);
 }
 
+/// A file without the pool's magic is refused, whatever the flags, and left as it was.
+/// A pool of ours with another format version or a damaged geometry block starts cold
+/// saying so, or is refused (untouched) under `--slow-pool-mismatch refuse`. One whose
+/// format was interrupted (the magic, version 0) is formatted again either way: it held
+/// nothing yet.
 #[test]
-fn a_damaged_or_foreign_header_is_refused_with_what_to_do() {
+fn a_foreign_file_is_refused_and_a_damaged_pool_starts_cold_or_is_refused() {
     let dir = TempDir::new("header");
     let config = pool_config(&dir.pool(), 1, 4);
     let (e, _) = open_at(config.clone(), 1_700_000_000);
     set(&e, b"k", b"v");
     drop(e);
     let pristine = std::fs::read(dir.pool()).unwrap();
-    for (what, offset, expected) in [
-        ("magic", 0, "not a fogcached pool"),
-        ("version", 8, "format version"),
-        ("geometry", 100, "damaged"),
-    ] {
+    let refuse = EngineConfig {
+        slow_pool_mismatch: PoolMismatch::Refuse,
+        ..config.clone()
+    };
+    let reset = EngineConfig {
+        slow_pool_reset: true,
+        ..config.clone()
+    };
+    let damage = |offset: usize, set_to: Option<u8>| {
         let mut bytes = pristine.clone();
-        bytes[offset] ^= 0x01;
+        bytes[offset] = set_to.unwrap_or(bytes[offset] ^ 0x01);
         std::fs::write(dir.pool(), &bytes).unwrap();
-        let text = Engine::new(config.clone(), ManualClock::new(1_700_000_100))
+        bytes
+    };
+    let refused = |config: &EngineConfig, what: &str| {
+        Engine::new(config.clone(), ManualClock::new(1_700_000_100))
             .err()
             .unwrap_or_else(|| panic!("a pool with a damaged {what} was opened"))
-            .to_string();
-        assert!(text.contains(expected), "{what}: {text}");
-        assert!(text.contains("--slow-pool-reset"), "{what}: {text}");
+            .to_string()
+    };
+    // The magic: not ours, whatever the flags.
+    let bytes = damage(0, None);
+    for c in [&config, &refuse, &reset] {
+        let text = refused(c, "magic");
+        assert!(text.contains("is not a fogcached pool"), "{text}");
+        assert!(std::fs::read(dir.pool()).unwrap() == bytes, "changed");
     }
+    for (what, offset, set_to, reason) in [
+        ("version", 8, Some(9), "format_version"),
+        ("geometry", 100, None, "header_damaged"),
+    ] {
+        let bytes = damage(offset, set_to);
+        let text = refused(&refuse, what);
+        assert!(
+            text.contains(if what == "version" {
+                "was written by pool format version"
+            } else {
+                "has a damaged header"
+            }),
+            "{what}: {text}"
+        );
+        assert!(
+            text.contains("--slow-pool-mismatch reset"),
+            "{what}: {text}"
+        );
+        assert!(
+            std::fs::read(dir.pool()).unwrap() == bytes,
+            "{what}: changed"
+        );
+        let (e, _) = open_at(config.clone(), 1_700_000_200);
+        let report = e.recovery_report();
+        assert_eq!(report.start.reason(), reason, "{what}");
+        assert_eq!(value(&e, b"k"), None, "{what}");
+        drop(e);
+    }
+    // An interrupted format: the magic with version 0.
+    damage(8, Some(0));
+    let (e, _) = open_at(refuse, 1_700_000_300);
+    assert_eq!(e.recovery_report().start, PoolStart::FormatInterrupted);
 }
 
 #[test]

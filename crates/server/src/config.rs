@@ -17,7 +17,9 @@ use std::path::{Path, PathBuf};
 use crate::auth::{AuthSettings, SASL_PWDB_ENV};
 use crate::tls::{TlsContext, TlsOptions};
 use clap::{ArgAction, Parser};
-use engine::config::{Durability, PlacementPolicy, MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT};
+use engine::config::{
+    Durability, PlacementPolicy, PoolMismatch, MIGRATION_THREADS_MAX, MOVE_QUEUE_MAX_LIMIT,
+};
 use engine::{EngineConfig, SLAB_PAGE_SIZE_BYTES};
 use std::sync::Arc;
 use tier::{CostModel, RegionBacking, RegionSpec};
@@ -249,10 +251,21 @@ struct Cli {
     /// read_gbps=..,write_gbps=.. (per access, per 64-byte line, and bandwidth terms)
     #[arg(long = "slow-cost", value_name = "SPEC", default_value = "none")]
     slow_cost: String,
-    /// Format the slow tier's pool file anew, discarding the items it holds, instead of
-    /// recovering them (also the way past a pool refused for its geometry or format).
+    /// Format the slow tier's pool anew, discarding the items it holds, even when it
+    /// would be recovered (never a file that is not a fogcached pool: that is refused).
     #[arg(long = "slow-pool-reset")]
     slow_pool_reset: bool,
+    /// What a start does with a pool written with other settings (-I, -n, -f,
+    /// slab_chunk_max, slab_sizes, --slow-size), by another format version, or with a
+    /// damaged header: reset (format it and start with a clean cache, saying why on
+    /// stderr and in stats, as memcached's restart file does) or refuse (stop, leaving
+    /// the pool as it was). A file that is not a fogcached pool is refused either way.
+    #[arg(
+        long = "slow-pool-mismatch",
+        value_name = "MODE",
+        default_value = "reset"
+    )]
+    slow_pool_mismatch: String,
     /// What the slow-tier pool survives: power (invalidations flushed before the
     /// requests that made them are answered: a power loss never brings back a deleted or
     /// overwritten value; on a plain file every worker turn with such requests waits for
@@ -1056,6 +1069,13 @@ fn apply_tier_flags(engine: &mut EngineConfig, cli: &Cli) -> Result<(), CliExit>
     };
     engine.migration_enabled = !cli.no_migration;
     engine.slow_pool_reset = cli.slow_pool_reset;
+    engine.slow_pool_mismatch = PoolMismatch::parse(&cli.slow_pool_mismatch).ok_or_else(|| {
+        usage(format!(
+            "invalid --slow-pool-mismatch {:?} (valid: {})",
+            cli.slow_pool_mismatch,
+            PoolMismatch::NAMES.join(", ")
+        ))
+    })?;
     engine.slow_durability = Durability::parse(&cli.slow_durability).ok_or_else(|| {
         usage(format!(
             "invalid --slow-durability {:?} (valid: {})",

@@ -827,6 +827,12 @@ fn fogcached_metrics(stats: &Stats, out: &mut Exposition) {
             "pool_items_recovered",
             "Items recovered from the slow-tier pool at start-up.",
         ),
+        (
+            "fogcached_pool_formatted",
+            "gauge",
+            "pool_formatted",
+            "1 when this start formatted the slow-tier pool (new, reset, or written with other settings: a cold start).",
+        ),
     ];
     for (name, kind, key, help) in MIGRATION {
         out.single(name, kind, help, number(s, key));

@@ -95,6 +95,13 @@ impl Server {
         let engine =
             Engine::new(config.engine.clone(), clock).context("invalid engine settings")?;
         let recovery = engine.recovery_report();
+        if let Some(note) = recovery.start.cold_start_note() {
+            let pool = match config.engine.slow_tier.as_ref().map(|spec| &spec.backing) {
+                Some(tier::RegionBacking::File { path }) => path.display().to_string(),
+                _ => "(no file)".to_string(),
+            };
+            eprintln!("fogcached: slow-tier pool {pool} {note}");
+        }
         if recovery.pool && !recovery.formatted {
             eprintln!(
                 "fogcached: slow-tier pool recovered: {} items in {} ms ({}); dropped {} expired \

@@ -1,7 +1,8 @@
 //! Restart from the slow tier's pool file, on the real binary: a clean stop (SIGTERM,
 //! SIGUSR1, `shutdown`) writes DRAM down and a restart serves every item; `kill -9` in
 //! the middle of a storm of writes from several clients, repeated, never brings back a
-//! stale or torn value; a damaged or mismatched pool is refused with what to do.
+//! stale or torn value; a damaged or mismatched pool is refused with what to do under
+//! `--slow-pool-mismatch refuse`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -405,9 +406,10 @@ fn kill_9_during_a_storm_never_brings_back_a_stale_or_torn_value() -> anyhow::Re
     Ok(())
 }
 
-/// A damaged pool header is refused at start-up (before anything is served) with what
-/// to do; `--slow-pool-reset` starts afresh. A pool made with another geometry is
-/// refused the same way.
+/// Under `--slow-pool-mismatch refuse`, a damaged pool header is refused at start-up
+/// (before anything is served) with what to do; `--slow-pool-reset` starts afresh. A pool
+/// made with another geometry is refused the same way. (By default both start cold:
+/// `pool_mismatch_process`.)
 #[test]
 fn a_damaged_or_mismatched_pool_is_refused_with_what_to_do() -> anyhow::Result<()> {
     let dir = DataDir::new("refuse");
@@ -436,14 +438,15 @@ fn a_damaged_or_mismatched_pool_is_refused_with_what_to_do() -> anyhow::Result<(
         assert!(!run.success, "started with {extra:?}: {}", run.output);
         Ok(run.output)
     };
-    let text = refused(&["--dram", "2", "-f", "1.5"])?;
+    let refuse = ["--slow-pool-mismatch", "refuse"];
+    let text = refused(&["--dram", "2", "-f", "1.5", refuse[0], refuse[1]])?;
     assert!(
-        text.contains("another geometry") && text.contains("--slow-pool-reset"),
+        text.contains("was written with other settings") && text.contains("--slow-pool-reset"),
         "{text}"
     );
     // A byte of the geometry block.
     flip_byte(&dir.pool(), 100)?;
-    let text = refused(&["--dram", "2"])?;
+    let text = refused(&["--dram", "2", refuse[0], refuse[1]])?;
     assert!(text.contains("--slow-pool-reset"), "{text}");
     let server = start(&dir, &["--dram", "2", "--slow-pool-reset"])?;
     let mut client = RawClient::connect(server.addr())?;

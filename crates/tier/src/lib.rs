@@ -18,7 +18,7 @@ pub use accounting::{lines_touched, AccessCounts, LINE_SIZE_BYTES};
 pub use cost::{CostModel, PRESET_NAMES};
 pub use numa::{check_node_exists, online_nodes};
 pub use region::{
-    flush_cache_lines, MapMode, PoolHeader, Region, RegionBacking, RegionSpec, TierError,
-    PAGE_SIZE_BYTES,
+    flush_cache_lines, MapMode, PoolContents, PoolHeader, PoolVet, Region, RegionBacking,
+    RegionSpec, TierError, PAGE_SIZE_BYTES,
 };
 pub use time::monotonic_coarse_ns;

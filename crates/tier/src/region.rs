@@ -13,6 +13,10 @@
 //! 3. The region never reads or writes the bytes itself: what the engine stores in the
 //!    pages, and how it synchronises access to them, is the engine's business. Handing
 //!    out pointers is therefore safe; dereferencing them is the caller's `unsafe`.
+//!    The one exception comes before the region exists: an existing file or device is
+//!    looked at before anything writes to it (`open_pool_file`), by `pread` or through a
+//!    `ReadOnlyMap` (`PROT_READ`, its own mapping, read as relaxed atomics, unmapped on
+//!    drop), so that an opener can refuse a file that is not its own untouched.
 
 use std::alloc::Layout;
 use std::fs::OpenOptions;
@@ -46,6 +50,10 @@ pub enum TierError {
     CostSpec(String),
     #[error("cannot map {path}: {reason}")]
     File { path: PathBuf, reason: String },
+    /// The owner's [`PoolVet`] refused what the file or device holds; nothing was
+    /// written to it.
+    #[error("{0}")]
+    Refused(String),
     #[error("NUMA node {node} does not exist (nodes: {nodes})")]
     NumaNodeMissing { node: u32, nodes: String },
     #[error(
@@ -70,7 +78,10 @@ pub enum RegionBacking {
     Heap,
     /// A file or a DAX character device mapped `MAP_SHARED` (with `MAP_SYNC` where the
     /// file system supports it). A regular file is created, and extended sparsely with
-    /// `ftruncate`, to the region's size.
+    /// `ftruncate`, to the region's size, once its contents were shown to the opener's
+    /// [`PoolVet`] (`Region::open_with_header`; a plain `Region::open` accepts any file).
+    /// Anything else (a block device, a FIFO, a directory) is refused before it is
+    /// opened for writing.
     File { path: PathBuf },
     /// Anonymous memory bound with `mbind(MPOL_BIND)` to one NUMA node (a CXL expander
     /// shows up as a CPU-less node).
@@ -166,9 +177,15 @@ impl Region {
     /// with a file or device backing, the first `header_bytes` of it (a multiple of
     /// 4096) are mapped apart and returned as a [`PoolHeader`], and the region's pages
     /// follow them. Other backings are not persistent and get no header.
+    ///
+    /// Before anything is written to an existing file or device (no extension, no
+    /// `fallocate`, no writable mapping), what it holds is shown to `vet`, whose `Err`
+    /// refuses the open ([`TierError::Refused`]) and leaves it as it was: an owner
+    /// refuses a file it did not write.
     pub fn open_with_header(
         spec: &RegionSpec,
         header_bytes: usize,
+        vet: PoolVet<'_>,
     ) -> Result<(Region, Option<PoolHeader>), TierError> {
         let page_count = spec.size_bytes / PAGE_SIZE_BYTES;
         let RegionBacking::File { path } = &spec.backing else {
@@ -181,7 +198,8 @@ impl Region {
             header_bytes > 0 && header_bytes.is_multiple_of(REGION_ALIGN_BYTES),
             "a pool header is a whole number of 4096-byte blocks"
         );
-        let (mut region, header) = Region::map_file_with_header(path, page_count, header_bytes)?;
+        let (mut region, header) =
+            Region::map_file_with_header(path, page_count, header_bytes, vet)?;
         region.cost = spec.cost;
         region.costless = spec.cost.is_none();
         Ok((region, Some(header)))
@@ -239,7 +257,9 @@ impl Region {
         if page_count == 0 {
             return Ok(Region::empty());
         }
-        let opened = open_pool_file(path, page_count * PAGE_SIZE_BYTES, 0)?;
+        // A raw mapping: no owner to tell its file from another's (the engine's slow tier
+        // always goes through `open_with_header`).
+        let opened = open_pool_file(path, page_count * PAGE_SIZE_BYTES, 0, &|_, _| Ok(()))?;
         let page_count = opened.data_bytes / PAGE_SIZE_BYTES;
         let (base, map_mode) = map_shared(opened.file.as_raw_fd(), opened.data_bytes, 0, path)
             .map_err(|reason| TierError::File {
@@ -256,12 +276,13 @@ impl Region {
         path: &Path,
         page_count: usize,
         header_bytes: usize,
+        vet: PoolVet<'_>,
     ) -> Result<(Region, PoolHeader), TierError> {
         let file_err = |reason: String| TierError::File {
             path: path.to_path_buf(),
             reason,
         };
-        let opened = open_pool_file(path, page_count * PAGE_SIZE_BYTES, header_bytes)?;
+        let opened = open_pool_file(path, page_count * PAGE_SIZE_BYTES, header_bytes, vet)?;
         let page_count = opened.data_bytes / PAGE_SIZE_BYTES;
         let fd = opened.file.as_raw_fd();
         let (header_base, header_mode) = map_shared(fd, header_bytes, 0, path).map_err(file_err)?;
@@ -269,7 +290,7 @@ impl Region {
             base: header_base,
             len: header_bytes,
             map_mode: header_mode,
-            created: opened.created,
+            blank: opened.blank,
         };
         let (base, map_mode) =
             map_shared(fd, opened.data_bytes, header_bytes as u64, path).map_err(file_err)?;
@@ -527,9 +548,26 @@ pub struct PoolHeader {
     base: NonNull<u8>,
     len: usize,
     map_mode: MapMode,
-    /// The file was created (or extended from empty) by this open: it holds zeroes.
-    created: bool,
+    /// Before this open the file was new, empty or all zeros (a device: its pool range
+    /// was): there is nothing in it to keep.
+    blank: bool,
 }
+
+/// What a pool's file or device held before an open changed anything, for its owner's
+/// [`PoolVet`] to judge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolContents<'a> {
+    /// Nothing to keep or protect: a new or empty file, a file of zeros only, or a device
+    /// whose pool range (header and pages) holds zeros only.
+    Blank,
+    /// Something else: its first `header_bytes` (zeros past the end of a shorter file).
+    Data(&'a [u8]),
+}
+
+/// The owner's judgement of what a file or device holds, given with the number of pages
+/// the region will map (a device may round down), before the open writes to it: `Err`
+/// (the reason, for the operator) refuses the open and leaves the file as it was.
+pub type PoolVet<'a> = &'a dyn Fn(PoolContents<'_>, usize) -> Result<(), String>;
 
 // SAFETY: as for `Region`: the header is an owned mapping, accessed only as atomics.
 unsafe impl Send for PoolHeader {}
@@ -545,9 +583,10 @@ impl PoolHeader {
         self.len == 0
     }
 
-    /// Whether this open created the file (its bytes are all zero).
-    pub fn created(&self) -> bool {
-        self.created
+    /// Whether the file (a device: its pool range) held nothing but zeros before this
+    /// open ([`PoolContents::Blank`]).
+    pub fn blank(&self) -> bool {
+        self.blank
     }
 
     /// The header's bytes, as atomics.
@@ -712,25 +751,50 @@ struct OpenedPool {
     is_device: bool,
     /// Bytes of pages the mapping gets (a device may round down).
     data_bytes: usize,
-    /// The file was created now (or was empty).
-    created: bool,
+    /// It held nothing before the open ([`PoolContents::Blank`]).
+    blank: bool,
 }
 
-/// Opens (creating a regular file if missing) and locks the pool file at `path`, sized
-/// for `header_bytes` then `data_bytes`. A regular file's space is reserved up front
-/// (`fallocate`): a mapped file that runs out of blocks kills the process with SIGBUS at
-/// the first store past the free space, losing every item; refusing at start-up instead
-/// names the file system, its free space and the flags to change.
+/// Bytes the blank check reads at a time.
+const SCAN_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// Opens (creating a regular file if missing) and locks the pool file at `path`, shows
+/// what it holds to `vet`, and only then sizes it for `header_bytes` then `data_bytes`. A
+/// regular file's space is reserved up front (`fallocate`): a mapped file that runs out
+/// of blocks kills the process with SIGBUS at the first store past the free space,
+/// losing every item; refusing at start-up instead names the file system, its free space
+/// and the flags to change.
+///
+/// Nothing before `vet` writes: `open(O_RDWR)` without truncation, `flock`, reads
+/// (`pread`, or a read-only mapping of a device). A path that is neither a regular file
+/// nor a character device is refused before it is opened.
 fn open_pool_file(
     path: &Path,
     data_bytes: usize,
     header_bytes: usize,
+    vet: PoolVet<'_>,
 ) -> Result<OpenedPool, TierError> {
     let file_err = |reason: String| TierError::File {
         path: path.to_path_buf(),
         reason,
     };
     let existing = std::fs::metadata(path).ok();
+    if let Some(kind) = existing.as_ref().map(|m| m.file_type()) {
+        if !kind.is_file() && !kind.is_char_device() {
+            let what = if kind.is_block_device() {
+                "a block device"
+            } else if kind.is_dir() {
+                "a directory"
+            } else {
+                "neither a regular file nor a character device"
+            };
+            return Err(file_err(format!(
+                "{what}: the slow tier maps a regular file or a DAX character device \
+                 (/dev/daxX.Y); for persistent memory exposed as a block device, make a \
+                 file system on it, mount it with -o dax and put the pool file there"
+            )));
+        }
+    }
     let is_device = existing
         .as_ref()
         .map(|m| m.file_type().is_char_device())
@@ -754,16 +818,22 @@ fn open_pool_file(
         ));
     }
     let mut data_bytes = data_bytes;
-    let created;
+    let blank;
     if is_device {
         let rdev = existing.as_ref().map(|m| m.rdev()).unwrap_or(0);
         let device_bytes = device_size_bytes(rdev).map_err(file_err)?;
         data_bytes = device_data_bytes(device_bytes, header_bytes, data_bytes).map_err(file_err)?;
-        created = false;
+        let (prefix, is_blank) =
+            inspect_device(&file, header_bytes, data_bytes).map_err(file_err)?;
+        vet_contents(vet, &prefix, is_blank, data_bytes)?;
+        blank = is_blank;
     } else {
+        let (prefix, is_blank) = inspect_file(&file, header_bytes)
+            .map_err(|e| file_err(format!("reading what the file holds: {e}")))?;
+        vet_contents(vet, &prefix, is_blank, data_bytes)?;
+        blank = is_blank;
         let len = (header_bytes + data_bytes) as u64;
         let current = file.metadata().map_err(|e| file_err(e.to_string()))?.len();
-        created = current == 0;
         // Extend, but never shrink, so a larger pool made earlier keeps its bytes.
         if current < len {
             file.set_len(len).map_err(|e| file_err(e.to_string()))?;
@@ -774,8 +844,188 @@ fn open_pool_file(
         file,
         is_device,
         data_bytes,
-        created,
+        blank,
     })
+}
+
+fn vet_contents(
+    vet: PoolVet<'_>,
+    prefix: &[u8],
+    blank: bool,
+    data_bytes: usize,
+) -> Result<(), TierError> {
+    let contents = if blank {
+        PoolContents::Blank
+    } else {
+        PoolContents::Data(prefix)
+    };
+    vet(contents, data_bytes / PAGE_SIZE_BYTES).map_err(TierError::Refused)
+}
+
+/// What a regular file holds, read without writing: its first `header_bytes` (zeros past
+/// its end) and whether all of it is zeros. Holes are skipped (`SEEK_DATA`), so a sparse
+/// file of any size is checked in a few calls; data is read a chunk at a time and the
+/// scan stops at the first non-zero byte, so only a file that really is all zeros is read
+/// whole.
+fn inspect_file(file: &std::fs::File, header_bytes: usize) -> std::io::Result<(Vec<u8>, bool)> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata()?.len();
+    let mut prefix = vec![0u8; header_bytes];
+    let prefix_len = usize::try_from(len).map_or(header_bytes, |len| len.min(header_bytes));
+    let mut filled = 0;
+    while filled < prefix_len {
+        let read = file.read_at(&mut prefix[filled..prefix_len], filled as u64)?;
+        if read == 0 {
+            break;
+        }
+        filled += read;
+    }
+    if prefix.iter().any(|&b| b != 0) {
+        return Ok((prefix, false));
+    }
+    let blank = !file_has_data(file, prefix_len as u64, len)?;
+    Ok((prefix, blank))
+}
+
+/// Whether bytes `[from, to)` of `file` hold anything but zeros.
+fn file_has_data(file: &std::fs::File, from: u64, to: u64) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let fd = file.as_raw_fd();
+    let mut buffer = vec![0u8; SCAN_CHUNK_BYTES];
+    let mut pos = from;
+    // Each turn moves `pos` forward by at least one byte, so the loop ends by `to`.
+    while pos < to {
+        let Ok(pos_off) = libc::off_t::try_from(pos) else {
+            return Ok(true);
+        };
+        // SAFETY: lseek on an open descriptor has no memory preconditions (it moves the
+        // descriptor's offset, which nothing here uses: reads are positioned).
+        let data = unsafe { libc::lseek(fd, pos_off, libc::SEEK_DATA) };
+        let (start, end) = if data < 0 {
+            match std::io::Error::last_os_error().raw_os_error() {
+                // No data from `pos` on: the rest is a hole.
+                Some(libc::ENXIO) => return Ok(false),
+                // No SEEK_DATA on this file system: read everything.
+                _ => (pos, to),
+            }
+        } else {
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
+            let start = (data as u64).max(pos);
+            let end = if hole < 0 { to } else { (hole as u64).min(to) };
+            (start, if end > start { end } else { to })
+        };
+        let mut at = start;
+        while at < end {
+            let want = (end - at).min(SCAN_CHUNK_BYTES as u64) as usize;
+            let read = file.read_at(&mut buffer[..want], at)?;
+            if read == 0 {
+                // The file ended early (shrunk meanwhile): nothing more to read.
+                return Ok(false);
+            }
+            if buffer[..read].iter().any(|&b| b != 0) {
+                return Ok(true);
+            }
+            at += read as u64;
+        }
+        pos = end.max(pos + 1);
+    }
+    Ok(false)
+}
+
+/// What a device holds in the range a pool of `header_bytes` then `data_bytes` would
+/// use, read through read-only mappings of the same shape as the pool's (device DAX has
+/// no `read`): its first `header_bytes`, and whether the whole range is zeros. The data
+/// range is only scanned when the header is all zeros, and the scan stops at the first
+/// non-zero word.
+fn inspect_device(
+    file: &std::fs::File,
+    header_bytes: usize,
+    data_bytes: usize,
+) -> Result<(Vec<u8>, bool), String> {
+    let fd = file.as_raw_fd();
+    let header = ReadOnlyMap::new(fd, header_bytes, 0)?;
+    let prefix: Vec<u8> = header
+        .words()
+        .iter()
+        .flat_map(|w| w.load(std::sync::atomic::Ordering::Relaxed).to_le_bytes())
+        .collect();
+    if prefix.iter().any(|&b| b != 0) {
+        return Ok((prefix, false));
+    }
+    let data = ReadOnlyMap::new(fd, data_bytes, header_bytes as u64)?;
+    let blank = data
+        .words()
+        .iter()
+        .all(|w| w.load(std::sync::atomic::Ordering::Relaxed) == 0);
+    Ok((prefix, blank))
+}
+
+/// A read-only shared mapping of part of a device, to look at it before using it;
+/// unmapped on drop.
+struct ReadOnlyMap {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+impl ReadOnlyMap {
+    /// Maps `len` bytes (a multiple of 8) of `fd` from `offset` (page-aligned), readable
+    /// only.
+    fn new(fd: libc::c_int, len: usize, offset: u64) -> Result<ReadOnlyMap, String> {
+        debug_assert!(len.is_multiple_of(8) && offset.is_multiple_of(4096));
+        if len == 0 {
+            return Ok(ReadOnlyMap {
+                base: NonNull::dangling(),
+                len: 0,
+            });
+        }
+        let offset = libc::off_t::try_from(offset).map_err(|_| "offset too large".to_string())?;
+        // SAFETY: a read-only shared mapping of an open descriptor, no address hint; the
+        // result is checked. PROT_READ: nothing can be written through it.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                fd,
+                offset,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(format!(
+                "mmap (read-only, to check what the device holds): {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let base = NonNull::new(ptr.cast::<u8>()).ok_or("mmap returned a null pointer")?;
+        Ok(ReadOnlyMap { base, len })
+    }
+
+    /// The mapping as 8-byte words, read as atomics: the device's bytes may be shared
+    /// with another mapping (see invariant 1), so they are never read non-atomically.
+    fn words(&self) -> &[AtomicU64] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `base` maps `len` readable bytes (a multiple of 8) for as long as
+        // `self` lives; the mapping is page-aligned, so 8-byte aligned; `AtomicU64` has
+        // the size of `u64`. Only relaxed 8-byte loads are made, which the standard
+        // library allows on read-only memory (the mapping is PROT_READ) where `AtomicU64`
+        // is native, as on every 64-bit target fogcached builds for.
+        unsafe { std::slice::from_raw_parts(self.base.as_ptr().cast::<AtomicU64>(), self.len / 8) }
+    }
+}
+
+impl Drop for ReadOnlyMap {
+    fn drop(&mut self) {
+        if self.len > 0 {
+            // SAFETY: this exact range came from `mmap` and is released once, here.
+            unsafe {
+                libc::munmap(self.base.as_ptr().cast(), self.len);
+            }
+        }
+    }
 }
 
 /// The data bytes a device DAX mapping of `header_bytes + data_bytes` gets on a device of
@@ -1197,10 +1447,14 @@ mod tests {
         let dir = TempDir::new("header");
         let path = dir.0.join("pool");
         let header_bytes = 8192;
-        let (region, header) =
-            Region::open_with_header(&file_spec(&path, 4 * PAGE_SIZE_BYTES), header_bytes).unwrap();
+        let (region, header) = Region::open_with_header(
+            &file_spec(&path, 4 * PAGE_SIZE_BYTES),
+            header_bytes,
+            &|_, _| Ok(()),
+        )
+        .unwrap();
         let header = header.expect("a file pool has a header");
-        assert!(header.created());
+        assert!(header.blank());
         assert_eq!(header.len(), header_bytes);
         assert_eq!(region.page_count(), 4);
         header
@@ -1224,13 +1478,16 @@ mod tests {
         assert_eq!(&bytes[8..16], &0x1122_3344_5566_7788u64.to_le_bytes());
         assert_eq!(bytes[header_bytes - 1], 0x5A);
         assert_eq!(&bytes[header_bytes..], &[0xC3; 16]);
-        // Reopened: not created, the header reads back. (Another test forking a child
+        // Reopened: not blank, the header reads back. (Another test forking a child
         // may hold a duplicate of our descriptor, and so the lock, until its exec.)
         let reopened = (0..100)
             .find_map(|_| {
-                let opened =
-                    Region::open_with_header(&file_spec(&path, 4 * PAGE_SIZE_BYTES), header_bytes)
-                        .ok();
+                let opened = Region::open_with_header(
+                    &file_spec(&path, 4 * PAGE_SIZE_BYTES),
+                    header_bytes,
+                    &|_, _| Ok(()),
+                )
+                .ok();
                 if opened.is_none() {
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
@@ -1238,7 +1495,7 @@ mod tests {
             })
             .expect("reopen the pool");
         let header = reopened.1.unwrap();
-        assert!(!header.created());
+        assert!(!header.blank());
         assert_eq!(
             header.u64_at(8).load(Ordering::Relaxed),
             0x1122_3344_5566_7788
@@ -1251,9 +1508,173 @@ mod tests {
                 cost: CostModel::NONE,
             },
             header_bytes,
+            &|_, _| Ok(()),
         )
         .unwrap();
         assert!(none.is_none());
+    }
+
+    /// What a file holds, as the open shows it to the vet: its first `header_bytes`, or
+    /// `Blank` when there is nothing but zeros in it.
+    #[cfg(not(miri))]
+    fn contents_seen(path: &Path, header_bytes: usize) -> Option<Vec<u8>> {
+        let seen = std::cell::RefCell::new(None);
+        let vet = |contents: PoolContents<'_>, _| {
+            *seen.borrow_mut() = match contents {
+                PoolContents::Blank => Some(None),
+                PoolContents::Data(bytes) => Some(Some(bytes.to_vec())),
+            };
+            Err("seen".to_string())
+        };
+        let refused =
+            Region::open_with_header(&file_spec(path, 2 * PAGE_SIZE_BYTES), header_bytes, &vet);
+        assert!(matches!(refused, Err(TierError::Refused(ref r)) if r == "seen"));
+        seen.into_inner().expect("the vet was asked")
+    }
+
+    /// A file the vet refuses is left exactly as it was: no extension, no `fallocate`
+    /// (which would change its mtime), no byte written; and what the vet is shown is the
+    /// file's own first bytes, zero-padded when the file is shorter than the header.
+    #[cfg(not(miri))]
+    #[test]
+    fn a_file_the_vet_refuses_is_left_as_it_was() {
+        let dir = TempDir::new("vet");
+        let header_bytes = 8192;
+        for len in [100, 3 * PAGE_SIZE_BYTES + 5] {
+            let path = dir.0.join(format!("other-{len}"));
+            let mut x = 0x2545_F491_4F6C_DD1Du64;
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8 | 1
+                })
+                .collect();
+            std::fs::write(&path, &bytes).unwrap();
+            let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+            let seen = contents_seen(&path, header_bytes).expect("not blank");
+            let mut expected = bytes[..len.min(header_bytes)].to_vec();
+            expected.resize(header_bytes, 0);
+            assert_eq!(seen, expected, "{len} bytes");
+            let meta = std::fs::metadata(&path).unwrap();
+            assert_eq!(meta.len(), len as u64);
+            assert_eq!(meta.modified().unwrap(), mtime);
+            assert!(
+                std::fs::read(&path).unwrap() == bytes,
+                "{len} bytes changed"
+            );
+        }
+    }
+
+    /// `Blank` means zeros only: a new file, an empty one, a sparse or written file of
+    /// zeros; a file with a single non-zero byte anywhere (past the header, in a sparse
+    /// file's data, or at its very end) is data.
+    #[cfg(not(miri))]
+    #[test]
+    fn only_a_file_of_zeros_is_blank() {
+        use std::os::unix::fs::FileExt;
+        let dir = TempDir::new("blank");
+        let header_bytes = 8192;
+        let new = dir.0.join("new");
+        assert_eq!(contents_seen(&new, header_bytes), None);
+        assert!(!new.exists() || std::fs::metadata(&new).unwrap().len() == 0);
+        let file = |name: &str, len: u64, byte_at: Option<u64>, written: bool| {
+            let path = dir.0.join(name);
+            let f = std::fs::File::create(&path).unwrap();
+            if written {
+                f.write_all_at(&vec![0u8; len as usize], 0).unwrap();
+            } else {
+                f.set_len(len).unwrap();
+            }
+            if let Some(at) = byte_at {
+                f.write_all_at(&[7], at).unwrap();
+            }
+            path
+        };
+        let mib = PAGE_SIZE_BYTES as u64;
+        assert_eq!(
+            contents_seen(&file("empty", 0, None, false), header_bytes),
+            None
+        );
+        assert_eq!(
+            contents_seen(&file("sparse", 9 * mib, None, false), header_bytes),
+            None
+        );
+        assert_eq!(
+            contents_seen(&file("zeros", 3 * mib, None, true), header_bytes),
+            None
+        );
+        for (name, len, at, written) in [
+            ("past-header", 3 * mib, 8192 + 17, true),
+            ("sparse-data", 9 * mib, 6 * mib + 3, false),
+            ("last-byte", 3 * mib, 3 * mib - 1, true),
+        ] {
+            let seen = contents_seen(&file(name, len, Some(at), written), header_bytes);
+            let zeros = seen
+                .as_ref()
+                .map(|b| b.len() == header_bytes && b.iter().all(|&x| x == 0));
+            assert_eq!(zeros, Some(true), "{name}: None is blank");
+        }
+    }
+
+    /// A block device, a directory or a FIFO is refused before it is opened for writing
+    /// (the vet is never asked): the slow tier maps regular files and DAX character
+    /// devices only.
+    #[cfg(not(miri))]
+    #[test]
+    fn a_block_device_a_directory_or_a_fifo_is_refused_unopened() {
+        let dir = TempDir::new("kinds");
+        let never = |_: PoolContents<'_>, _| -> Result<(), String> { panic!("the vet was asked") };
+        let refusal = |path: &Path| {
+            Region::open_with_header(&file_spec(path, 2 * PAGE_SIZE_BYTES), 8192, &never)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_else(|| panic!("{} was opened", path.display()))
+        };
+        let text = refusal(&dir.0);
+        assert!(text.contains("a directory"), "{text}");
+        let fifo = dir.0.join("fifo");
+        let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
+        let text = refusal(&fifo);
+        assert!(text.contains("neither a regular file"), "{text}");
+        // A block device node: made here (a loop device's numbers; it is never opened),
+        // else any the machine has.
+        let node = dir.0.join("blockdev");
+        let c_node = std::ffi::CString::new(node.to_str().unwrap()).unwrap();
+        // SAFETY: mknod with a valid NUL-terminated path; it only makes a node.
+        let made = unsafe {
+            libc::mknod(
+                c_node.as_ptr(),
+                libc::S_IFBLK | 0o600,
+                libc::makedev(7, 250),
+            )
+        } == 0;
+        let block = if made {
+            Some(node)
+        } else {
+            std::fs::read_dir("/dev").ok().and_then(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .find(|p| std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device()))
+            })
+        };
+        match block {
+            Some(path) => {
+                let text = refusal(&path);
+                assert!(
+                    text.contains("a block device") && text.contains("-o dax"),
+                    "{text}"
+                );
+            }
+            None => testkit::skip!(
+                "a_block_device_a_directory_or_a_fifo_is_refused_unopened",
+                "no block device node here and mknod is not permitted"
+            ),
+        }
     }
 
     /// The cache-line flush the DAX path uses runs on any memory (it only writes lines
