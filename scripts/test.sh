@@ -208,6 +208,12 @@ fi
 
 # Integration tests, the Python tests and the tool checks all drive this binary.
 # Cargo puts binaries under $CARGO_TARGET_DIR when it is set (shared target dirs).
+# One exception: crates/server/tests/panic_process.rs makes each kind of thread panic
+# through a test hook the release binary must not carry, so it runs the test build
+# cargo makes for the server's tests (CARGO_BIN_EXE_fogcached: target/debug/fogcached,
+# with the `test-hooks` feature that the server's dev-dependency on itself turns on),
+# whatever FOGCACHED_BIN says. The test steps below build it; it fails, never skips, if
+# the hook is missing.
 export FOGCACHED_BIN="${CARGO_TARGET_DIR:-$repo_root/target}/release/fogcached"
 
 # Upper bounds for the test steps, so that a hung test fails the run instead of stalling

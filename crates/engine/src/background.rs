@@ -1,7 +1,10 @@
 //! The background threads: one LRU maintainer per tier (Fogcached: a large slow tier
 //! never slows the scanning of DRAM's LRUs), the migration threads, the LRU crawler and
 //! the slab automover. Each loops over a bounded step function that tests and the
-//! simulator call directly.
+//! simulator call directly. Their names, as `top -H` shows them: `fc-maint-dram`,
+//! `fc-maint-slow`, `fc-migrate`, `fc-lru-crawler`, `fc-slab-rebal`. A panic in any of
+//! them ends the `fogcached` process (its panic hook aborts): a stopped maintainer or
+//! migration thread must not leave a server answering on.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -88,16 +91,18 @@ impl Engine {
             for tier_index in 0..self.tiers.len() {
                 let engine = Arc::clone(self);
                 let stop = Arc::clone(&stop);
+                // Linux shows a thread's first 15 bytes (`top -H`, `/proc/*/task/*/comm`).
                 let name = if tier_index == 0 {
-                    "fc-lru-maint"
+                    "fc-maint-dram"
                 } else {
-                    "fc-lru-maint-slow"
+                    "fc-maint-slow"
                 };
                 handles.extend(spawn(
                     name,
                     Box::new(move || {
                         let mut sleep = MAINTAINER_SLEEP_MIN;
                         while !stop.load(Ordering::Relaxed) {
+                            crate::fault::panic_point();
                             let did = engine.lru_maintainer_tier_step(tier_index);
                             sleep = if did > 0 {
                                 (sleep / 2).max(MAINTAINER_SLEEP_MIN)
@@ -119,6 +124,7 @@ impl Engine {
                     Box::new(move || {
                         let mut sleep = MIGRATION_SLEEP_MIN;
                         while !stop.load(Ordering::Relaxed) {
+                            crate::fault::panic_point();
                             let handled = engine.migration_step();
                             if handled >= crate::moves::MIGRATION_BATCH {
                                 // A queue had a batch or more: keep going.
@@ -149,6 +155,7 @@ impl Engine {
                         if stop.load(Ordering::Relaxed) {
                             break;
                         }
+                        crate::fault::panic_point();
                         if engine.lru_crawler_enabled() {
                             engine.lru_crawler_tick();
                         }
@@ -167,12 +174,24 @@ impl Engine {
                         if stop.load(Ordering::Relaxed) {
                             break;
                         }
+                        crate::fault::panic_point();
                         engine.slab_automove_step();
                     }
                 }),
             ));
         }
         *bg = Some(Background { stop, handles });
+    }
+
+    /// Test builds only: wakes every background thread, so that each reaches its panic
+    /// point (`fault.rs`) now rather than after its sleep (the crawler's is 5 s).
+    #[cfg(feature = "test-hooks")]
+    pub fn wake_background(&self) {
+        if let Some(bg) = self.background.lock().as_ref() {
+            for handle in &bg.handles {
+                handle.thread().unpark();
+            }
+        }
     }
 
     /// Stops the background threads and waits for them.

@@ -97,6 +97,7 @@ impl SystemClock {
             .name("fc-clock".to_owned())
             .spawn(move || loop {
                 std::thread::sleep(TICKER_INTERVAL);
+                crate::fault::panic_point();
                 match clock.upgrade() {
                     Some(clock) => clock.tick(),
                     None => return,

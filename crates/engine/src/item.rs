@@ -46,6 +46,14 @@
 //! `remove_locked`, `move_item`); the free path debug-asserts that the chunk is no longer
 //! linked, and reads debug-assert that it is not on a free list; (c) that an item's bytes
 //! are written only through those proofs: this module is the only one that can write them.
+//!
+//! Release asserts. The five `assert!`s below (not `debug_assert!`s) are the checks the
+//! `unsafe` blocks' SAFETY comments rely on: an address inside the region, a slice inside
+//! the region, a write inside its chunk, a proof for the item it is paired with. Each
+//! failing one would otherwise be an out-of-bounds or aliasing access, so they stay in
+//! release builds; their failure is a panic, which ends the `fogcached` process (its
+//! panic hook aborts, `server/src/crash.rs`) before anything reads or writes through the
+//! bad pointer. The others, which guard meaning rather than memory, are debug-only.
 
 use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
@@ -402,7 +410,8 @@ impl ItemMemory {
         // Aligned and in range in one compare (a dozen checks a request, three
         // instructions fewer each): rotating moves any of the low three bits to the top,
         // above every bound; an aligned offset's eighth is below the bound iff the offset
-        // leaves room for a header.
+        // leaves room for a header. A release assert: every pointer this module makes
+        // starts here.
         assert!(
             offset.rotate_right(3) < self.header_bound_eighths,
             "item address {addr:#x} outside its region"
@@ -489,6 +498,8 @@ impl ItemMemory {
         let header = self.header(addr);
         let key_len = header.key_len.load(Ordering::Relaxed) as usize;
         let value_len = header.value_len.load(Ordering::Relaxed) as usize;
+        // A release assert: a longer `digits` would write past the value, and the
+        // padding's length below would wrap.
         assert!(
             digits.len() <= value_len,
             "in-place value write grows the value"
@@ -521,6 +532,7 @@ impl ItemMemory {
         let addr = chunk.addr;
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
         self.charge_write(addr, 0, ITEM_HEADER_BYTES + key.len() + value_len);
+        // A release assert: the copies below write this many bytes from the chunk's start.
         assert!(
             key.len() <= u8::MAX as usize
                 && ITEM_HEADER_BYTES + key.len() + value_len <= capacity_bytes
@@ -597,6 +609,7 @@ impl<'m> Located<'m> {
         // The header's offset left room for a header, so the subtraction cannot wrap;
         // `from` is at most a header, a key and a value (u32), so the sum cannot either.
         let room = self.mem.size_bytes - ItemMemory::offset_of(self.addr);
+        // A release assert: the header's lengths may be a torn record's.
         assert!(
             from.checked_add(len).is_some_and(|end| end <= room),
             "item {:#x} bytes {from}+{len} outside its region",
@@ -687,6 +700,8 @@ impl<'m, P: ItemAccess> ItemRef<'m, P> {
     /// Pairs `at` with `proof`; panics unless they name the same item.
     #[inline]
     pub fn new(at: Located<'m>, proof: P) -> Self {
+        // A release assert: a proof for another item would let this one's bytes be read
+        // while they are written (invariant 3).
         assert!(
             at.addr == proof.item_addr(),
             "item {:#x} located, proof for {:#x}",

@@ -10,7 +10,8 @@
 //! (background work), `tuning.rs` (what `lru tune` and `lru_crawler` change at run
 //! time), `policy/` (every placement decision), `stats.rs` + `report.rs`
 //! (statistics), `events.rs` (the event log `watch` streams), `dump.rs` (item listings for
-//! `stats cachedump` and `lru_crawler metadump`).
+//! `stats cachedump` and `lru_crawler metadump`), `fault.rs` (the panic points test
+//! builds can trigger).
 
 pub mod api;
 mod automove;
@@ -21,6 +22,7 @@ mod crawler;
 mod dump;
 mod engine;
 pub mod events;
+pub mod fault;
 mod index;
 mod item;
 mod lru;

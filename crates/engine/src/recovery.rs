@@ -146,15 +146,23 @@ impl Engine {
             .clamp(1, RECOVERY_THREADS_MAX);
         let per_thread = tier.page_count.div_ceil(threads).max(1);
         let scans: Vec<PageScan> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
+            let started: Vec<_> = (0..threads)
                 .map(|t| {
                     let pages = t * per_thread..((t + 1) * per_thread).min(tier.page_count);
-                    scope.spawn(move || self.scan_pages(tier, pages, now_s))
+                    let share = pages.clone();
+                    std::thread::Builder::new()
+                        .name(format!("fc-recover-{t}"))
+                        .spawn_scoped(scope, move || self.scan_pages(tier, share, now_s))
+                        .map_err(|_| pages)
                 })
                 .collect();
-            handles
+            started
                 .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .map(|started| match started {
+                    Ok(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                    // A thread the system would not start: this one scans its share.
+                    Err(pages) => self.scan_pages(tier, pages, now_s),
+                })
                 .collect()
         });
         let mut records: Vec<Vec<Found>> = vec![Vec::new(); self.index.shard_count()];

@@ -4,6 +4,7 @@
 pub mod auth;
 pub mod config;
 pub mod connection;
+pub mod crash;
 pub mod detail;
 pub mod dispatch;
 pub mod latency;

@@ -260,7 +260,7 @@ pub fn spawn(
     }
     shared.stats.accepting_conns.store(true, Ordering::Relaxed);
     let thread = std::thread::Builder::new()
-        .name("fogcached-listener".to_owned())
+        .name("fc-listener".to_owned())
         .spawn(move || {
             let mut listener = Listener {
                 pending: vec![true; sockets.len()],
@@ -297,6 +297,7 @@ impl Listener {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         let mut paused_until: Option<Instant> = None;
         loop {
+            engine::fault::panic_point();
             let timeout = if paused_until.is_some() {
                 Some(ACCEPT_PAUSE)
             } else if self.pending.iter().any(|p| *p) {

@@ -1,6 +1,7 @@
 //! `fogcached`: parse the command line, start the server, stop it cleanly on SIGTERM,
 //! SIGINT or the `shutdown` command. The process-level steps (`-d`, `-P`, `-u`, `-r`,
-//! `-k`, the port file) are in `process.rs`, which says why they come in this order.
+//! `-k`, the port file) are in `process.rs`, which says why they come in this order; what
+//! a panic does (it ends the process: `crash.rs`) is set before anything else.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -12,6 +13,8 @@ use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
 
 fn main() -> ExitCode {
+    // First: a panic in any thread, from here on, aborts the process (`crash.rs`).
+    server::crash::install_panic_hook();
     let mut config = match config::parse(std::env::args_os()) {
         Ok(config) => config,
         Err(CliExit::Info(text)) => {
@@ -92,7 +95,21 @@ fn run(config: config::Config, readiness: Option<Readiness>) -> ExitCode {
     // state signal-hook expects and no SIGTERM can arrive unhandled.
     // SIGUSR1 is memcached's graceful stop (for its warm restart): the same clean stop.
     // SIGHUP reloads the TLS certificates (`refresh_certs`), for `systemctl reload`.
-    let mut signals = match Signals::new([SIGTERM, SIGINT, SIGUSR1, SIGHUP]) {
+    // Test builds only: SIGUSR2 makes the thread named in the environment panic.
+    #[cfg(feature = "test-hooks")]
+    let panic_thread = std::env::var(server::crash::TEST_PANIC_THREAD_ENV).ok();
+    #[cfg(feature = "test-hooks")]
+    let test_signal = panic_thread.as_ref().map(|thread| {
+        eprintln!("fogcached: test build: SIGUSR2 makes thread '{thread}' panic");
+        signal_hook::consts::SIGUSR2
+    });
+    #[cfg(not(feature = "test-hooks"))]
+    let test_signal: Option<i32> = None;
+    let caught: Vec<i32> = [SIGTERM, SIGINT, SIGUSR1, SIGHUP]
+        .into_iter()
+        .chain(test_signal)
+        .collect();
+    let mut signals = match Signals::new(&caught) {
         Ok(signals) => signals,
         Err(e) => {
             let message = format!("cannot install signal handlers: {e}");
@@ -142,10 +159,23 @@ fn run(config: config::Config, readiness: Option<Readiness>) -> ExitCode {
         return fail(readiness, error);
     }
     let shutdown = server.shutdown_handle();
+    #[cfg(feature = "test-hooks")]
+    let hooked_engine = std::sync::Arc::clone(server.engine());
     let signal_thread = std::thread::Builder::new()
-        .name("fogcached-signals".to_owned())
+        .name("fc-signals".to_owned())
         .spawn(move || {
             for signal in signals.forever() {
+                #[cfg(feature = "test-hooks")]
+                if signal == signal_hook::consts::SIGUSR2 {
+                    if let Some(thread) = &panic_thread {
+                        engine::fault::arm_panic(thread);
+                        // After the arming: a test pokes the thread once it reads this.
+                        eprintln!("fogcached: test build: panic armed for thread '{thread}'");
+                        hooked_engine.wake_background();
+                    }
+                    engine::fault::panic_point();
+                    continue;
+                }
                 if signal != SIGHUP {
                     shutdown.request();
                     break;

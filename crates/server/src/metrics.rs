@@ -70,7 +70,7 @@ impl MetricsServer {
         let local_addr = listener.local_addr()?;
         latency::enable();
         let thread = std::thread::Builder::new()
-            .name("fogcached-metrics".to_owned())
+            .name("fc-metrics".to_owned())
             .spawn(move || serve(&listener, &shared))
             .context("starting the metrics thread")?;
         Ok(MetricsServer {
@@ -94,6 +94,7 @@ impl MetricsServer {
 
 fn serve(listener: &TcpListener, shared: &Weak<Shared>) {
     loop {
+        engine::fault::panic_point();
         let Some(shared) = shared.upgrade() else {
             return;
         };

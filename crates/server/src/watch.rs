@@ -110,7 +110,7 @@ impl Logger {
     pub fn spawn(shared: std::sync::Weak<Shared>) -> std::io::Result<Logger> {
         let (sender, receiver) = crossbeam_channel::bounded(HANDOFF_CAPACITY);
         let thread = std::thread::Builder::new()
-            .name("fogcached-logger".to_owned())
+            .name("fc-logger".to_owned())
             .spawn(move || run(&shared, &receiver))?;
         Ok(Logger {
             sender,
@@ -208,6 +208,7 @@ fn run(shared: &std::sync::Weak<Shared>, receiver: &Receiver<NewWatcher>) {
     let mut events: Vec<Event> = Vec::new();
     let mut line = Vec::with_capacity(512);
     loop {
+        engine::fault::panic_point();
         // Asleep on the hand-off queue while nobody watches; a drain tick otherwise.
         let timeout = if watchers.is_empty() {
             Duration::from_millis(100)

@@ -136,7 +136,7 @@ pub fn spawn(
         .as_ref()
         .map(|upstream| upstream.worker_port(Arc::clone(&waker)));
     let thread = std::thread::Builder::new()
-        .name(format!("fogcached-worker-{index}"))
+        .name(format!("fc-worker-{index}"))
         .spawn(move || {
             let mut worker = Worker {
                 poll,
@@ -203,6 +203,7 @@ impl Worker {
         let idle_timeout_s = shared.config.idle_timeout_s;
         let mut last_sweep_s = shared.engine.clock().now_s();
         loop {
+            engine::fault::panic_point();
             let timeout = if !self.yielded.is_empty() {
                 Some(Duration::ZERO)
             } else if idle_timeout_s > 0 {

@@ -369,6 +369,7 @@ impl Io {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         let mut more_submissions = false;
         loop {
+            engine::fault::panic_point();
             let timeout = if more_submissions || !self.upstream.may_sleep(self.shard) {
                 Some(Duration::ZERO)
             } else {

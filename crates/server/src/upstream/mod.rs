@@ -496,7 +496,7 @@ impl Upstream {
             let upstream = Arc::clone(self);
             let engine = Arc::clone(&engine);
             let thread = std::thread::Builder::new()
-                .name(format!("fogcached-upstream-{index}"))
+                .name(format!("fc-upstream-{index}"))
                 .spawn(move || io::run(poll, upstream, index, engine))?;
             self.threads.lock().push(thread);
         }

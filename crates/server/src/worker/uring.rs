@@ -736,6 +736,7 @@ impl Uring {
             return;
         }
         loop {
+            engine::fault::panic_point();
             if !self.poll_armed {
                 self.arm_poll();
             }
