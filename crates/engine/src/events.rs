@@ -258,7 +258,7 @@ mod tests {
         use crate::clock::ManualClock;
         use crate::config::EngineConfig;
         use crate::index::Index;
-        use crate::moves::{Direction, MoveReq, ShardLocking};
+        use crate::moves::{Direction, Queued};
         use crate::Engine;
 
         let config = EngineConfig {
@@ -331,14 +331,14 @@ mod tests {
 
         // A demotion is logged with both tiers.
         let key_hash = e.index.hash(b"k");
-        let addr = {
+        let queued = {
             let mut table = e.index.shard(key_hash).table.lock();
-            Index::find(&mut table, |a| &e.tier_of(a).mem, key_hash, b"k")
+            let addr = Index::find(&mut table, |a| &e.tier_of(a).mem, key_hash, b"k")
                 .unwrap()
-                .addr()
+                .addr();
+            Queued::mark(&e.dram().mem, addr, &table)
         };
-        let req = MoveReq::of(&e.dram().mem, addr);
-        assert!(e.move_item(req, Direction::ToSlow, ShardLocking::Wait));
+        assert!(e.move_item(queued, Direction::ToSlow));
         let events = drained(e.events());
         assert_eq!(events.len(), 1);
         assert_eq!(&*events[0].key, b"k");

@@ -51,7 +51,7 @@ pub use engine::Engine;
 pub use engine::{DramLimitError, ReassignError};
 pub use events::{CloseReason, CrawlerStatus, Event, EventLog, EventWhat, ItemFacts};
 #[cfg(feature = "test-hooks")]
-pub use pause::MigrationPause;
+pub use pause::{MigrationPause, ShardHold};
 pub use pool::PoolError;
 pub use recovery::{RecoveryReport, StopReport};
 pub use tuning::{CrawlerSettingError, LruTune, LruTuneError};

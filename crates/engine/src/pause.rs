@@ -69,7 +69,21 @@ impl Engine {
     }
 }
 
+/// A shard lock held by a test (see [`Engine::hold_shard_of`]); dropping it unlocks.
+#[must_use = "dropping the hold unlocks the shard at once"]
+pub struct ShardHold<'e> {
+    _table: crate::index::ShardGuard<'e>,
+}
+
 impl Engine {
+    /// Test builds only: locks the index shard of `key` until the hold is dropped (what
+    /// any request on a key of that shard does for its duration).
+    pub fn hold_shard_of(&self, key: &[u8]) -> ShardHold<'_> {
+        ShardHold {
+            _table: self.index.shard(self.index.hash(key)).table.lock(),
+        }
+    }
+
     /// Test builds only: with `on`, every migration yields its thread at the pause
     /// point (what a preemption there does in production), which widens the window
     /// only the re-check covers from a few instructions to a scheduling slice.

@@ -703,7 +703,8 @@ impl Hotspot {
         }
         if e.migrating() && !h.has(state::QUEUED) && count > self.threshold(class_id) {
             h.set(state::PROMOTE);
-            e.moves.offer(Direction::ToDram, &tier.mem, addr, false);
+            e.moves
+                .offer(Direction::ToDram, &tier.mem, addr, false, &*table);
             dirty = true;
         }
         if dirty {
@@ -979,7 +980,9 @@ impl Policy for Hotspot {
                 break;
             };
             if tier.mem.header(victim).has(state::QUEUED)
-                || !e.moves.offer(Direction::ToSlow, &tier.mem, victim, true)
+                || !e
+                    .moves
+                    .offer(Direction::ToSlow, &tier.mem, victim, true, &*cs)
             {
                 break;
             }
