@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::Mutex;
+use crate::lock::{Mutex, Rank};
 
 use crate::api::{StoreMode, StoreOutcome, TierId};
 
@@ -158,7 +158,6 @@ pub struct ItemFacts {
 }
 
 /// The bounded log; the engine writes, the server drains.
-#[derive(Default)]
 pub struct EventLog {
     /// Union of the kinds somebody watches.
     wanted: AtomicU32,
@@ -168,6 +167,18 @@ pub struct EventLog {
     dropped: AtomicU64,
     /// Events dropped since start (memcached's `log_worker_dropped`).
     dropped_total: AtomicU64,
+}
+
+impl Default for EventLog {
+    fn default() -> EventLog {
+        EventLog {
+            wanted: AtomicU32::new(0),
+            queue: Mutex::with_default(Rank::Events),
+            next_seq: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            dropped_total: AtomicU64::new(0),
+        }
+    }
 }
 
 impl EventLog {

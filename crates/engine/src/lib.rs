@@ -23,6 +23,7 @@ mod engine;
 pub mod events;
 mod index;
 mod item;
+mod lock;
 mod lru;
 mod memory;
 mod moves;

@@ -60,7 +60,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use crate::lock::{Mutex, Rank};
 
 use crate::api::MigrationCounts;
 use crate::engine::Engine;
@@ -181,7 +181,7 @@ struct MoveQueue {
 impl MoveQueue {
     fn new(capacity: usize) -> MoveQueue {
         MoveQueue {
-            entries: Mutex::new(VecDeque::with_capacity(capacity)),
+            entries: Mutex::new(Rank::MoveQueue, VecDeque::with_capacity(capacity)),
             len: AtomicUsize::new(0),
         }
     }
@@ -237,7 +237,7 @@ impl Migration {
             raced: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             #[cfg(feature = "test-hooks")]
-            pause_before_relock: Mutex::new(None),
+            pause_before_relock: Mutex::new(Rank::PauseArm, None),
             #[cfg(feature = "test-hooks")]
             yield_before_relock: std::sync::atomic::AtomicBool::new(false),
         }
