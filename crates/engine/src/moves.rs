@@ -29,33 +29,33 @@
 //! Who writes `QUEUED`. Between steps the mover holds no lock, so by the time it comes
 //! back the item may be gone and its chunk reused, even by another class's items (a page
 //! move): a write at the queued address is a write into whatever lives there now. So
-//! the bit changes only here, in two places, and each says in its signature what keeps
-//! the address the item's:
-//! - [`Queued::mark`] sets it, given a [`Pin`]: the item's shard guard (the item was
-//!   found in it) or its class state (the item is on that class's list). Either lock
-//!   keeps the chunk from being freed meanwhile.
+//! the bit changes only here (`ItemHeader::set`/`clear` refuse it in debug builds), in
+//! two places, and each says in its signature what keeps the address the item's:
+//! - [`Queued::mark`] sets it, given an [`ItemLock`]: the item's shard guard (the item
+//!   was found in it) or its class state (the item is on that class's list). Either
+//!   lock keeps the chunk from being freed meanwhile.
 //! - [`Engine::clear_state`] clears it (and `PROMOTE`), given an `index::Held`: the
 //!   shard lock is held and the index still maps the key to that address, so it is the
 //!   item, or at worst another live item of the same shard that reuses its chunk (whose
 //!   mark, cleared, only lets it be queued twice: harmless, see `move_item`'s checks).
 //!
-//! and `ItemHeader::set`/`clear` refuse `QUEUED` in debug builds. A mark is owned by a
-//! [`Queued`] (neither `Copy` nor `Clone`): a queue entry, or a page move's or a
-//! promotion's synchronous demotion. A `Queued` is moved only with a *waiting* shard
-//! lock, so every outcome of its move either frees the item (moved, or gone when the
-//! mover looked) or clears the mark under the lock: no item stays marked with nobody to
-//! clear it (it would never be queued or moved again). A move that may only *try* the
-//! shard lock ([`Engine::demote_if_free`], a `two_level` store's demotion) is a plain
-//! [`MoveReq`]: it never marks its item, so when the try fails it has nothing to undo and
-//! writes nothing (issue 24: it used to clear `QUEUED` at the address with no lock held,
-//! which could land in another item's value). Two such demotions taking the same victim
-//! are made harmless by the address + CAS re-check, as any duplicate entry is.
+//! A mark is owned by a [`Queued`] (neither `Copy` nor `Clone`): a queue entry, or a page
+//! move's or a promotion's synchronous demotion. A `Queued` is moved only with a
+//! *waiting* shard lock, so every outcome of its move either frees the item (moved, or
+//! gone when the mover looked) or clears the mark under the lock: no item stays marked
+//! with nobody to clear it (it would never be queued or moved again). A move that may
+//! only *try* the shard lock ([`Engine::demote_if_free`], a `two_level` store's
+//! demotion) is a plain [`MoveReq`]: it never marks its item, so when the try fails it
+//! has nothing to undo and writes nothing (issue 24: it used to clear `QUEUED` at the
+//! address with no lock held, which could land in another item's value). Two such
+//! demotions taking the same victim are made harmless by the address + CAS re-check, as
+//! any duplicate entry is.
 //!
-//! (Keeping "queued" in the queue's own bookkeeping instead, a set of addresses beside
-//! the deque, was the other way: it would cost the read path a lock and a look-up where
-//! it now tests a bit of the header it has already loaded, and the victim searches the
-//! same under their class locks; and the bookkeeping would still have to be cleared
-//! by whoever handles the entry.)
+//! Why not keep "queued" in the queues' own bookkeeping (a set of addresses beside the
+//! deques) instead: the read path would pay a lock and a look-up where it now tests a bit
+//! of a header it has loaded anyway, and so would each victim search under its class
+//! lock; and that set would hold addresses that may already be another item's, so it
+//! would need the same rule of who may add and remove them.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -102,28 +102,28 @@ impl MoveReq {
     }
 }
 
-/// What keeps an item's chunk from being freed while its `QUEUED` bit is set: the lock
-/// of its shard (`ShardGuard`: the caller found the item in that shard) or of its class
+/// A lock that keeps an item's chunk from being freed while its `QUEUED` bit is set: its
+/// shard's (`ShardGuard`: the caller found the item in that shard) or its class's
 /// (`ClassState`: the item is on that class's list). Implemented for those two only.
-pub(crate) trait Pin: pin::Sealed {
+pub(crate) trait ItemLock: sealed::Sealed {
     /// Debug builds: whether the item at `addr` is where this lock pins it.
     fn pins(&self, mem: &ItemMemory, addr: ItemAddr) -> bool;
 }
 
-mod pin {
+mod sealed {
     pub trait Sealed {}
     impl Sealed for crate::index::ShardGuard<'_> {}
     impl Sealed for crate::slab::ClassState {}
 }
 
-impl Pin for ShardGuard<'_> {
+impl ItemLock for ShardGuard<'_> {
     fn pins(&self, mem: &ItemMemory, addr: ItemAddr) -> bool {
         let key_hash = mem.header(addr).key_hash.load(Ordering::Relaxed);
         Index::contains(self, key_hash, addr)
     }
 }
 
-impl Pin for ClassState {
+impl ItemLock for ClassState {
     fn pins(&self, mem: &ItemMemory, addr: ItemAddr) -> bool {
         // Not `LINKED`: an unlink clears that under the shard lock before it waits for
         // the class lock to take the item off the list, which is what pins it here.
@@ -142,12 +142,12 @@ pub(crate) struct Queued {
 }
 
 impl Queued {
-    /// Marks the item at `addr` `QUEUED` and takes the mark. `pin` is the lock the caller
+    /// Marks the item at `addr` `QUEUED` and takes the mark. `lock` is the lock the caller
     /// holds that keeps the chunk the item's. The caller charges the state write with
     /// whatever else it wrote to the header.
-    pub fn mark(mem: &ItemMemory, addr: ItemAddr, pin: &impl Pin) -> Queued {
+    pub fn mark(mem: &ItemMemory, addr: ItemAddr, lock: &impl ItemLock) -> Queued {
         debug_assert!(
-            pin.pins(mem, addr),
+            lock.pins(mem, addr),
             "marking {addr:#x}, which the lock does not pin"
         );
         mem.header(addr)
@@ -255,7 +255,7 @@ impl Migration {
     }
 
     /// Queues the item at `addr` for a move and marks it `QUEUED` ([`Queued::mark`]:
-    /// `pin` is the caller's lock on the item's shard or class, so the item cannot be
+    /// `lock` is the caller's lock on the item's shard or class, so the item cannot be
     /// freed meanwhile); the caller charges the state write with whatever else it wrote
     /// to the header. With `wait == false` a busy queue lock is not waited for (the read
     /// path). Returns whether the item was queued; a full queue counts a drop.
@@ -265,7 +265,7 @@ impl Migration {
         mem: &ItemMemory,
         addr: ItemAddr,
         wait: bool,
-        pin: &impl Pin,
+        lock: &impl ItemLock,
     ) -> bool {
         let queue = self.queue(direction);
         if queue.len.load(Ordering::Relaxed) >= self.capacity {
@@ -284,7 +284,7 @@ impl Migration {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        entries.push_back(Queued::mark(mem, addr, pin));
+        entries.push_back(Queued::mark(mem, addr, lock));
         queue.len.store(entries.len(), Ordering::Relaxed);
         true
     }
