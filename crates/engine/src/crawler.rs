@@ -236,7 +236,7 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::config::EngineConfig;
     use crate::index::Index;
-    use crate::moves::{Direction, MoveReq, ShardLocking};
+    use crate::moves::{Direction, Queued};
     use crate::Engine;
 
     /// A pass that walks neither tier's LRU while an item is between them must still
@@ -257,11 +257,12 @@ mod tests {
         let stored = e.store(b"x", b"v", &StoreOptions::new(StoreMode::Set, 0, 100));
         assert!(matches!(stored, StoreOutcome::Stored { .. }));
         let key_hash = e.index.hash(b"x");
-        let addr = {
+        let (addr, queued) = {
             let mut table = e.index.shard(key_hash).table.lock();
-            Index::find(&mut table, |a| &e.tier_of(a).mem, key_hash, b"x")
+            let addr = Index::find(&mut table, |a| &e.tier_of(a).mem, key_hash, b"x")
                 .unwrap()
-                .addr()
+                .addr();
+            (addr, Queued::mark(&e.dram().mem, addr, &table))
         };
         let expiry_s = e
             .dram()
@@ -272,8 +273,7 @@ mod tests {
         assert!(expiry_s > 0);
         // As if a pass had just started and missed the item.
         e.crawl_due_s.store(u32::MAX, Ordering::Relaxed);
-        let req = MoveReq::of(&e.dram().mem, addr);
-        assert!(e.move_item(req, Direction::ToSlow, ShardLocking::Wait));
+        assert!(e.move_item(queued, Direction::ToSlow));
         assert_eq!(e.crawl_due_s.load(Ordering::Relaxed), expiry_s);
     }
 

@@ -10,17 +10,18 @@
 //! - `crawler.rs`, `automove.rs`, `background.rs`: background work;
 //! - `policy/`: every placement decision, behind the [`crate::policy::Policy`] trait.
 //!
-//! Lock order: index shard -> class (LRU + slab) -> page pool. A thread holding a class
-//! lock takes shards only with `try_lock` (the evictor, the maintainer, the crawler and
-//! the slab mover skip busy items), and never holds two class locks at once. Reads lock
-//! only the key's shard (plus a `try_lock` of the class when an ACTIVE COLD item is
-//! bumped to WARM); the copy out of slab memory happens under the shard lock, so no
-//! reference counts are needed.
+//! Lock order: index shard -> class (LRU + slab) -> page pool, checked in test and debug
+//! builds (`lock.rs`: each lock has a rank, and waiting for one not ranked above every
+//! lock the thread holds panics). A thread holding a class lock takes shards only with
+//! `try_lock` (the evictor, the maintainer, the crawler and the slab mover skip busy
+//! items), and never holds two class locks at once. Reads lock only the key's shard
+//! (plus a `try_lock` of the class when an ACTIVE COLD item is bumped to WARM); the copy
+//! out of slab memory happens under the shard lock, so no reference counts are needed.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use crate::lock::{Mutex, Rank};
 
 use crate::api::*;
 use crate::automove::AutomoveState;
@@ -86,9 +87,14 @@ impl Tier {
             item_bytes_seen: AtomicU64::new(0),
             items_seen: AtomicU64::new(0),
             mem: ItemMemory::new(region, tier_number),
-            pool: Mutex::new(PagePool::new(page_count)),
+            pool: Mutex::new(Rank::Pool, PagePool::new(page_count)),
             classes: (0..=geometry.large)
-                .map(|id| ClassLock(Mutex::new(ClassState::new(id.max(1), geometry))))
+                .map(|id| {
+                    ClassLock(Mutex::new(
+                        Rank::Class,
+                        ClassState::new(id.max(1), geometry),
+                    ))
+                })
                 .collect(),
             page_used: (0..page_count).map(|_| AtomicU32::new(0)).collect(),
             page_classes: match pool {
@@ -308,11 +314,11 @@ impl Engine {
             flush_oldest_cas: AtomicU64::new(0),
             crawl_due_s: AtomicU32::new(0),
             slab_automove: AtomicU32::new(automove),
-            automove: Mutex::new(AutomoveState::new(class_slots)),
-            background: Mutex::new(None),
+            automove: Mutex::new(Rank::Automove, AutomoveState::new(class_slots)),
+            background: Mutex::new(Rank::Background, None),
             cas_high_water: AtomicU64::new(u64::MAX),
             pending_flush: PendingFlush::default(),
-            recovery: Mutex::new(RecoveryReport::default()),
+            recovery: Mutex::with_default(Rank::Recovery),
             events: EventLog::default(),
             tuning,
             crawl_ended_s: AtomicU32::new(0),

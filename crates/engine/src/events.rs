@@ -15,7 +15,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use parking_lot::Mutex;
+use crate::lock::{Mutex, Rank};
 
 use crate::api::{StoreMode, StoreOutcome, TierId};
 
@@ -158,7 +158,6 @@ pub struct ItemFacts {
 }
 
 /// The bounded log; the engine writes, the server drains.
-#[derive(Default)]
 pub struct EventLog {
     /// Union of the kinds somebody watches.
     wanted: AtomicU32,
@@ -168,6 +167,18 @@ pub struct EventLog {
     dropped: AtomicU64,
     /// Events dropped since start (memcached's `log_worker_dropped`).
     dropped_total: AtomicU64,
+}
+
+impl Default for EventLog {
+    fn default() -> EventLog {
+        EventLog {
+            wanted: AtomicU32::new(0),
+            queue: Mutex::with_default(Rank::Events),
+            next_seq: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            dropped_total: AtomicU64::new(0),
+        }
+    }
 }
 
 impl EventLog {
@@ -258,7 +269,7 @@ mod tests {
         use crate::clock::ManualClock;
         use crate::config::EngineConfig;
         use crate::index::Index;
-        use crate::moves::{Direction, MoveReq, ShardLocking};
+        use crate::moves::{Direction, Queued};
         use crate::Engine;
 
         let config = EngineConfig {
@@ -331,14 +342,14 @@ mod tests {
 
         // A demotion is logged with both tiers.
         let key_hash = e.index.hash(b"k");
-        let addr = {
+        let queued = {
             let mut table = e.index.shard(key_hash).table.lock();
-            Index::find(&mut table, |a| &e.tier_of(a).mem, key_hash, b"k")
+            let addr = Index::find(&mut table, |a| &e.tier_of(a).mem, key_hash, b"k")
                 .unwrap()
-                .addr()
+                .addr();
+            Queued::mark(&e.dram().mem, addr, &table)
         };
-        let req = MoveReq::of(&e.dram().mem, addr);
-        assert!(e.move_item(req, Direction::ToSlow, ShardLocking::Wait));
+        assert!(e.move_item(queued, Direction::ToSlow));
         let events = drained(e.events());
         assert_eq!(events.len(), 1);
         assert_eq!(&*events[0].key, b"k");

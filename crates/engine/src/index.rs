@@ -28,7 +28,7 @@
 use std::cell::Cell;
 use std::marker::PhantomData;
 
-use parking_lot::{Mutex, MutexGuard};
+use crate::lock::{Guard, Mutex, Rank};
 
 use crate::item::{Fresh, ItemAccess, ItemAddr, ItemMemory, ItemRef, Located, ITEM_HEADER_BYTES};
 
@@ -38,7 +38,7 @@ pub(crate) struct Shard {
     pub table: Mutex<Table>,
 }
 
-pub(crate) type ShardGuard<'a> = MutexGuard<'a, Table>;
+pub(crate) type ShardGuard<'a> = Guard<'a, Table>;
 
 /// A published item of the shard whose lock is held for `'g`: the proof that reading its
 /// key and value is safe (`item.rs`, invariant 3). Made only here, from a descriptor of
@@ -310,9 +310,10 @@ impl Index {
         let per_shard = 1usize << (hashpower - shard_bits).min(14);
         let shards = (0..1usize << shard_bits)
             .map(|_| Shard {
-                table: Mutex::new(Table::with_capacity(
-                    per_shard * LOAD_AFTER_REBUILD_PERMILLE / 1000,
-                )),
+                table: Mutex::new(
+                    Rank::Shard,
+                    Table::with_capacity(per_shard * LOAD_AFTER_REBUILD_PERMILLE / 1000),
+                ),
             })
             .collect();
         Index {
@@ -612,7 +613,7 @@ mod tests {
     /// address still finds exactly what the table holds.
     #[test]
     fn a_stale_found_hint_finds_nothing_it_should_not() {
-        let shard = Mutex::new(Table::with_capacity(8));
+        let shard = Mutex::new(Rank::Shard, Table::with_capacity(8));
         let mut table = shard.lock();
         let a = |i: u64| addr(0, i * 8);
         Index::insert_new(&mut table, hash(1), unread(a(1)));
@@ -807,7 +808,7 @@ mod tests {
     /// of the slow tier and a signature collision costs exactly one item read.
     #[test]
     fn a_probe_reads_only_the_items_whose_signature_matches() {
-        let shard = Mutex::new(Table::with_capacity(64));
+        let shard = Mutex::new(Rank::Shard, Table::with_capacity(64));
         let mut table = shard.lock();
         let wanted = 0xDEAD_BEEF;
         // Eight descriptors share the wanted key's signature (its collisions); hundreds
@@ -838,7 +839,7 @@ mod tests {
 
     #[test]
     fn descriptors_with_one_signature_are_told_apart_by_address() {
-        let shard = Mutex::new(Table::with_capacity(4));
+        let shard = Mutex::new(Rank::Shard, Table::with_capacity(4));
         let mut table = shard.lock();
         let hash = 0xDEAD_BEEF;
         let addrs: Vec<ItemAddr> = (0..40).map(|i| addr(i % 2, 64 * (i + 1))).collect();

@@ -141,8 +141,10 @@ pub(crate) mod state {
     /// Set and read by the placement policy; cleared when the item is copied to DRAM
     /// (the copy starts without it).
     pub const PROMOTE: u16 = 1 << 9;
-    /// The item has an entry in a Move queue; keeps it from being queued twice.
-    /// Cleared by the migration thread when it handles the entry.
+    /// The item has an entry in a Move queue, or a synchronous demotion that waits for
+    /// its shard; keeps it from being queued twice. Written only in `moves.rs`: set with
+    /// the item's shard or class lock held (`Queued::mark`), cleared by the owner of the
+    /// mark under the shard lock with the index re-checked (`Engine::clear_state`).
     pub const QUEUED: u16 = 1 << 10;
     /// Bits a migrated copy keeps: what the client or the protocol can observe.
     pub const CARRIED_BY_MIGRATION: u16 = FETCHED | STALE | TOKEN_SENT;
@@ -217,9 +219,17 @@ impl ItemHeader {
         self.state.load(Ordering::Relaxed) & bits != 0
     }
     pub fn set(&self, bits: u16) {
+        debug_assert!(
+            bits & state::QUEUED == 0,
+            "QUEUED is set by moves::Queued::mark"
+        );
         self.state.fetch_or(bits, Ordering::Relaxed);
     }
     pub fn clear(&self, bits: u16) {
+        debug_assert!(
+            bits & state::QUEUED == 0,
+            "QUEUED is cleared by Engine::clear_state"
+        );
         self.state.fetch_and(!bits, Ordering::Relaxed);
     }
     pub fn segment(&self) -> usize {

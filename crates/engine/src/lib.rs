@@ -25,6 +25,7 @@ pub mod events;
 pub mod fault;
 mod index;
 mod item;
+mod lock;
 mod lru;
 mod memory;
 mod moves;
@@ -53,7 +54,7 @@ pub use engine::Engine;
 pub use engine::{DramLimitError, ReassignError};
 pub use events::{CloseReason, CrawlerStatus, Event, EventLog, EventWhat, ItemFacts};
 #[cfg(feature = "test-hooks")]
-pub use pause::MigrationPause;
+pub use pause::{MigrationPause, ShardHold};
 pub use pool::{Mismatch, PoolError, PoolStart, SettingChange};
 pub use recovery::{RecoveryReport, StopReport};
 pub use tuning::{CrawlerSettingError, LruTune, LruTuneError};

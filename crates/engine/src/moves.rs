@@ -25,18 +25,50 @@
 //! copy. Lock order stays shard -> class -> pool; on the client path (a store that
 //! needs DRAM room, which may already hold its own shard lock) shards are only
 //! `try_lock`ed.
+//!
+//! Who writes `QUEUED`. Between steps the mover holds no lock, so by the time it comes
+//! back the item may be gone and its chunk reused, even by another class's items (a page
+//! move): a write at the queued address is a write into whatever lives there now. So
+//! the bit changes only here (`ItemHeader::set`/`clear` refuse it in debug builds), in
+//! two places, and each says in its signature what keeps the address the item's:
+//! - [`Queued::mark`] sets it, given an [`ItemLock`]: the item's shard guard (the item
+//!   was found in it) or its class state (the item is on that class's list). Either
+//!   lock keeps the chunk from being freed meanwhile.
+//! - [`Engine::clear_state`] clears it (and `PROMOTE`), given an `index::Held`: the
+//!   shard lock is held and the index still maps the key to that address, so it is the
+//!   item, or at worst another live item of the same shard that reuses its chunk (whose
+//!   mark, cleared, only lets it be queued twice: harmless, see `move_item`'s checks).
+//!
+//! A mark is owned by a [`Queued`] (neither `Copy` nor `Clone`): a queue entry, or a page
+//! move's or a promotion's synchronous demotion. A `Queued` is moved only with a
+//! *waiting* shard lock, so every outcome of its move either frees the item (moved, or
+//! gone when the mover looked) or clears the mark under the lock: no item stays marked
+//! with nobody to clear it (it would never be queued or moved again). A move that may
+//! only *try* the shard lock ([`Engine::demote_if_free`], a `two_level` store's
+//! demotion) is a plain [`MoveReq`]: it never marks its item, so when the try fails it
+//! has nothing to undo and writes nothing (issue 24: it used to clear `QUEUED` at the
+//! address with no lock held, which could land in another item's value). Two such
+//! demotions taking the same victim are made harmless by the address + CAS re-check, as
+//! any duplicate entry is.
+//!
+//! Why not keep "queued" in the queues' own bookkeeping (a set of addresses beside the
+//! deques) instead: the read path would pay a lock and a look-up where it now tests a bit
+//! of a header it has loaded anyway, and so would each victim search under its class
+//! lock; and that set would hold addresses that may already be another item's, so it
+//! would need the same rule of who may add and remove them.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use crate::lock::{Mutex, Rank};
 
 use crate::api::MigrationCounts;
 use crate::engine::Engine;
 use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::{Held, Index, ShardGuard};
-use crate::item::{header_bytes, state, ItemAddr, ItemMemory, NIL};
+use crate::item::{header_bytes, state, ItemAccess, ItemAddr, ItemMemory, NIL};
 use crate::policy::{Candidate, Policy, Refusal};
+use crate::slab::ClassState;
 
 /// Entries a migration step takes from each queue before returning (bounds the time a
 /// test or the sim spends in one step; the threads loop).
@@ -50,16 +82,7 @@ pub(crate) enum Direction {
     ToSlow,
 }
 
-/// How a move takes the item's shard lock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ShardLocking {
-    /// Wait for it (migration threads, which hold no other lock).
-    Wait,
-    /// Give up if it is busy (a client store, which may hold another shard).
-    Try,
-}
-
-/// One Move-queue entry: the item as it was when queued.
+/// The item a move is for, as it was when the move was decided.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct MoveReq {
     pub addr: ItemAddr,
@@ -79,10 +102,78 @@ impl MoveReq {
     }
 }
 
+/// A lock that keeps an item's chunk from being freed while its `QUEUED` bit is set: its
+/// shard's (`ShardGuard`: the caller found the item in that shard) or its class's
+/// (`ClassState`: the item is on that class's list). Implemented for those two only.
+pub(crate) trait ItemLock: sealed::Sealed {
+    /// Debug builds: whether the item at `addr` is where this lock pins it.
+    fn pins(&self, mem: &ItemMemory, addr: ItemAddr) -> bool;
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::index::ShardGuard<'_> {}
+    impl Sealed for crate::slab::ClassState {}
+}
+
+impl ItemLock for ShardGuard<'_> {
+    fn pins(&self, mem: &ItemMemory, addr: ItemAddr) -> bool {
+        let key_hash = mem.header(addr).key_hash.load(Ordering::Relaxed);
+        Index::contains(self, key_hash, addr)
+    }
+}
+
+impl ItemLock for ClassState {
+    fn pins(&self, mem: &ItemMemory, addr: ItemAddr) -> bool {
+        // Not `LINKED`: an unlink clears that under the shard lock before it waits for
+        // the class lock to take the item off the list, which is what pins it here.
+        !mem.header(addr).has(state::FREE)
+            && self.pages.contains(&(ItemMemory::page_of(addr) as u32))
+    }
+}
+
+/// A move that owns its item's `QUEUED` mark (see the module comment): made only by
+/// [`Queued::mark`], moved only by [`Engine::move_item`], which waits for the shard lock
+/// so that every outcome can clear the mark under it. Neither `Copy` nor `Clone`.
+#[derive(Debug)]
+#[must_use = "a Queued owns its item's QUEUED mark: move it, or the item stays marked"]
+pub(crate) struct Queued {
+    req: MoveReq,
+}
+
+impl Queued {
+    /// Marks the item at `addr` `QUEUED` and takes the mark. `lock` is the lock the caller
+    /// holds that keeps the chunk the item's. The caller charges the state write with
+    /// whatever else it wrote to the header.
+    pub fn mark(mem: &ItemMemory, addr: ItemAddr, lock: &impl ItemLock) -> Queued {
+        debug_assert!(
+            lock.pins(mem, addr),
+            "marking {addr:#x}, which the lock does not pin"
+        );
+        mem.header(addr)
+            .state
+            .fetch_or(state::QUEUED, Ordering::Relaxed);
+        Queued {
+            req: MoveReq::of(mem, addr),
+        }
+    }
+}
+
+/// Whether a move owns its item's `QUEUED` mark, which decides how it takes the shard.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claim {
+    /// A [`Queued`]: waits for the shard lock (its caller holds no shard), so each
+    /// outcome clears the mark under it or finds the item gone.
+    Marked,
+    /// A plain [`MoveReq`]: only tries the shard (its caller may hold another) and
+    /// writes none of the item's state bits, whatever the outcome.
+    Unmarked,
+}
+
 /// A bounded FIFO. The deque is allocated once at its full capacity, so pushing never
 /// allocates (the read path may push).
 struct MoveQueue {
-    entries: Mutex<VecDeque<MoveReq>>,
+    entries: Mutex<VecDeque<Queued>>,
     /// Mirror of the length, read without the lock (stats, the read path's pre-check).
     len: AtomicUsize,
 }
@@ -90,7 +181,7 @@ struct MoveQueue {
 impl MoveQueue {
     fn new(capacity: usize) -> MoveQueue {
         MoveQueue {
-            entries: Mutex::new(VecDeque::with_capacity(capacity)),
+            entries: Mutex::new(Rank::MoveQueue, VecDeque::with_capacity(capacity)),
             len: AtomicUsize::new(0),
         }
     }
@@ -125,7 +216,7 @@ enum Outcome {
     Raced,
     /// No chunk in the destination tier.
     NoSpace,
-    /// The shard was busy (only with `ShardLocking::Try`).
+    /// The shard was busy (only a move that tries it: [`Engine::demote_if_free`]).
     Busy,
     /// A promotion refused by the policy's admission rule: the item stays put.
     Skipped,
@@ -146,7 +237,7 @@ impl Migration {
             raced: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             #[cfg(feature = "test-hooks")]
-            pause_before_relock: Mutex::new(None),
+            pause_before_relock: Mutex::new(Rank::PauseArm, None),
             #[cfg(feature = "test-hooks")]
             yield_before_relock: std::sync::atomic::AtomicBool::new(false),
         }
@@ -163,17 +254,18 @@ impl Migration {
         self.queue(direction).len.load(Ordering::Relaxed)
     }
 
-    /// Queues the item at `addr` for a move and marks it `QUEUED`. The caller holds the
-    /// item's shard lock or its class lock, so the item cannot be freed meanwhile, and
-    /// charges the state write with whatever else it wrote to the header. With
-    /// `wait == false` a busy queue lock is not waited for (the read path). Returns
-    /// whether the item was queued; a full queue counts a drop.
+    /// Queues the item at `addr` for a move and marks it `QUEUED` ([`Queued::mark`]:
+    /// `lock` is the caller's lock on the item's shard or class, so the item cannot be
+    /// freed meanwhile); the caller charges the state write with whatever else it wrote
+    /// to the header. With `wait == false` a busy queue lock is not waited for (the read
+    /// path). Returns whether the item was queued; a full queue counts a drop.
     pub fn offer(
         &self,
         direction: Direction,
         mem: &ItemMemory,
         addr: ItemAddr,
         wait: bool,
+        lock: &impl ItemLock,
     ) -> bool {
         let queue = self.queue(direction);
         if queue.len.load(Ordering::Relaxed) >= self.capacity {
@@ -192,13 +284,12 @@ impl Migration {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        mem.header(addr).set(state::QUEUED);
-        entries.push_back(MoveReq::of(mem, addr));
+        entries.push_back(Queued::mark(mem, addr, lock));
         queue.len.store(entries.len(), Ordering::Relaxed);
         true
     }
 
-    fn pop(&self, direction: Direction) -> Option<MoveReq> {
+    fn pop(&self, direction: Direction) -> Option<Queued> {
         let queue = self.queue(direction);
         if queue.len.load(Ordering::Relaxed) == 0 {
             return None;
@@ -252,20 +343,20 @@ impl Engine {
         let mut handled = 0;
         for direction in [Direction::ToSlow, Direction::ToDram] {
             for _ in 0..MIGRATION_BATCH {
-                let Some(req) = self.moves.pop(direction) else {
+                let Some(queued) = self.moves.pop(direction) else {
                     break;
                 };
                 handled += 1;
-                self.move_item(req, direction, ShardLocking::Wait);
+                self.move_item(queued, direction);
             }
         }
         handled
     }
 
-    /// The queued item, if the shard still maps `req.key_hash` to `req.addr` and the
-    /// item there is linked, alive and carries the queued CAS; with the proof to read it.
-    /// The caller holds the shard lock and has charged the item's header read.
-    fn still_queued_item<'g>(
+    /// The item the move is for, if the shard still maps `req.key_hash` to `req.addr`
+    /// and the item there is linked, alive and carries the request's CAS; with the proof
+    /// to read it. The caller holds the shard lock and has charged the item's header read.
+    fn current_item<'g>(
         &self,
         table: &'g mut ShardGuard<'_>,
         req: &MoveReq,
@@ -279,23 +370,31 @@ impl Engine {
         current.then_some(item)
     }
 
-    fn lock_shard(&self, key_hash: u32, locking: ShardLocking) -> Option<ShardGuard<'_>> {
+    /// The shard lock of a move: waited for by the owner of a mark, only tried otherwise.
+    fn lock_shard(&self, key_hash: u32, claim: Claim) -> Option<ShardGuard<'_>> {
         let shard = self.index.shard(key_hash);
-        match locking {
-            ShardLocking::Wait => Some(shard.table.lock()),
-            ShardLocking::Try => shard.table.try_lock(),
+        match claim {
+            Claim::Marked => Some(shard.table.lock()),
+            Claim::Unmarked => shard.table.try_lock(),
         }
     }
 
-    /// Moves the queued item to the other tier (see the module comment). Returns
-    /// whether it moved; every other outcome is counted.
-    pub(crate) fn move_item(
-        &self,
-        req: MoveReq,
-        direction: Direction,
-        locking: ShardLocking,
-    ) -> bool {
-        let outcome = self.move_item_inner(req, direction, locking);
+    /// Moves the item of a [`Queued`] to the other tier (see the module comment), waiting
+    /// for its shard lock. Returns whether it moved; every other outcome is counted, and
+    /// leaves the item (if it is still indexed) without the mark.
+    pub(crate) fn move_item(&self, queued: Queued, direction: Direction) -> bool {
+        self.move_counted(queued.req, direction, Claim::Marked)
+    }
+
+    /// Demotes the item `req` names to the slow tier if its shard lock is free when
+    /// tried (the caller may hold another shard: a client store making DRAM room). The
+    /// item is not marked, and no outcome writes to it but the move itself.
+    pub(crate) fn demote_if_free(&self, req: MoveReq) -> bool {
+        self.move_counted(req, Direction::ToSlow, Claim::Unmarked)
+    }
+
+    fn move_counted(&self, req: MoveReq, direction: Direction, claim: Claim) -> bool {
+        let outcome = self.move_item_inner(req, direction, claim);
         let m = &self.moves;
         let counter = match (outcome, direction) {
             (Outcome::Moved, Direction::ToDram) => &m.promotions,
@@ -309,12 +408,7 @@ impl Engine {
         outcome == Outcome::Moved
     }
 
-    fn move_item_inner(
-        &self,
-        req: MoveReq,
-        direction: Direction,
-        locking: ShardLocking,
-    ) -> Outcome {
+    fn move_item_inner(&self, req: MoveReq, direction: Direction, claim: Claim) -> Outcome {
         let src_tier = self.tier_of(req.addr);
         let dst_tier = match direction {
             Direction::ToDram => self.dram(),
@@ -329,22 +423,21 @@ impl Engine {
         let src = &src_tier.mem;
         // 1. Still the queued item? Its size decides the destination class.
         let (total_bytes, class_id, candidate) = {
-            let Some(mut table) = self.lock_shard(req.key_hash, locking) else {
-                self.clear_state(req.addr, state::QUEUED);
+            let Some(mut table) = self.lock_shard(req.key_hash, claim) else {
+                // Nothing written: an unmarked move has nothing to undo.
                 return Outcome::Busy;
             };
             src.charge_header_read(req.addr, header_bytes::ALL);
-            if self
-                .still_queued_item(&mut table, &req, self.now_s())
-                .is_none()
-            {
-                self.release(&table, &req);
+            let Some(item) = self.current_item(&mut table, &req, self.now_s()) else {
+                self.release(&mut table, &req, claim, state::QUEUED);
                 return Outcome::Raced;
-            }
+            };
             let h = src.header(req.addr);
             if direction == Direction::ToDram && !h.has(state::PROMOTE) {
                 // Not promoted (a stale entry): nothing to do.
-                self.clear_state(req.addr, state::QUEUED);
+                if claim == Claim::Marked {
+                    self.clear_state(&item, state::QUEUED);
+                }
                 return Outcome::Raced;
             }
             (
@@ -366,20 +459,14 @@ impl Engine {
                 Err(Refusal::NotAdmitted) => {
                     // The item stays where it is, served from there, and leaves the
                     // Promote state; a later access may offer it again.
-                    if let Some(table) = self.lock_shard(req.key_hash, locking) {
-                        if Index::contains(&table, req.key_hash, req.addr) {
-                            self.clear_state(req.addr, state::PROMOTE | state::QUEUED);
-                        }
-                    }
+                    self.release_relocked(&req, claim, state::PROMOTE | state::QUEUED);
                     return Outcome::Skipped;
                 }
                 Err(Refusal::NoSpace) => {
                     // The policy told the automover of the class's need when it found no
                     // DRAM room (`tiering::make_dram_room`): counting it here again
                     // would count one failed promotion twice.
-                    if let Some(table) = self.lock_shard(req.key_hash, locking) {
-                        self.release(&table, &req);
-                    }
+                    self.release_relocked(&req, claim, state::QUEUED);
                     return Outcome::NoSpace;
                 }
             };
@@ -388,18 +475,19 @@ impl Engine {
         #[cfg(feature = "test-hooks")]
         self.moves.pause_point_before_relock(&req, direction);
         // 3. Re-check, copy, swap.
-        let Some(mut table) = self.lock_shard(req.key_hash, locking) else {
+        let Some(mut table) = self.lock_shard(req.key_hash, claim) else {
+            // The item may be gone and its chunk another's by now: nothing is written
+            // at its address (an unmarked move has no mark to clear).
             self.free_unlinked(dst_chunk);
-            self.clear_state(req.addr, state::QUEUED);
             return Outcome::Busy;
         };
         let now = self.now_s();
         let src_h = src.header(req.addr);
         let src_item = self
-            .still_queued_item(&mut table, &req, now)
+            .current_item(&mut table, &req, now)
             .filter(|_| src_h.total_bytes() == total_bytes);
         let Some(src_item) = src_item else {
-            self.release(&table, &req);
+            self.release(&mut table, &req, claim, state::QUEUED);
             drop(table);
             self.free_unlinked(dst_chunk);
             return Outcome::Raced;
@@ -474,21 +562,37 @@ impl Engine {
         Outcome::Moved
     }
 
-    /// Clears state bits of an item the caller may no longer hold a lock on but whose
-    /// chunk is not reused (a queued item being released), charging the state write.
-    fn clear_state(&self, addr: ItemAddr, bits: u16) {
+    /// Clears state bits (`QUEUED`, `PROMOTE`) of the item `item` proves the caller holds
+    /// (its shard locked, the index re-checked), charging the state write. With `clear`
+    /// of `ItemHeader` refusing `QUEUED`, this is the one way a mark goes, and it cannot be
+    /// called with a bare address.
+    fn clear_state(&self, item: &Held<'_>, bits: u16) {
+        let addr = item.item_addr();
         let mem = &self.tier_of(addr).mem;
         mem.charge_header_write(addr, header_bytes::STATE);
-        mem.header(addr).clear(bits);
+        mem.header(addr).state.fetch_and(!bits, Ordering::Relaxed);
     }
 
-    /// Clears `QUEUED` on the item at `req.addr` if it is still indexed (possibly
-    /// changed in place, e.g. by `incr`), so it can be queued again. Clearing it on an
-    /// item queued by someone else would at worst queue it twice, which the checks of
-    /// `move_item` make harmless. The caller holds the shard lock.
-    fn release(&self, table: &ShardGuard<'_>, req: &MoveReq) {
-        if Index::contains(table, req.key_hash, req.addr) {
-            self.clear_state(req.addr, state::QUEUED);
+    /// Clears `bits` on the item at `req.addr` if it is still indexed (possibly changed
+    /// in place, e.g. by `incr`), so it can be queued again, when the move owns its
+    /// mark; an unmarked move writes nothing. Clearing it on an item queued by someone
+    /// else as well would at worst queue it twice, which the checks of `move_item` make
+    /// harmless. The caller holds the shard lock.
+    fn release(&self, table: &mut ShardGuard<'_>, req: &MoveReq, claim: Claim, bits: u16) {
+        if claim == Claim::Unmarked {
+            return;
+        }
+        if let Some(item) = Index::held(table, req.key_hash, req.addr) {
+            self.clear_state(&item, bits);
+        }
+    }
+
+    /// [`Engine::release`] from step 2, where no lock is held: a marked move waits for
+    /// the shard again; an unmarked one has nothing to release.
+    fn release_relocked(&self, req: &MoveReq, claim: Claim, bits: u16) {
+        if claim == Claim::Marked {
+            let mut table = self.index.shard(req.key_hash).table.lock();
+            self.release(&mut table, req, claim, bits);
         }
     }
 }

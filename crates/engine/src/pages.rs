@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use crate::config::{ConfigError, SLAB_PAGE_SIZE_BYTES};
 use crate::engine::{Engine, ReassignError, Tier};
 use crate::item::{header_bytes, state};
-use crate::moves::{Direction, MoveReq, ShardLocking};
+use crate::moves::{Direction, Queued};
 
 /// Classes a failed allocation tries to take a page from, and how often it waits for
 /// busy items in the page before moving to the next class.
@@ -286,7 +286,7 @@ impl Engine {
     /// The caller holds no lock (demotions wait for shard locks). Returns whether some
     /// item was looked at but did not move (another pass may take it).
     pub(crate) fn demote_page_items(&self, tier: &Tier, src: usize, page: usize) -> bool {
-        let reqs: Vec<MoveReq> = {
+        let reqs: Vec<Queued> = {
             let mut cs = tier.classes[src].0.lock();
             if !cs.pages.contains(&(page as u32))
                 || cs.moving_page.is_some_and(|p| p as usize != page)
@@ -313,15 +313,14 @@ impl Engine {
                 } else if bits & state::LINKED != 0 && self.dead_reason(h, now).is_none() {
                     // Even if already queued: a second entry for the same item is
                     // harmless (the address + CAS check of `move_item`).
-                    h.set(state::QUEUED);
-                    reqs.push(MoveReq::of(&tier.mem, addr));
+                    reqs.push(Queued::mark(&tier.mem, addr, &*cs));
                 }
             }
             reqs
         };
         let mut left_behind = false;
-        for req in reqs {
-            if !self.move_item(req, Direction::ToSlow, ShardLocking::Wait) {
+        for queued in reqs {
+            if !self.move_item(queued, Direction::ToSlow) {
                 left_behind = true;
             }
         }

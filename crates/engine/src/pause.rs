@@ -11,10 +11,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Condvar;
 
 use crate::api::TierId;
 use crate::engine::Engine;
+use crate::lock::{Mutex, Rank};
 use crate::moves::{Direction, Migration, MoveReq};
 
 /// A paused migration goes on by itself after this long (a backstop for a test that
@@ -56,7 +57,7 @@ impl Engine {
                 TierId::Dram => Direction::ToDram,
                 TierId::Slow => Direction::ToSlow,
             },
-            phase: Mutex::new(Phase::Armed),
+            phase: Mutex::new(Rank::PausePhase, Phase::Armed),
             changed: Condvar::new(),
         });
         let mut armed = self.moves.pause_before_relock.lock();
@@ -69,7 +70,21 @@ impl Engine {
     }
 }
 
+/// A shard lock held by a test (see [`Engine::hold_shard_of`]); dropping it unlocks.
+#[must_use = "dropping the hold unlocks the shard at once"]
+pub struct ShardHold<'e> {
+    _table: crate::index::ShardGuard<'e>,
+}
+
 impl Engine {
+    /// Test builds only: locks the index shard of `key` until the hold is dropped (what
+    /// any request on a key of that shard does for its duration).
+    pub fn hold_shard_of(&self, key: &[u8]) -> ShardHold<'_> {
+        ShardHold {
+            _table: self.index.shard(self.index.hash(key)).table.lock(),
+        }
+    }
+
     /// Test builds only: with `on`, every migration yields its thread at the pause
     /// point (what a preemption there does in production), which widens the window
     /// only the re-check covers from a few instructions to a scheduling slice.
@@ -85,12 +100,7 @@ impl MigrationPause<'_> {
         let deadline = Instant::now() + timeout;
         let mut phase = self.point.phase.lock();
         while *phase == Phase::Armed {
-            if self
-                .point
-                .changed
-                .wait_until(&mut phase, deadline)
-                .timed_out()
-            {
+            if phase.wait_until(&self.point.changed, deadline) {
                 break;
             }
         }
@@ -144,7 +154,7 @@ impl Migration {
         point.changed.notify_all();
         let deadline = Instant::now() + PAUSE_MAX;
         while *phase == Phase::Paused {
-            if point.changed.wait_until(&mut phase, deadline).timed_out() {
+            if phase.wait_until(&point.changed, deadline) {
                 *phase = Phase::GaveUp;
             }
         }

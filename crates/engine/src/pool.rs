@@ -864,7 +864,6 @@ fn random_u64() -> u64 {
 /// invalidations are counted as they are made; a flush covers every change counted
 /// before it began, and callers whose changes an earlier or concurrent flush covered do
 /// not flush again, so all the connections of all the workers share each `msync`.
-#[derive(Default)]
 pub(crate) struct PendingFlush {
     /// Invalidations made so far (monotonic).
     pub changes: AtomicU64,
@@ -872,7 +871,17 @@ pub(crate) struct PendingFlush {
     /// on the file.
     pub durable: AtomicU64,
     /// One flush at a time; the others wait for it and usually find themselves covered.
-    pub flushing: parking_lot::Mutex<()>,
+    pub flushing: crate::lock::Mutex<()>,
+}
+
+impl Default for PendingFlush {
+    fn default() -> PendingFlush {
+        PendingFlush {
+            changes: AtomicU64::new(0),
+            durable: AtomicU64::new(0),
+            flushing: crate::lock::Mutex::new(crate::lock::Rank::Flushing, ()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -94,7 +94,8 @@ impl TailHooks for Hooks {
         // A Promote item at the slow tier's HOT or WARM tail enters Move-to-DRAM (the
         // read that set Promote could not queue it). It stays readable in WARM until
         // the migration thread copies it.
-        e.moves.offer(Direction::ToDram, &tier.mem, addr, true);
+        e.moves
+            .offer(Direction::ToDram, &tier.mem, addr, true, &*cs);
         h.clear(state::ACTIVE);
         cs.stats.moves_to_warm += 1;
         slru::move_to(tier, cs, addr, crate::lru::WARM);
@@ -114,7 +115,8 @@ impl TailHooks for Hooks {
         tier.id == TierId::Dram
             && e.migrating()
             && tiering::wants_demotion(e, tier, cs, tier.mem.header(addr), now_s)
-            && e.moves.offer(Direction::ToSlow, &tier.mem, addr, true)
+            && e.moves
+                .offer(Direction::ToSlow, &tier.mem, addr, true, &*cs)
     }
 }
 
@@ -149,7 +151,7 @@ impl Policy for DualLru {
         addr: ItemAddr,
         class_id: usize,
         now_s: u32,
-        _table: &mut ShardGuard<'_>,
+        table: &mut ShardGuard<'_>,
         _key_hash: u32,
     ) -> bool {
         let h = tier.mem.header(addr);
@@ -167,7 +169,8 @@ impl Policy for DualLru {
                 && (self.spare_hint(class_id) || self.admits(self.periods.count_of(h), 0))
             {
                 h.set(state::PROMOTE);
-                e.moves.offer(Direction::ToDram, &tier.mem, addr, false);
+                e.moves
+                    .offer(Direction::ToDram, &tier.mem, addr, false, &*table);
                 dirty = true;
             }
         } else {

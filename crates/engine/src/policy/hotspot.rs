@@ -56,7 +56,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
-use parking_lot::Mutex;
+use crate::lock::{Mutex, Rank};
 
 use crate::api::TierId;
 use crate::config::{EngineConfig, SLAB_CLASSES_MAX};
@@ -203,7 +203,7 @@ impl Hotspot {
             benefit_reassign: config.benefit_reassign,
             hyperbolic: config.policy == crate::config::PlacementPolicy::Hyperbolic,
             sample_state: AtomicU64::new(0x9E37_79B9_7F4A_7C15),
-            reassignment: Mutex::new(Reassignment::default()),
+            reassignment: Mutex::with_default(Rank::HotspotReassignment),
             classes: (0..=SLAB_CLASSES_MAX)
                 .map(|_| Class {
                     started_at: std::array::from_fn(|_| AtomicU32::new(0)),
@@ -211,7 +211,7 @@ impl Hotspot {
                     threshold: AtomicU8::new(THRESHOLD_INITIAL),
                     migration_accesses: AtomicU64::new(0),
                     promotions: AtomicU64::new(0),
-                    tuning: Mutex::new(Tuning::default()),
+                    tuning: Mutex::with_default(Rank::HotspotTuning),
                 })
                 .collect(),
         }
@@ -703,7 +703,8 @@ impl Hotspot {
         }
         if e.migrating() && !h.has(state::QUEUED) && count > self.threshold(class_id) {
             h.set(state::PROMOTE);
-            e.moves.offer(Direction::ToDram, &tier.mem, addr, false);
+            e.moves
+                .offer(Direction::ToDram, &tier.mem, addr, false, &*table);
             dirty = true;
         }
         if dirty {
@@ -979,7 +980,9 @@ impl Policy for Hotspot {
                 break;
             };
             if tier.mem.header(victim).has(state::QUEUED)
-                || !e.moves.offer(Direction::ToSlow, &tier.mem, victim, true)
+                || !e
+                    .moves
+                    .offer(Direction::ToSlow, &tier.mem, victim, true, &*cs)
             {
                 break;
             }
@@ -1151,9 +1154,24 @@ mod tests {
         let fresh = (per_page..per_page + 1_000)
             .find(|&i| e.index.shard_index(e.index.hash(key(i).as_bytes())) != victim_shard)
             .unwrap();
-        let held = e.index.shard_at(victim_shard).table.lock();
-        let outcome = store(fresh);
-        drop(held);
+        // Held by another thread: one thread blocking on a second shard is a lock-order
+        // violation (`lock.rs`).
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let outcome = std::thread::scope(|s| {
+            // Owned here, so a panicking store drops it and the holder lets go.
+            let done_tx = done_tx;
+            let e = &e;
+            s.spawn(move || {
+                let _held = e.index.shard_at(victim_shard).table.lock();
+                held_tx.send(()).unwrap();
+                let _ = done_rx.recv();
+            });
+            held_rx.recv().unwrap();
+            let outcome = store(fresh);
+            done_tx.send(()).unwrap();
+            outcome
+        });
         assert!(
             matches!(outcome, StoreOutcome::Stored { .. }),
             "{outcome:?}"

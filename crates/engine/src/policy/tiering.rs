@@ -8,7 +8,7 @@ use crate::config::SLAB_PAGE_SIZE_BYTES;
 use crate::engine::{Engine, Tier};
 use crate::item::{header_bytes, state, Fresh, ItemAddr, ItemHeader, NIL};
 use crate::lru::{COLD, HOT, WARM};
-use crate::moves::{Direction, MoveReq, ShardLocking};
+use crate::moves::{Direction, MoveReq, Queued};
 use crate::slab::ClassState;
 
 use super::slru::{self, NoHooks};
@@ -28,6 +28,18 @@ const FEED_COLD_PULLS: usize = 8;
 /// The share of a class's DRAM chunks the maintainer keeps free (by demoting COLD
 /// tails) for new items: 1 in 20, seed 004's "DRAM has almost no free space".
 pub(crate) const RESERVE_DIVISOR: u64 = 20;
+
+/// How a synchronous demotion takes its victim's shard lock, which decides what kind of
+/// move it is (`moves.rs`, "Who writes `QUEUED`").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ShardLocking {
+    /// Wait for it (the caller holds no shard: a promotion making room): the victim is
+    /// marked `QUEUED` for the move, as a queue entry would.
+    Wait,
+    /// Only try it (a client store, which may hold another shard): the victim is not
+    /// marked, so a busy shard leaves nothing to undo.
+    Try,
+}
 
 /// What making room in DRAM by one synchronous demotion came to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,8 +149,13 @@ pub(crate) fn make_dram_room_with(
     victim: impl Fn(&Engine, &mut ClassState, u32) -> Option<ItemAddr>,
     admit: impl Fn(&ItemHeader) -> bool,
 ) -> Room {
+    /// The victim's move, decided under the class lock.
+    enum Demotion {
+        Marked(Queued),
+        Tried(MoveReq),
+    }
     let dram = e.dram();
-    let req = {
+    let demotion = {
         let mut cs = dram.classes[class_id].0.lock();
         let now = e.now_s();
         let victim = victim(e, &mut cs, now);
@@ -150,14 +167,20 @@ pub(crate) fn make_dram_room_with(
         // The caller found no free DRAM chunk for the class and needs one: tell the
         // automover (not for a refused promotion, which needs no room).
         cs.dram_pressure += 1;
-        victim.map(|addr| {
-            dram.mem.header(addr).set(state::QUEUED);
-            MoveReq::of(&dram.mem, addr)
+        victim.map(|addr| match locking {
+            ShardLocking::Wait => Demotion::Marked(Queued::mark(&dram.mem, addr, &*cs)),
+            ShardLocking::Try => Demotion::Tried(MoveReq::of(&dram.mem, addr)),
         })
     };
-    match req {
-        Some(req) if e.move_item(req, Direction::ToSlow, locking) => Room::Demoted,
-        _ => Room::NotDemoted,
+    let demoted = match demotion {
+        Some(Demotion::Marked(queued)) => e.move_item(queued, Direction::ToSlow),
+        Some(Demotion::Tried(req)) => e.demote_if_free(req),
+        None => false,
+    };
+    if demoted {
+        Room::Demoted
+    } else {
+        Room::NotDemoted
     }
 }
 

@@ -52,7 +52,7 @@ impl Policy for TwoLevel {
         addr: ItemAddr,
         _class_id: usize,
         now_s: u32,
-        _table: &mut ShardGuard<'_>,
+        table: &mut ShardGuard<'_>,
         _key_hash: u32,
     ) -> bool {
         let h = tier.mem.header(addr);
@@ -65,7 +65,8 @@ impl Policy for TwoLevel {
             // Every access pulls the item into DRAM.
             if !h.has(state::QUEUED) {
                 h.set(state::PROMOTE);
-                e.moves.offer(Direction::ToDram, &tier.mem, addr, false);
+                e.moves
+                    .offer(Direction::ToDram, &tier.mem, addr, false, &*table);
                 dirty = true;
             }
         } else {
