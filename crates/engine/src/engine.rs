@@ -251,6 +251,7 @@ impl Engine {
                         &settings,
                         config.slow_pool_reset,
                         config.slow_pool_mismatch,
+                        clock.start_unix_s(),
                         &describe,
                     )
                 };
@@ -272,11 +273,13 @@ impl Engine {
                             config.slow_pool_reset,
                             config.slow_pool_mismatch,
                             now_unix_s,
+                            clock.start_unix_s(),
                             &region.describe(),
                         )
                         .map_err(|e| ConfigError::SlowTier(e.to_string()))?;
                         // Relative times in the pool's records count from the pool's
-                        // clock base: make it the engine's zero.
+                        // clock base: make it the engine's zero. `Pool::open` formatted
+                        // (or refused) a pool whose zero is later than the clock's.
                         if !clock.rebase(pool.clock_base_unix_s()) {
                             return Err(ConfigError::SlowTier(format!(
                                 "{}: the pool was made at Unix time {}, later than now: \

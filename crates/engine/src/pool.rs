@@ -396,6 +396,13 @@ pub enum Mismatch {
     FormatVersion { pool: u32, now: u32 },
     /// Our magic, but a geometry block that does not check out.
     HeaderDamaged,
+    /// Made at a Unix time later than this start's clock zero: the wall clock went back
+    /// between the two runs (a bad real-time clock at boot, an NTP step), so the records'
+    /// relative times (their TTLs) cannot be read.
+    ClockWentBack {
+        pool_zero_unix_s: u64,
+        now_zero_unix_s: u64,
+    },
 }
 
 impl Mismatch {
@@ -405,6 +412,7 @@ impl Mismatch {
             Mismatch::Settings(_) => "settings_changed",
             Mismatch::FormatVersion { .. } => "format_version",
             Mismatch::HeaderDamaged => "header_damaged",
+            Mismatch::ClockWentBack { .. } => "clock_went_back",
         }
     }
 }
@@ -426,6 +434,15 @@ impl std::fmt::Display for Mismatch {
                     "has a damaged header (its geometry block does not check out)"
                 )
             }
+            Mismatch::ClockWentBack {
+                pool_zero_unix_s,
+                now_zero_unix_s,
+            } => write!(
+                f,
+                "counts time from Unix time {pool_zero_unix_s}, later than this start's \
+                 {now_zero_unix_s}: the wall clock went back, so its items' expiry times \
+                 cannot be read"
+            ),
         }
     }
 }
@@ -510,7 +527,12 @@ enum Assessment {
     },
 }
 
-fn assess(fixed: &[u8], geometry: &PoolGeometry, settings: &PoolSettings) -> Assessment {
+fn assess(
+    fixed: &[u8],
+    geometry: &PoolGeometry,
+    settings: &PoolSettings,
+    clock_zero_unix_s: u64,
+) -> Assessment {
     if fixed.get(at::MAGIC..at::MAGIC + 8) != Some(&MAGIC[..]) {
         return Assessment::Foreign;
     }
@@ -539,6 +561,15 @@ fn assess(fixed: &[u8], geometry: &PoolGeometry, settings: &PoolSettings) -> Ass
     let changes = geometry.changes(&stored, settings, stored_settings.as_ref());
     if !changes.is_empty() {
         return Assessment::Mismatch(Mismatch::Settings(changes));
+    }
+    // Records keep times relative to the pool's zero, which becomes the engine's: a zero
+    // later than the engine's own cannot be (`Clock::rebase`).
+    let pool_zero_unix_s = le_u64(fixed, at::CLOCK_BASE).unwrap_or(0);
+    if pool_zero_unix_s > clock_zero_unix_s {
+        return Assessment::Mismatch(Mismatch::ClockWentBack {
+            pool_zero_unix_s,
+            now_zero_unix_s: clock_zero_unix_s,
+        });
     }
     Assessment::Matches {
         settings_current: stored_settings.as_ref() == Some(settings),
@@ -591,12 +622,14 @@ pub(crate) fn vet(
     settings: &PoolSettings,
     reset: bool,
     policy: PoolMismatch,
+    clock_zero_unix_s: u64,
     describe: &str,
 ) -> Result<(), String> {
     let tier::PoolContents::Data(bytes) = contents else {
         return Ok(());
     };
-    match decide(assess(bytes, geometry, settings), reset, policy, describe) {
+    let assessment = assess(bytes, geometry, settings, clock_zero_unix_s);
+    match decide(assessment, reset, policy, describe) {
         Decision::Refuse(message) => Err(message),
         Decision::Recover { .. } | Decision::Format(_) => Ok(()),
     }
@@ -634,7 +667,8 @@ impl Pool {
     /// Opens the pool whose header is `header` (already past `vet`): formats it when it
     /// held nothing, when `reset`, when a format was interrupted, or when it cannot be
     /// read as it is and `policy` is `Reset`; refuses it with what differs when `policy`
-    /// is `Refuse`; else recovers it. `now_unix_s`: the clock base of a new pool.
+    /// is `Refuse`; else recovers it. `now_unix_s`: the clock base of a new pool;
+    /// `clock_zero_unix_s`: the engine clock's zero, which a recovered pool's may not follow.
     #[allow(clippy::too_many_arguments)]
     pub fn open(
         header: tier::PoolHeader,
@@ -643,6 +677,7 @@ impl Pool {
         reset: bool,
         policy: PoolMismatch,
         now_unix_s: u64,
+        clock_zero_unix_s: u64,
         describe: &str,
     ) -> Result<Pool, PoolError> {
         let page_count = geometry.page_count as usize;
@@ -665,7 +700,7 @@ impl Pool {
             return Ok(pool);
         }
         let fixed = pool.read_bytes(0, at::PAGE_TABLE);
-        let assessment = assess(&fixed, geometry, settings);
+        let assessment = assess(&fixed, geometry, settings, clock_zero_unix_s);
         let settings_current = match decide(assessment, reset, policy, describe) {
             Decision::Refuse(message) => return Err(PoolError::Refused(message)),
             Decision::Format(start) => {

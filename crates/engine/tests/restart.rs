@@ -554,3 +554,62 @@ fn a_truncated_pool_serves_only_the_records_left_whole() {
         "{served} served; {report:?}"
     );
 }
+
+/// A pool made at a Unix time later than this start's (the wall clock went back between
+/// two runs: a bad RTC at boot, an NTP step) cannot have its records' expiry times read.
+/// Like a changed flag, that must not keep the cache down: the start is cold and says
+/// why, unless `--slow-pool-mismatch refuse` asks for a refusal, which leaves the pool as
+/// it was (so a start with the clock fixed recovers it).
+#[test]
+fn a_pool_from_a_later_clock_starts_cold_or_is_refused_as_configured() {
+    let dir = TempDir::new("clock-back");
+    let config = pool_config(&dir.pool(), 1, 4);
+    let made_unix_s = 1_700_000_000;
+    let (e, _) = open_at(config.clone(), made_unix_s);
+    set(&e, b"k", b"v");
+    e.stop_to_pool().unwrap();
+    drop(e);
+    let pristine = std::fs::read(dir.pool()).unwrap();
+    let refuse = EngineConfig {
+        slow_pool_mismatch: PoolMismatch::Refuse,
+        ..config.clone()
+    };
+    let an_hour_earlier = made_unix_s - 3600;
+    let text = Engine::new(refuse.clone(), ManualClock::new(an_hour_earlier))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(text.contains("the wall clock went back"), "{text}");
+    assert!(text.contains("--slow-pool-mismatch reset"), "{text}");
+    assert!(
+        std::fs::read(dir.pool()).unwrap() == pristine,
+        "a refused open changed the pool"
+    );
+    // The clock fixed, the pool recovers: the refusal changed nothing.
+    let (e, _) = open_at(refuse, made_unix_s + 10);
+    assert_eq!(e.recovery_report().start, PoolStart::Recovered);
+    assert_eq!(value(&e, b"k"), Some(b"v".to_vec()));
+    e.stop_to_pool().unwrap();
+    drop(e);
+    // By default: a cold start that says why, and a pool that serves again.
+    let (e, _) = open_at(config.clone(), an_hour_earlier);
+    let report = e.recovery_report();
+    assert!(report.formatted);
+    assert_eq!(report.start.reason(), "clock_went_back");
+    assert!(
+        matches!(
+            report.start,
+            PoolStart::Mismatch(Mismatch::ClockWentBack { pool_zero_unix_s, .. })
+                if pool_zero_unix_s > an_hour_earlier
+        ),
+        "{:?}",
+        report.start
+    );
+    assert_eq!(value(&e, b"k"), None);
+    set(&e, b"k2", b"v2");
+    e.stop_to_pool().unwrap();
+    drop(e);
+    let (e, _) = open_at(config, an_hour_earlier + 5);
+    assert_eq!(e.recovery_report().start, PoolStart::Recovered);
+    assert_eq!(value(&e, b"k2"), Some(b"v2".to_vec()));
+}
