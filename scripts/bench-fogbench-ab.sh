@@ -6,8 +6,9 @@
 #   SERVER_B="fogcached -t 2 --dram 17 --slow-size 125m --slow-cost optane --policy dual-lru --no-migration" \
 #   NAME_A=hybrid NAME_B=no-migration scripts/bench-fogbench-ab.sh
 #
-# Both servers start at once (each in its own temporary directory, on a free port; the
-# script adds -p and -l 127.0.0.1; a leading `fogcached` word names the binary below).
+# Both servers start at once (each in its own temporary directory, on a loopback port the
+# kernel picks: scripts/launch.sh adds -p, -l 127.0.0.1 and -U 0; a leading `fogcached`
+# word names the binary below).
 # Each is loaded with every key (`fogbench run --load`) and given an uncounted warm-up;
 # then ROUNDS rounds run A, B, A, B, ... of DURATION_S seconds each, with the servers idle
 # but running while the other one is measured. The default load is seed 000's workload as
@@ -41,7 +42,8 @@ HOT_FIRST="${HOT_FIRST:-50000}"
 HOT_KEYS="${HOT_KEYS:-5000}"
 CONNECTIONS="${CONNECTIONS:-256}"
 CLIENT_THREADS="${CLIENT_THREADS:-2}"
-STARTUP_TIMEOUT_S=10
+LAUNCH_TIMEOUT_S=10
+. "$repo_root/scripts/launch.sh"
 
 die() { printf 'bench-fogbench-ab.sh: %b\n' "$*" >&2; exit 1; }
 [ -n "${SERVER_A:-}" ] && [ -n "${SERVER_B:-}" ] || die "set SERVER_A and SERVER_B"
@@ -71,20 +73,10 @@ for i in 0 1; do
     binary="${command[0]}"
     [ "$binary" = fogcached ] && binary="$FOGCACHED"
     case "$binary" in /*) ;; */*) binary="$PWD/$binary" ;; esac
-    port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-    mkdir -p "$work_dir/${names[$i]}"
-    (cd "$work_dir/${names[$i]}" && exec "$binary" -p "$port" -l 127.0.0.1 "${command[@]:1}") \
-        >"$work_dir/${names[$i]}.log" 2>&1 &
-    pids+=($!)
-    ports+=("$port")
-    deadline=$((SECONDS + STARTUP_TIMEOUT_S))
-    until python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' \
-        "$port" 2>/dev/null; do
-        kill -0 "${pids[$i]}" 2>/dev/null ||
-            die "${names[$i]} did not start:\n$(cat "$work_dir/${names[$i]}.log")"
-        [ "$SECONDS" -lt "$deadline" ] || die "${names[$i]} did not listen within ${STARTUP_TIMEOUT_S} s"
-        sleep 0.1
-    done
+    launch_server "$work_dir/${names[$i]}" "$binary" "${command[@]:1}" ||
+        die "${names[$i]} did not start"
+    pids+=("$launched_pid")
+    ports+=("$launched_port")
 done
 
 if [ -n "${FOGBENCH_ARGS:-}" ]; then

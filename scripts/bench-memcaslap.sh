@@ -71,7 +71,8 @@ GET_SHARE="${GET_SHARE:-0.9}"
 MEMCACHED="${MEMCACHED:-/usr/bin/memcached}"
 FOGCACHED_ARGS="${FOGCACHED_ARGS-"--slow-size 0"}"
 # How long a server may take to accept connections after start.
-STARTUP_TIMEOUT_S=10
+LAUNCH_TIMEOUT_S=10
+. "$repo_root/scripts/launch.sh"
 
 die() { printf 'bench-memcaslap.sh: %b\n' "$*" >&2; exit 1; }
 
@@ -117,25 +118,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_for_port() {
-    local port="$1" pid="$2" deadline=$((SECONDS + STARTUP_TIMEOUT_S))
-    while [ "$SECONDS" -lt "$deadline" ]; do
-        kill -0 "$pid" 2>/dev/null || return 1
-        if python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' \
-            "$port" 2>/dev/null; then
-            return 0
-        fi
-        sleep 0.1
-    done
-    return 1
-}
-
-# start_server NAME BINARY [ARGS...]: starts it on a free port in its own directory under
-# $work_dir, sets $started_port and $started_pid.
+# start_server NAME BINARY [ARGS...]: starts it in its own directory under $work_dir on a
+# loopback port the kernel picks (scripts/launch.sh), sets $started_port and $started_pid.
 start_server() {
     local name="$1" binary="$2"
     shift 2
@@ -144,15 +128,10 @@ start_server() {
     /*) ;;
     */*) binary="$PWD/$binary" ;;
     esac
-    started_port="$(free_port)"
-    mkdir -p "$work_dir/$name"
-    (cd "$work_dir/$name" &&
-        exec "$binary" -p "$started_port" -l 127.0.0.1 -U 0 -c "$MAX_CONNS" "$@") \
-        >"$work_dir/$name.log" 2>&1 &
-    started_pid=$!
+    launch_server "$work_dir/$name" "$binary" -c "$MAX_CONNS" "$@" || die "$name did not start"
+    started_port="$launched_port"
+    started_pid="$launched_pid"
     server_pids+=("$started_pid")
-    wait_for_port "$started_port" "$started_pid" ||
-        die "$name did not start; its log:\n$(cat "$work_dir/$name.log")"
 }
 
 run_as_root_args=()

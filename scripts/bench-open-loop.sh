@@ -10,9 +10,9 @@
 #   SERVER_B="fogcached -t 2 --slow-size 0 --io-engine io-uring" NAME_B=io_uring \
 #       scripts/bench-open-loop.sh
 #
-# Both servers run at once on free loopback ports (each in its own temporary directory),
-# get every key stored (`fogbench run --load`) and an uncounted warm-up, and are then
-# measured in turn, A, B, A, B, ..., one fogbench run per round. Printed: every round's
+# Both servers run at once on loopback ports the kernel picks (scripts/launch.sh; each in
+# its own temporary directory), get every key stored (`fogbench run --load`) and an
+# uncounted warm-up, and are then measured in turn, A, B, A, B, ..., one fogbench run per round. Printed: every round's
 # p50 / p99 / p99.9 / max (microseconds) and throughput, then the medians per server.
 #
 # Settings (environment variables, defaults in brackets):
@@ -45,7 +45,8 @@ KEYS="${KEYS:-100000}"
 VALUE_BYTES="${VALUE_BYTES:-1024}"
 CONNECTIONS="${CONNECTIONS:-64}"
 CLIENT_THREADS="${CLIENT_THREADS:-2}"
-STARTUP_TIMEOUT_S=10
+LAUNCH_TIMEOUT_S=10
+. "$repo_root/scripts/launch.sh"
 
 die() { printf 'bench-open-loop.sh: %b\n' "$*" >&2; exit 1; }
 if [ ! -x "$FOGCACHED" ] || [ ! -x "$FOGBENCH" ]; then
@@ -69,11 +70,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# Starts server command line $1 in its own directory and sets `started_port` to its port.
+# Starts server command line $1 in its own directory, on a loopback port the kernel picks
+# (scripts/launch.sh), and sets `started_port` to its port.
 # Not called in a command substitution: that subshell would keep the server's pid, and
 # `cleanup` would leave the server running.
 start_server() {
@@ -82,20 +80,11 @@ start_server() {
     read -r -a words <<<"$line"
     case "${words[0]}" in
         fogcached) words[0]="$FOGCACHED" ;;
-        memcached) words[0]="$MEMCACHED"; [ "$(id -u)" = 0 ] && words+=(-u root) ;;
+        memcached) words[0]="$MEMCACHED" ;;
     esac
-    local port dir="$work_dir/server$index"
-    port="$(free_port)"
-    mkdir -p "$dir"
-    (cd "$dir" && exec "${words[@]}" -p "$port" -l 127.0.0.1 -U 0 -c 4096 >"$dir/log" 2>&1) &
-    pids+=($!)
-    local waited=0
-    until python3 -c "import socket; socket.create_connection(('127.0.0.1',$port),1)" 2>/dev/null; do
-        sleep 0.1
-        waited=$((waited + 1))
-        [ "$waited" -lt $((STARTUP_TIMEOUT_S * 10)) ] || die "server did not start: $line\n$(cat "$dir/log")"
-    done
-    started_port="$port"
+    launch_server "$work_dir/server$index" "${words[@]}" -c 4096 || die "server did not start: $line"
+    pids+=("$launched_pid")
+    started_port="$launched_port"
 }
 
 start_server "$SERVER_A" a

@@ -35,17 +35,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port_of() { echo $((20000 + RANDOM % 20000)); }
-
-wait_listening() {
-    local port="$1"
-    for _ in $(seq 1 600); do
-        if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return 0; fi
-        sleep 0.1
-    done
-    echo "bench-restart.sh: server on port $port did not start" >&2
-    return 1
-}
+# Servers start on a loopback port the kernel picks, read from their port file.
+. "$repo_root/scripts/launch.sh"
 
 stat_of() {
     local port="$1" name="$2"
@@ -66,18 +57,17 @@ for case in $RECOVERY_CASES; do
     pool_mib=$(( (keys * (value_bytes + 100) * 3 / 2) / 1048576 + 16 ))
     dir="$work/recovery-$keys-$value_bytes"
     mkdir -p "$dir"
-    port="$(port_of)"
-    args=(-p "$port" -l 127.0.0.1 --data-dir "$dir" --dram 16 --slow-size "${pool_mib}m" -t 2)
-    "$fogcached" "${args[@]}" 2>"$dir/first.log" &
-    server_pid=$!
-    wait_listening "$port"
+    args=(--data-dir "$dir" --dram 16 --slow-size "${pool_mib}m" -t 2)
+    launch_server "$dir-first" "$fogcached" "${args[@]}"
+    server_pid="$launched_pid"
+    port="$launched_port"
     "$fogbench" run --server "127.0.0.1:$port" --keys "$keys" --value-size "$value_bytes" \
         --load --get-ratio 1 --connections 16 --threads 2 --duration-s 1 --quiet >/dev/null
     kill -TERM "$server_pid"
     wait "$server_pid" || true
-    "$fogcached" "${args[@]}" 2>"$dir/second.log" &
-    server_pid=$!
-    wait_listening "$port"
+    launch_server "$dir-second" "$fogcached" "${args[@]}"
+    server_pid="$launched_pid"
+    port="$launched_port"
     recovered="$(stat_of "$port" pool_items_recovered)"
     us="$(stat_of "$port" pool_recovery_us)"
     kill -TERM "$server_pid"
@@ -85,20 +75,19 @@ for case in $RECOVERY_CASES; do
     server_pid=""
     rate=$(awk -v n="$recovered" -v us="$us" 'BEGIN { if (us > 0) printf "%.0f", n / (us / 1e6); else print "-" }')
     echo "| $keys | $value_bytes | ${pool_mib} MiB | $recovered | $(awk -v us="$us" 'BEGIN { printf "%.1f", us / 1000 }') | $rate |"
-    rm -rf "$dir"
+    rm -rf "$dir" "$dir-first" "$dir-second"
 done
 echo
 
 run_sets() {
     local durability="$1" dram="$2" dir="$3"
     local port
-    port="$(port_of)"
-    rm -rf "$dir"
+    rm -rf "$dir" "$dir-server"
     mkdir -p "$dir"
-    "$fogcached" -p "$port" -l 127.0.0.1 --data-dir "$dir" --dram "$dram" --slow-size 512m -t 2 \
-        --slow-durability "$durability" 2>/dev/null &
-    server_pid=$!
-    wait_listening "$port"
+    launch_server "$dir-server" "$fogcached" --data-dir "$dir" --dram "$dram" --slow-size 512m \
+        -t 2 --slow-durability "$durability"
+    server_pid="$launched_pid"
+    port="$launched_port"
     local out
     out="$("$fogbench" run --server "127.0.0.1:$port" --keys 100000 --value-size 1000 --load \
         --get-ratio 0 --connections "$CONNECTIONS" --threads 2 --duration-s "$DURATION_S" --quiet 2>&1)"

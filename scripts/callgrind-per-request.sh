@@ -66,7 +66,10 @@ OUT_DIR="${OUT_DIR:-target/callgrind}"
 # own): so both servers get -c 1024 under a hard limit of 1036.
 MAX_CONNS=1024
 VALGRIND_RESERVED_FDS=12
-STARTUP_TIMEOUT_S=60
+# Servers start on a loopback port the kernel picks, read from their port file (valgrind
+# makes the start slow).
+LAUNCH_TIMEOUT_S=60
+. "$repo_root/scripts/launch.sh"
 
 die() { printf 'callgrind-per-request.sh: %b\n' "$*" >&2; exit 1; }
 command -v valgrind >/dev/null 2>&1 || die "valgrind missing (Debian package valgrind)"
@@ -79,10 +82,6 @@ if [ "$FOGCACHED" = target/release/fogcached ] && [ ! -x "$FOGCACHED" ]; then
 fi
 # The servers run in their own directories.
 FOGCACHED="$(cd "$(dirname "$FOGCACHED")" && pwd)/$(basename "$FOGCACHED")"
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 server_pid=""
 tmp_dir="$(mktemp -d)"
@@ -109,8 +108,9 @@ dump_totals() {
     echo "$all $serving"
 }
 
+# run_server NAME DIR: starts server NAME under callgrind in DIR; sets server_pid and port.
 run_server() {
-    local name="$1" port="$2" dir="$3"
+    local name="$1" dir="$2"
     local -a cmd
     case "$name" in
         memcached) cmd=("$MEMCACHED" -u root -m 64) ;;
@@ -122,33 +122,23 @@ run_server() {
         # shellcheck disable=SC2206
         cmd+=($FOGCACHED_ARGS)
     fi
-    cmd+=(-p "$port" -l 127.0.0.1 -U 0 -t "$SERVER_THREADS" -c "$MAX_CONNS")
+    cmd+=(-t "$SERVER_THREADS" -c "$MAX_CONNS")
     rm -rf "$dir"
-    mkdir -p "$dir"
-    (
-        ulimit -n $((MAX_CONNS + VALGRIND_RESERVED_FDS))
-        cd "$dir"
-        exec valgrind --tool=callgrind --separate-threads=yes \
-            --callgrind-out-file="$dir/cg.out.%p" "${cmd[@]}" >"$dir/server.log" 2>&1
-    ) &
-    server_pid=$!
-    local waited=0
-    until python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$port),1)" 2>/dev/null; do
-        sleep 1
-        waited=$((waited + 1))
-        if [ "$waited" -ge "$STARTUP_TIMEOUT_S" ] || ! kill -0 "$server_pid" 2>/dev/null; then
-            cat "$dir/server.log" >&2
-            die "$name did not start: ${cmd[*]}"
-        fi
-    done
-    echo "# $name: ${cmd[*]}" >&2
+    # The shell raises the open-file limit, then becomes valgrind (the same pid).
+    # shellcheck disable=SC2016
+    launch_server "$dir" bash -c 'ulimit -n "$1"; shift; exec "$@"' limit \
+        $((MAX_CONNS + VALGRIND_RESERVED_FDS)) \
+        valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$dir/cg.out.%p" \
+        "${cmd[@]}" || die "$name did not start: ${cmd[*]}"
+    server_pid="$launched_pid"
+    port="$launched_port"
+    echo "# $name: ${cmd[*]} (port $port)" >&2
 }
 
 printf '%-10s %-9s %6s %12s %12s\n' server workload bytes process/req serving/req
 for server in $SERVERS; do
     dir="$repo_root/$OUT_DIR/$server"
-    port="$(free_port)"
-    run_server "$server" "$port" "$dir"
+    run_server "$server" "$dir"
     dumps=0
     for size in $VALUE_SIZES; do
         python3 "$client" --port "$port" --workload preload --value-bytes "$size"

@@ -7,8 +7,8 @@
 #   ROUNDS=5 CONNECTIONS=128 scripts/cpu-per-request.sh
 #   SERVERS="io-uring-multishot io-uring-single" scripts/cpu-per-request.sh
 #
-# Each round starts every server afresh on a free loopback port, stores the keys, runs
-# DURATION_S seconds of 90 % gets / 10 % sets (1 KB values) over CONNECTIONS connections,
+# Each round starts every server afresh on a loopback port the kernel picks, stores the
+# keys, runs DURATION_S seconds of 90 % gets / 10 % sets (1 KB values) over CONNECTIONS connections,
 # and divides the server's utime and stime (/proc/PID/stat) over the run by the requests
 # fogbench completed. Unlike throughput, this does not depend on how much of the machine
 # the client and the other processes leave the server, so it compares the servers on a
@@ -50,30 +50,24 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
+# Servers start on a loopback port the kernel picks, read from their port file.
+LAUNCH_TIMEOUT_S=10
+. "$repo_root/scripts/launch.sh"
 
 # One round of server $1: prints "requests user_us_per_request system_us_per_request".
 round() {
     local name="$1" port
     local -a cmd
     case "$name" in
-        memcached) cmd=("$MEMCACHED" -m 1024); [ "$(id -u)" = 0 ] && cmd+=(-u root) ;;
+        memcached) cmd=("$MEMCACHED" -m 1024) ;;
         io-uring | epoll) cmd=("$FOGCACHED" -m 1024 --slow-size 0 --io-engine "$name") ;;
         io-uring-multishot | io-uring-single)
             cmd=("$FOGCACHED" -m 1024 --slow-size 0 --io-engine io-uring --io-uring-recv "${name#io-uring-}") ;;
         *) die "unknown server $name (memcached, io-uring, epoll, io-uring-multishot, io-uring-single)" ;;
     esac
-    port="$(free_port)"
-    (cd "$work_dir" && exec "${cmd[@]}" -t "$SERVER_THREADS" -p "$port" -l 127.0.0.1 -U 0 >/dev/null 2>&1) &
-    server_pid=$!
-    local waited=0
-    until python3 -c "import socket; socket.create_connection(('127.0.0.1',$port),1)" 2>/dev/null; do
-        sleep 0.1
-        waited=$((waited + 1))
-        [ "$waited" -lt 100 ] || die "$name did not start"
-    done
+    launch_server "$work_dir/$name" "${cmd[@]}" -t "$SERVER_THREADS" || die "$name did not start"
+    server_pid="$launched_pid"
+    port="$launched_port"
     "$FOGBENCH" run --server "127.0.0.1:$port" --keys "$KEYS" --load --duration-s 1 \
         --connections 16 --threads 1 --quiet --no-stats >/dev/null
     local before after

@@ -53,17 +53,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-"$FOGCACHED" -p "$port" -l 127.0.0.1 --data-dir "$work_dir/data" "${server_args[@]}" \
-    >"$work_dir/fogcached.log" 2>&1 &
-server_pid=$!
-deadline=$((SECONDS + STARTUP_TIMEOUT_S))
-until python3 -c 'import socket, sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.2)' \
-    "$port" 2>/dev/null; do
-    kill -0 "$server_pid" 2>/dev/null || die "fogcached did not start:\n$(cat "$work_dir/fogcached.log")"
-    [ "$SECONDS" -lt "$deadline" ] || die "fogcached did not listen within ${STARTUP_TIMEOUT_S} s"
-    sleep 0.1
-done
+# On a loopback port the kernel picks, read from its port file.
+LAUNCH_TIMEOUT_S="$STARTUP_TIMEOUT_S"
+. "$repo_root/scripts/launch.sh"
+launch_server "$work_dir/server" "$FOGCACHED" --data-dir "$work_dir/data" "${server_args[@]}" ||
+    die "fogcached did not start"
+server_pid="$launched_pid"
+port="$launched_port"
 
 # snapshot FILE: the server's stats and the CPU ticks of each of its threads, as JSON.
 snapshot() {

@@ -12,13 +12,15 @@
 # DRAM-only, small -m: memcaslap rounds (each a new process), get misses per round.
 set -u
 M=${M:-128}; POLICY=${POLICY:-hotspot}; ROUNDS=${ROUNDS:-4}; DUR=${DUR:-15s}
-port=$((20000 + RANDOM % 20000))
+# The server starts on a loopback port the kernel picks, read from its port file.
+. "$(dirname "${BASH_SOURCE[0]}")/launch.sh"
+d=$(mktemp -d)
 if [ "$POLICY" = memcached ]; then
-  memcached -u root -p $port -U 0 -l 127.0.0.1 -m $M -t 2 -c 1024 & pid=$!
+  launch_server "$d/server" memcached -m $M -t 2 -c 1024 || exit 1
 else
-  d=$(mktemp -d); ${FOGCACHED:-target/release/fogcached} -p $port -l 127.0.0.1 -m $M -t 2 -c 1024 --slow-size 0 --data-dir $d --policy $POLICY >/tmp/missprobe-$POLICY.log 2>&1 & pid=$!
+  launch_server "$d/server" ${FOGCACHED:-target/release/fogcached} -m $M -t 2 -c 1024 --slow-size 0 --data-dir $d/data --policy $POLICY || exit 1
 fi
-sleep 1
+pid=$launched_pid; port=$launched_port
 cfg=$(mktemp); printf 'key\n32 32 1\nvalue\n1024 1024 1\ncmd\n0 0.1\n1 0.9\n' > $cfg
 st() { python3 -c "
 import socket,sys
@@ -33,4 +35,4 @@ for r in $(seq 1 $ROUNDS); do
   echo "$POLICY round $r: TPS $tps gets $((g1-g0)) misses $((m1-m0)) ($(python3 -c "print(round(100*($m1-$m0)/max(1,$g1-$g0),1))") %) evictions $((e1-e0)) items $(st curr_items)"
 done
 kill $pid; wait $pid 2>/dev/null
-[ -n "${d:-}" ] && rm -rf "$d"; rm -f "$cfg"
+rm -rf "$d" "$cfg"

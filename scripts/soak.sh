@@ -21,7 +21,8 @@
 # get/set mix with values of 64 to 4096 bytes, checking every value it reads.
 #
 # Writes $OUT/report.json and series.csv (fogbench), rss.csv (time_s, VmRSS, RssAnon,
-# RssFile in KiB), stats-start.txt and stats-end.txt (the server's `stats`), summary.txt.
+# RssFile in KiB), stats-start.txt and stats-end.txt (the server's `stats`), summary.txt,
+# server/server.log (what the server printed).
 # Exits non-zero when a value failed verification, a connection failed, the server did
 # not stop cleanly, or its resident memory grew by more than 10 % between the end of the
 # first quarter of the run and the end (memory must be flat once the cache is full).
@@ -46,19 +47,22 @@ sample_s="${SAMPLE_S:-10}"
 mkdir -p "$out"
 data_dir="$(mktemp -d /tmp/fogcached-soak-XXXXXX)"
 
-# A free loopback port.
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-
-nice -n 19 "$fogcached" -p "$port" -l 127.0.0.1 -t 2 --dram 8 --slow-size 96m \
-    --data-dir "$data_dir" "${policy_args[@]}" 2>"$out/server.log" &
-server_pid=$!
+server_pid=""
 sampler_pid=""
 cleanup() {
     [ -n "$sampler_pid" ] && kill "$sampler_pid" 2>/dev/null || true
-    kill "$server_pid" 2>/dev/null || true
+    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
     rm -rf "$data_dir"
 }
 trap cleanup EXIT
+
+# On a loopback port the kernel picks, read from its port file; its output goes to
+# $OUT/server/server.log.
+. "$repo_root/scripts/launch.sh"
+launch_server "$out/server" nice -n 19 "$fogcached" -t 2 --dram 8 --slow-size 96m \
+    --data-dir "$data_dir" "${policy_args[@]}" || exit 1
+server_pid="$launched_pid"
+port="$launched_port"
 
 stats() {
     python3 - "$port" <<'EOF'
@@ -75,10 +79,6 @@ print(data.decode(errors="replace"), end="")
 EOF
 }
 
-for _ in $(seq 100); do
-    stats >/dev/null 2>&1 && break
-    sleep 0.1
-done
 stats >"$out/stats-start.txt"
 
 # Resident memory of the server, every SAMPLE_S seconds.

@@ -45,7 +45,9 @@ FOGCACHED="${FOGCACHED:-target/release/fogcached}"
 FOGBENCH="${FOGBENCH:-target/release/fogbench}"
 MEMCACHED="${MEMCACHED:-/usr/bin/memcached}"
 BENCH_KEYS=10000
-STARTUP_TIMEOUT_S=20
+# Servers start on a loopback port the kernel picks, read from their port file.
+LAUNCH_TIMEOUT_S=20
+. "$repo_root/scripts/launch.sh"
 
 die() { printf 'syscalls-per-request.sh: %b\n' "$*" >&2; exit 1; }
 command -v strace >/dev/null 2>&1 || die "strace missing (Debian package strace)"
@@ -55,10 +57,6 @@ if { [ "$FOGCACHED" = target/release/fogcached ] && [ ! -x "$FOGCACHED" ]; } ||
     { [ "$FOGBENCH" = target/release/fogbench ] && [ ! -x "$FOGBENCH" ]; }; then
     cargo build --release -p server -p bench >&2
 fi
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
 
 # cmd_get + cmd_set of the server on port $1.
 served() {
@@ -99,8 +97,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# start_server NAME: sets server_pid and port.
 start_server() {
-    local name="$1" port="$2"
+    local name="$1"
     local -a cmd
     case "$name" in
         memcached) cmd=("$MEMCACHED" -u root -m 64) ;;
@@ -114,26 +113,17 @@ start_server() {
         # shellcheck disable=SC2206
         cmd+=($FOGCACHED_ARGS)
     fi
-    cmd+=(-p "$port" -l 127.0.0.1 -U 0 -t "$SERVER_THREADS")
-    "${cmd[@]}" >"$tmp_dir/$name.log" 2>&1 &
-    server_pid=$!
-    local waited=0
-    until python3 -c "import socket; socket.create_connection(('127.0.0.1',$port),1)" 2>/dev/null; do
-        sleep 0.2
-        waited=$((waited + 1))
-        if [ "$waited" -ge $((STARTUP_TIMEOUT_S * 5)) ] || ! kill -0 "$server_pid" 2>/dev/null; then
-            cat "$tmp_dir/$name.log" >&2
-            die "$name did not start: ${cmd[*]}"
-        fi
-    done
+    cmd+=(-t "$SERVER_THREADS")
+    launch_server "$tmp_dir/$name" "${cmd[@]}" || die "$name did not start: ${cmd[*]}"
+    server_pid="$launched_pid"
+    port="$launched_port"
     echo "# $name: ${cmd[*]}" >&2
 }
 
 printf '%-14s %-7s %9s %9s %10s  %s\n' server load requests calls/req cpu_us/req "top calls per request"
 for server in $SERVERS; do
     for load in $LOADS; do
-        port="$(free_port)"
-        start_server "$server" "$port"
+        start_server "$server"
         case "$load" in
             depth1) python3 "$client" --port "$port" --workload preload --value-bytes 100 ;;
             conns) "$FOGBENCH" run --server "127.0.0.1:$port" --keys "$BENCH_KEYS" --load \

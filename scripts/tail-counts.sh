@@ -47,9 +47,9 @@ cmd
 1 0.9
 CNF
 
-free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+# Servers start on a loopback port the kernel picks, read from their port file.
+LAUNCH_TIMEOUT_S=10
+. "$repo_root/scripts/launch.sh"
 
 # stats PORT: the server's `stats` lines.
 stats() {
@@ -81,15 +81,9 @@ run_one() {
     local name="$1"
     shift
     local port
-    port="$(free_port)"
-    "$@" -p "$port" -l 127.0.0.1 -U 0 -c 1024 >"$work_dir/$name.log" 2>&1 &
-    server_pid=$!
-    local waited=0
-    until python3 -c "import socket; socket.create_connection(('127.0.0.1', $port), 1)" 2>/dev/null; do
-        sleep 0.1
-        waited=$((waited + 1))
-        [ "$waited" -lt 100 ] || die "$name did not start: $(cat "$work_dir/$name.log")"
-    done
+    launch_server "$work_dir/$name" "$@" -c 1024 || die "$name did not start"
+    server_pid="$launched_pid"
+    port="$launched_port"
     memcaslap --servers "127.0.0.1:$port" --cfg_cmd "$work_dir/workload.cnf" --time "${WARMUP_S}s" \
         --threads "$CLIENT_THREADS" --concurrency "$CONCURRENCY" </dev/null >/dev/null 2>&1
     stats "$port" >"$work_dir/before.stats"

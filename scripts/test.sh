@@ -16,6 +16,13 @@
 #   4. the Rust tests of the workspace          (cargo nextest if installed, else cargo test)
 #   5. the Python client tests                  (pytest tests/python)
 #   6. memccapable and memcaslap --verify       (crates/server/tests/compat_*.rs)
+#   7. Miri over the unit tests that exercise unsafe code (tier, engine, the io_uring
+#      buffer ring): the nightly toolchain with its miri and rust-src components is
+#      installed with rustup when missing; it builds in target/miri, apart from the rest
+#
+# Every server a test or benchmark starts binds a port the kernel picks and writes it to
+# its port file (crates/launcher, scripts/launch.sh): suites can run side by side with
+# each other and with anything else on the machine.
 #
 # Every suite that talks to a server over the wire runs under both event loops: steps 4-6
 # run with `--io-engine`'s default (auto: io_uring where the kernel allows it, else epoll,
@@ -288,5 +295,47 @@ for engine in default epoll; do
     run_step "python client tests (pymemcache), $engine loop" python_tests "${engine_env[@]}"
     run_step "memccapable and memcaslap, $engine loop" tool_tests "${engine_env[@]}"
 done
+
+# Miri checks the unsafe code the way the compiler cannot: every pointer stays inside its
+# allocation, no reference is used after its memory was handed elsewhere (Stacked
+# Borrows), no data race between the threads a test starts. It interprets, so only the
+# unit tests that exercise unsafe code and run in seconds there are chosen:
+# - tier: every unit test Miri can run (the region's page arithmetic over heap memory,
+#   the access accounting across threads, the cost model); the tests that mmap a file,
+#   fallocate, mbind or read a DAX device are #[cfg(not(miri))]: Miri has none of it;
+# - engine: item memory (headers, keys and values through their proofs, refusals at the
+#   region's edges), the index's item proofs end to end, the slab pages' free lists, and
+#   one whole engine moving an item between tiers (under Miri a region that would be
+#   anonymous memory is heap memory: tier::Region::anonymous);
+# - server: the io_uring buffer ring, its kernel's writes made through the addresses the
+#   descriptors name (no ring is set up: Miri has no io_uring).
+# Not covered: file-backed pools and recovery from them (mmap of files), NUMA binding,
+# cache-line flushes, the event loops' system calls, the index's large-table tests (too
+# slow interpreted), and the engine's integration tests.
+miri_filters=(
+    accounting:: cost:: numa:: region:: time::
+    item::
+    index::tests::descriptors index::tests::an_item index::tests::keys_are_equal
+    slab::
+    crawler::tests::a_moved_item
+)
+miri_tests() (
+    if ! cargo +nightly miri --version >/dev/null 2>&1; then
+        command -v rustup >/dev/null 2>&1 || die "no rustup to install the nightly toolchain for Miri"
+        log "rustup toolchain install nightly --profile minimal --component miri,rust-src"
+        rustup toolchain install nightly --profile minimal --component miri,rust-src ||
+            die "could not install Miri"
+    fi
+    # Isolation off: the tests read the clock and /sys (NUMA nodes), as they do natively.
+    # Permissive provenance: the buffer ring hands the kernel addresses as integers, and a
+    # test writes through them as the kernel does (Miri would warn at each such cast).
+    export MIRIFLAGS="${MIRIFLAGS:--Zmiri-disable-isolation -Zmiri-permissive-provenance}"
+    bounded "$miri_timeout_s" cargo +nightly miri test -p tier -p engine --lib -- \
+        "${miri_filters[@]}" &&
+        bounded "$miri_timeout_s" cargo +nightly miri test -p server --lib -- \
+            worker::uring::tests::the_buffer_ring
+)
+miri_timeout_s=1200
+run_step "miri (unsafe code of tier, engine, the io_uring buffer ring)" miri_tests
 
 print_summary

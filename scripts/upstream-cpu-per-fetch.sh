@@ -52,17 +52,9 @@ stop_all() {
 cleanup() { stop_all; rm -rf "$work_dir"; }
 trap cleanup EXIT
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-wait_for() {
-    local waited=0
-    until python3 -c "import socket; socket.create_connection(('127.0.0.1',$1),1)" 2>/dev/null; do
-        sleep 0.1
-        waited=$((waited + 1))
-        [ "$waited" -lt 100 ] || die "nothing listens on port $1"
-    done
-}
+# Servers start on a loopback port the kernel picks, read from their port file.
+LAUNCH_TIMEOUT_S=10
+. "$repo_root/scripts/launch.sh"
 # `stats` of the server on port $1, as "name value" lines.
 stats_of() {
     python3 - "$1" <<'EOF'
@@ -97,13 +89,10 @@ printf '%-8s %-9s %10s %10s %12s %12s %12s %10s\n' workers upstream gets fetches
 for config in $CONFIGS; do
     workers="${config%%:*}"
     upstream_threads="${config##*:}"
-    origin_port="$(free_port)"
-    origin=("$MEMCACHED" -l 127.0.0.1 -p "$origin_port" -U 0 -t 2
-        -m $((KEYS * (VALUE_BYTES + 100) / 1048576 + 64)))
-    [ "$(id -u)" = 0 ] && origin+=(-u root)
-    "${origin[@]}" >/dev/null 2>&1 &
-    pids+=($!)
-    wait_for "$origin_port"
+    launch_server "$work_dir/origin" "$MEMCACHED" -t 2 \
+        -m $((KEYS * (VALUE_BYTES + 100) / 1048576 + 64)) || die "the origin did not start"
+    pids+=("$launched_pid")
+    origin_port="$launched_port"
     "$FOGBENCH" run --server "127.0.0.1:$origin_port" --keys "$KEYS" --load --duration-s 0.1 \
         --value-size "$VALUE_BYTES" --get-ratio 1 --connections 8 --threads 1 --quiet \
         --no-stats >/dev/null
@@ -111,13 +100,12 @@ for config in $CONFIGS; do
         >"$work_dir/delay-line" &
     pids+=($!)
     until [ -s "$work_dir/delay-line" ]; do sleep 0.1; done
-    edge_port="$(free_port)"
-    "$FOGCACHED" -l 127.0.0.1 -p "$edge_port" -U 0 -t "$workers" --dram "$EDGE_DRAM_MIB" \
+    launch_server "$work_dir/edge" "$FOGCACHED" -t "$workers" --dram "$EDGE_DRAM_MIB" \
         --slow-size 0 --upstream "$(cat "$work_dir/delay-line")" --upstream-ttl-max 0 \
-        --upstream-threads "$upstream_threads" >/dev/null 2>&1 &
-    edge_pid=$!
+        --upstream-threads "$upstream_threads" || die "the edge did not start"
+    edge_pid="$launched_pid"
     pids+=("$edge_pid")
-    wait_for "$edge_port"
+    edge_port="$launched_port"
     read -r up0 wk0 < <(ticks_of "$edge_pid")
     "$FOGBENCH" run --server "127.0.0.1:$edge_port" --keys "$KEYS" --value-size "$VALUE_BYTES" \
         --get-ratio 1 --distribution zipf --duration-s "$DURATION_S" \

@@ -1,13 +1,14 @@
 """The pymemcache client (PyPI) against fogcached.
 
-Starts its own fogcached on a free loopback port: the binary is $FOGCACHED_BIN, else
+Starts its own fogcached on a loopback port the kernel picks (`-p 0`, read back from the
+port file named by MEMCACHED_PORT_FILENAME, as crates/launcher does for the Rust tests):
+the binary is $FOGCACHED_BIN, else
 target/release/fogcached or target/debug/fogcached of this checkout. Run with
 `python -m pytest tests/python` (scripts/test.sh does, from a virtualenv).
 """
 
 import os
 import shutil
-import socket
 import subprocess
 import threading
 import tempfile
@@ -21,7 +22,6 @@ from pymemcache.exceptions import MemcacheClientError, MemcacheServerError
 REPO_ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 10.0
 STOP_TIMEOUT_S = 10.0
-START_ATTEMPTS = 5
 CLIENT_TIMEOUT_S = 5.0
 
 
@@ -36,56 +36,63 @@ def fogcached_binary():
     pytest.fail("fogcached binary not found: set FOGCACHED_BIN or run `cargo build -p server`")
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def read_ports(port_file):
+    """The TCP ports of memcached's port file ("TCP INET: 11211" lines), in order."""
+    ports = []
+    for line in Path(port_file).read_text().splitlines():
+        kind, _, port = line.partition(":")
+        if kind.startswith("TCP "):
+            ports.append(int(port))
+    return ports
 
 
 def start_server(binary, extra_args=()):
-    """Starts fogcached on a free port; returns (process, port). Retries if the port was
-    taken between the probe and the server's bind."""
-    last_error = None
+    """Starts fogcached on a port the kernel picks; returns (process, port). The server
+    writes the port to its port file once it listens (by a rename: never half-written),
+    so nothing can hold the port and no probe can reach another server."""
     extra_args = list(extra_args)
     # Lets the suite run against Debian's memcached too (FOGCACHED_BIN=/usr/bin/memcached),
-    # which refuses to run as root unless told which user to be.
-    if Path(binary).name == "memcached" and os.geteuid() == 0:
-        extra_args += ["-u", "root"]
-    # Each fogcached gets its own data directory: two servers cannot share a slow-tier
-    # pool file (the second is refused).
-    # It is removed when the server stops (`stop_server`): the default pool file reserves
-    # its whole 1 GiB on disk, so a leaked directory per test run fills the disk.
-    data_dir = None
+    # which refuses to run as root unless told which user to be, and spells "a port the
+    # kernel picks" -p -1 (its -p 0 turns TCP off).
+    any_port = "0"
+    if Path(binary).name == "memcached":
+        any_port = "-1"
+        if os.geteuid() == 0:
+            extra_args += ["-u", "root"]
+    # Each server gets its own scratch directory for the port file and, for fogcached,
+    # its data directory: two servers cannot share a slow-tier pool file (the second is
+    # refused). It is removed when the server stops (`stop_server`): the default pool
+    # file reserves its whole 1 GiB on disk, so a leaked directory per test run fills
+    # the disk.
+    scratch = tempfile.mkdtemp(prefix="fogcached-pytest-")
     if Path(binary).name == "fogcached" and "--data-dir" not in extra_args:
-        data_dir = tempfile.mkdtemp(prefix="fogcached-pytest-")
-        extra_args += ["--data-dir", data_dir]
-    for _ in range(START_ATTEMPTS):
-        port = free_port()
+        extra_args += ["--data-dir", os.path.join(scratch, "data")]
+    port_file = os.path.join(scratch, "ports")
+    stderr_file = os.path.join(scratch, "stderr")
+    with open(stderr_file, "wb") as stderr:
         process = subprocess.Popen(
-            [binary, "-p", str(port), "-l", "127.0.0.1", "-U", "0", *extra_args],
+            [binary, "-p", any_port, "-l", "127.0.0.1", "-U", "0", *extra_args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env={**os.environ, "MEMCACHED_PORT_FILENAME": port_file},
         )
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                last_error = f"fogcached exited with {process.returncode} during start-up"
-                break
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                DATA_DIRS[process.pid] = data_dir
-                return process, port
-            except OSError:
-                time.sleep(0.02)
-        else:
-            last_error = f"fogcached did not accept connections on port {port}"
+    DATA_DIRS[process.pid] = scratch
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while not os.path.exists(port_file):
+        if process.poll() is not None or time.monotonic() >= deadline:
+            if process.poll() is None:
+                reason = f"wrote no port file within {STARTUP_TIMEOUT_S} s"
+            else:
+                reason = f"exited with {process.returncode} during start-up"
+            printed = Path(stderr_file).read_text(errors="replace")
             stop_server(process)
-    if data_dir is not None:
-        shutil.rmtree(data_dir, ignore_errors=True)
-    pytest.fail(f"could not start {binary}: {last_error}")
+            pytest.fail(f"{binary} {reason}; it printed:\n{printed}")
+        time.sleep(0.01)
+    return process, read_ports(port_file)[0]
 
 
-# The data directory `start_server` made for each running server, by process id.
+# The scratch directory `start_server` made for each running server, by process id.
 DATA_DIRS = {}
 
 

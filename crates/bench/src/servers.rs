@@ -1,15 +1,16 @@
 //! Servers that `fogbench reproduce` starts and stops: fogcached in each configuration and
-//! Debian's memcached (with or without extstore), each on a free loopback port.
+//! Debian's memcached (with or without extstore), each on a loopback port the kernel
+//! picks, started by the `launcher` crate (testkit's too).
 //!
 //! Every started server is owned by a [`LaunchedServer`], whose `Drop` kills and reaps
 //! the process, so that an experiment that fails half-way leaves nothing running.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
 
@@ -146,110 +147,50 @@ impl ServerSpec {
 
 /// A running server, killed and reaped when dropped.
 pub struct LaunchedServer {
-    child: Child,
+    server: launcher::Server,
     pub addr: SocketAddr,
     pub spec: ServerSpec,
-    stderr_path: PathBuf,
 }
 
-/// How long a server may take to answer `version` after it was started.
+/// How long a server may take to write its port file after it was started.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
-/// Port races (another process takes the port between probe and bind) are retried.
-const START_ATTEMPTS: usize = 5;
 
 impl LaunchedServer {
-    /// Starts `spec` on a free loopback port and waits until it answers `version`.
-    /// The server's stderr goes to `log_dir/<label>.stderr`.
+    /// Starts `spec` on a loopback port the kernel picks (through the workspace's one
+    /// launcher, which reads the port back from the server's port file: no other process
+    /// can hold it, no probe can reach another server) and waits until it listens. The
+    /// server's stdout and stderr go to `log_dir/<label>.stderr`.
     pub fn start(
         programs: &Programs,
         spec: &ServerSpec,
         label: &str,
         log_dir: &Path,
     ) -> anyhow::Result<LaunchedServer> {
-        let mut last_error = None;
-        for _ in 0..START_ATTEMPTS {
-            match Self::start_once(programs, spec, label, log_dir) {
-                Ok(server) => return Ok(server),
-                Err(error) => last_error = Some(error),
-            }
-        }
-        Err(last_error.unwrap_or_else(|| anyhow::anyhow!("no start attempt was made")))
-            .with_context(|| format!("starting {label}: {}", spec.display()))
-    }
-
-    fn start_once(
-        programs: &Programs,
-        spec: &ServerSpec,
-        label: &str,
-        log_dir: &Path,
-    ) -> anyhow::Result<LaunchedServer> {
-        let port = free_port()?;
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let stderr_path = log_dir.join(format!("{label}.stderr"));
-        let stderr = std::fs::File::create(&stderr_path)
-            .with_context(|| format!("creating {}", stderr_path.display()))?;
-        let mut command = Command::new(programs.path(spec.kind));
-        command
-            .args(["-p", &port.to_string(), "-U", "0", "-l", "127.0.0.1"])
-            .args(&spec.args);
-        if spec.kind == ServerKind::Memcached && running_as_root() {
-            // memcached refuses to run as root unless it is told which user to be.
-            command.args(["-u", "root"]);
-        }
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .with_context(|| format!("spawning {}", programs.path(spec.kind).display()))?;
-        let mut server = LaunchedServer {
-            child,
-            addr,
+        let mut launch = launcher::Launch::new(programs.path(spec.kind))?;
+        launch
+            .kind(match spec.kind {
+                ServerKind::Fogcached => launcher::Kind::Fogcached,
+                ServerKind::Memcached => launcher::Kind::Memcached,
+            })
+            .args(&spec.args)
+            .output(launcher::Output::File {
+                path: log_dir.join(format!("{label}.stderr")),
+                append: false,
+            })
+            .startup_timeout(START_TIMEOUT);
+        let server = launch
+            .start()
+            .with_context(|| format!("starting {label}: {}", spec.display()))?;
+        Ok(LaunchedServer {
+            addr: server.addr(),
+            server,
             spec: spec.clone(),
-            stderr_path,
-        };
-        server.wait_ready()?;
-        Ok(server)
+        })
     }
 
-    fn wait_ready(&mut self) -> anyhow::Result<()> {
-        let deadline = Instant::now() + START_TIMEOUT;
-        loop {
-            if let Some(status) = self.child.try_wait().context("polling the server")? {
-                let log = std::fs::read_to_string(&self.stderr_path).unwrap_or_default();
-                bail!("exited at start ({status}): {}", log.trim());
-            }
-            if let Ok(version) = self.version() {
-                if version.starts_with("VERSION ") {
-                    return Ok(());
-                }
-            }
-            if Instant::now() > deadline {
-                bail!("did not answer `version` within {START_TIMEOUT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn version(&self) -> anyhow::Result<String> {
-        let mut stream = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200))?;
-        stream.set_read_timeout(Some(Duration::from_secs(2)))?;
-        stream.write_all(b"version\r\n")?;
-        let mut reply = Vec::new();
-        let mut chunk = [0u8; 256];
-        while !reply.ends_with(b"\r\n") && reply.len() < 4096 {
-            let n = stream.read(&mut chunk)?;
-            if n == 0 {
-                break;
-            }
-            reply.extend_from_slice(&chunk[..n]);
-        }
-        Ok(String::from_utf8_lossy(&reply).trim().to_owned())
-    }
-
-    /// The server's process id (for its CPU time in `/proc`).
+    /// The server's process id (for its CPU time in `/proc`); 0 once it was reaped.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.server.pid().unwrap_or(0)
     }
 
     /// Every numeric field of `stats`.
@@ -257,26 +198,11 @@ impl LaunchedServer {
         fetch_stats(self.addr)
     }
 
-    /// Asks the server to stop, then kills it if it has not within a few seconds.
+    /// Stops the server. SIGKILL: the experiment's data directory is thrown away, so a
+    /// clean stop (which would write DRAM down to the slow tier) would only cost time.
     pub fn stop(mut self) -> anyhow::Result<()> {
-        self.terminate();
+        self.server.kill();
         Ok(())
-    }
-
-    fn terminate(&mut self) {
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return;
-        }
-        // SIGKILL: the experiment's data directory is thrown away, so a clean stop
-        // (which would write DRAM down to the slow tier) would only cost time.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for LaunchedServer {
-    fn drop(&mut self) {
-        self.terminate();
     }
 }
 
@@ -312,21 +238,4 @@ pub fn fetch_stats(addr: SocketAddr) -> anyhow::Result<BTreeMap<String, u64>> {
         }
     }
     Ok(stats)
-}
-
-fn free_port() -> anyhow::Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0").context("probing for a free port")?;
-    Ok(listener.local_addr()?.port())
-}
-
-fn running_as_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find(|line| line.starts_with("Uid:"))
-                .and_then(|line| line.split_whitespace().nth(2).map(|euid| euid == "0"))
-        })
-        .unwrap_or(false)
 }

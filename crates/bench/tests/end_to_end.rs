@@ -171,11 +171,12 @@ fn open_loop_meta_against_memcached() {
 
 #[test]
 fn unreachable_server_is_an_error_not_a_hang() {
-    let port = testkit::free_port().expect("free port");
+    // Nothing listens there, and nothing can while the test holds it.
+    let closed = testkit::ClosedPort::new().expect("a closed port");
     let started = Instant::now();
     let output = Command::new(env!("CARGO_BIN_EXE_fogbench"))
         .args(["run", "--quiet", "--duration-s", "1", "--server"])
-        .arg(format!("127.0.0.1:{port}"))
+        .arg(closed.addr().to_string())
         .output()
         .expect("running fogbench");
     assert_eq!(output.status.code(), Some(1));

@@ -221,9 +221,10 @@ fn writes_through_an_outage(outage: Outage) {
         "200",
     ])
     .expect("starting the edge");
-    // Where the cloud is not: the proxy's new connections to it fail at once.
-    let nowhere =
-        std::net::SocketAddr::from(([127, 0, 0, 1], testkit::free_port().expect("a port")));
+    // Where the cloud is not: the proxy's new connections to it fail at once (nothing
+    // listens there, and nothing can while the test holds the port).
+    let closed = testkit::ClosedPort::new().expect("a closed port");
+    let nowhere = closed.addr();
 
     let json = std::env::temp_dir().join(format!("fog-layer-{}-writes.json", std::process::id()));
     let started = Instant::now();

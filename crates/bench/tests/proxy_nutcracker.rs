@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bench::ketama::Ketama;
-use testkit::{fogcached_binary, free_port, skip, RawClient};
+use testkit::{skip, PortReservation, RawClient, ServerProcess};
 
 const NUTCRACKER: &str = "/usr/sbin/nutcracker";
 /// How long an ejected node stays out before nutcracker tries it again.
@@ -46,6 +46,8 @@ impl Drop for Process {
     }
 }
 
+/// Waits for nutcracker, which writes no port file, to accept on its reserved port (only
+/// it can be there: see `PortReservation`).
 fn wait_for_port(addr: SocketAddr, what: &str) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(15);
     while TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_err() {
@@ -55,32 +57,17 @@ fn wait_for_port(addr: SocketAddr, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A fogcached node on `port` (DRAM only, small: the tests store little).
-fn start_node(port: u16, dir: &Path) -> anyhow::Result<Process> {
-    std::fs::create_dir_all(dir)?;
-    let child = Command::new(fogcached_binary()?)
-        .args([
-            "-p",
-            &port.to_string(),
-            "-l",
-            "127.0.0.1",
-            "-m",
-            "16",
-            "-t",
-            "2",
-        ])
-        .args(["--slow-size", "0", "--data-dir"])
-        .arg(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let node = Process {
-        child: Some(child),
-        dir: dir.to_owned(),
-    };
-    wait_for_port(SocketAddr::from(([127, 0, 0, 1], port)), "fogcached")?;
-    Ok(node)
+/// A fogcached node (DRAM only, small: the tests store little) on a reserved port: the
+/// proxy's configuration names it, and a node restarted after a kill must come back on
+/// it with nobody having taken it meanwhile.
+fn start_node(port: &PortReservation, dir: &Path) -> anyhow::Result<ServerProcess> {
+    let dir = dir
+        .to_str()
+        .ok_or_else(|| anyhow::anyhow!("not UTF-8: {}", dir.display()))?;
+    let mut launch =
+        testkit::fogcached_launch(&["-m", "16", "-t", "2", "--slow-size", "0", "--data-dir", dir])?;
+    launch.on_port(port);
+    ServerProcess::launched(launch)
 }
 
 /// The README's example configuration, on these ports.
@@ -97,8 +84,11 @@ fn nutcracker_config(listen: SocketAddr, nodes: &[SocketAddr]) -> String {
 }
 
 struct Cluster {
-    nodes: Vec<Process>,
+    /// `None` while killed.
+    nodes: Vec<Option<ServerProcess>>,
     node_addrs: Vec<SocketAddr>,
+    /// The nodes' ports, held for the cluster's life.
+    node_ports: Vec<PortReservation>,
     proxy: Process,
     proxy_addr: SocketAddr,
     dir: PathBuf,
@@ -109,13 +99,18 @@ fn start_cluster(name: &str) -> anyhow::Result<Cluster> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let mut nodes = Vec::new();
-    let mut node_addrs = Vec::new();
+    let mut node_ports = Vec::new();
     for i in 0..3 {
-        let port = free_port()?;
-        nodes.push(start_node(port, &dir.join(format!("node{i}")))?);
-        node_addrs.push(SocketAddr::from(([127, 0, 0, 1], port)));
+        let port = PortReservation::new()?;
+        nodes.push(Some(start_node(&port, &dir.join(format!("node{i}")))?));
+        node_ports.push(port);
     }
-    let proxy_addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
+    let node_addrs: Vec<SocketAddr> = node_ports.iter().map(PortReservation::addr).collect();
+    // nutcracker takes its ports from its configuration and flags, not port 0: reserved
+    // ones (it sets SO_REUSEADDR, so it can bind them; nothing else can).
+    let proxy_port = PortReservation::new()?;
+    let stats_port = PortReservation::new()?;
+    let proxy_addr = proxy_port.addr();
     let config = dir.join("nutcracker.yml");
     std::fs::write(&config, nutcracker_config(proxy_addr, &node_addrs))?;
     let proxy_dir = dir.join("proxy");
@@ -123,7 +118,7 @@ fn start_cluster(name: &str) -> anyhow::Result<Cluster> {
     let child = Command::new(NUTCRACKER)
         .arg("-c")
         .arg(&config)
-        .args(["-s", &free_port()?.to_string(), "-a", "127.0.0.1"])
+        .args(["-s", &stats_port.port().to_string(), "-a", "127.0.0.1"])
         .arg("-o")
         .arg(proxy_dir.join("nutcracker.log"))
         .arg("-p")
@@ -140,6 +135,7 @@ fn start_cluster(name: &str) -> anyhow::Result<Cluster> {
     Ok(Cluster {
         nodes,
         node_addrs,
+        node_ports,
         proxy,
         proxy_addr,
         dir,
@@ -149,9 +145,7 @@ fn start_cluster(name: &str) -> anyhow::Result<Cluster> {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.proxy.kill();
-        for node in &mut self.nodes {
-            node.kill();
-        }
+        self.nodes.clear();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -281,13 +275,13 @@ fn a_killed_node_is_ejected_and_taken_back() -> anyhow::Result<()> {
 
     // 2.5 s of load on three nodes, then node 1 dies.
     std::thread::sleep(Duration::from_millis(2500));
-    cluster.nodes[1].kill();
+    // SIGKILL (the drop).
+    cluster.nodes[1] = None;
     let killed_at = started.elapsed();
     // It stays dead for 4 s: about two ejection periods.
     std::thread::sleep(Duration::from_secs(4));
-    let port = cluster.node_addrs[1].port();
     let node_dir = cluster.dir.join("node1-again");
-    cluster.nodes[1] = start_node(port, &node_dir)?;
+    cluster.nodes[1] = Some(start_node(&cluster.node_ports[1], &node_dir)?);
     let restarted_at = started.elapsed();
     let slices = loader
         .join()
@@ -417,8 +411,8 @@ fn memcached_s_proxy_is_checked_when_built_in() -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("fc-mcproxy-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
-    let node_port = free_port()?;
-    let _node = start_node(node_port, &dir.join("node"))?;
+    let node = ServerProcess::fogcached(&["-m", "16", "-t", "2", "--slow-size", "0"])?;
+    let node_port = node.port();
     let config = dir.join("proxy.lua");
     std::fs::write(
         &config,
@@ -428,35 +422,20 @@ fn memcached_s_proxy_is_checked_when_built_in() -> anyhow::Result<()> {
              mcp.attach(mcp.CMD_ANY_STORAGE, function(r) return pool(r) end)\nend\n"
         ),
     )?;
-    let proxy_port = free_port()?;
-    let mut command = Command::new(MEMCACHED);
-    command
-        .args(["-p", &proxy_port.to_string(), "-l", "127.0.0.1", "-U", "0"])
-        .arg("-o")
-        .arg(format!("proxy_config={}", config.display()))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        command.args(["-u", "nobody"]);
-    }
-    let proxy = Process {
-        child: Some(command.spawn()?),
-        dir: dir.clone(),
-    };
-    let proxy_addr = SocketAddr::from(([127, 0, 0, 1], proxy_port));
-    wait_for_port(proxy_addr, "memcached's proxy")?;
+    let proxy_config = format!("proxy_config={}", config.display());
+    let proxy = ServerProcess::memcached(&["-o", &proxy_config])?;
+    let proxy_addr = proxy.addr();
     let mut client = RawClient::connect(proxy_addr)?;
     assert_eq!(
         client.request(b"set via 0 0 5\r\nproxy\r\n", b"\r\n")?,
         b"STORED\r\n"
     );
-    let mut node = RawClient::connect(SocketAddr::from(([127, 0, 0, 1], node_port)))?;
+    let mut node = RawClient::connect(node.addr())?;
     assert!(
         holds(&mut node, "via")?,
         "the proxy did not store on fogcached"
     );
     drop(proxy);
+    let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }

@@ -61,12 +61,18 @@ pub struct MetricsServer {
 }
 
 impl MetricsServer {
-    /// Binds `addr` (at start-up, so that a bad address fails the start) and starts the
-    /// serving thread, which ends once the server is stopping or gone.
-    pub fn start(addr: &str, shared: Weak<Shared>) -> anyhow::Result<MetricsServer> {
+    /// Binds `addr` (at start-up, so that a bad address fails the start; port 0 takes
+    /// one the kernel picks, which `stats settings` then names).
+    pub fn bind(addr: &str) -> anyhow::Result<TcpListener> {
         let listener = TcpListener::bind(addr)
             .with_context(|| format!("--metrics-listen {addr}: cannot listen"))?;
         listener.set_nonblocking(true)?;
+        Ok(listener)
+    }
+
+    /// Starts the serving thread on a listener from [`MetricsServer::bind`]; it ends once
+    /// the server is stopping or gone.
+    pub fn start(listener: TcpListener, shared: Weak<Shared>) -> anyhow::Result<MetricsServer> {
         let local_addr = listener.local_addr()?;
         latency::enable();
         let thread = std::thread::Builder::new()

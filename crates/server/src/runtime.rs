@@ -149,6 +149,17 @@ impl Server {
         for socket in &sockets {
             local_addrs.extend(socket.local_addr()?);
         }
+        // Bound before the settings are made, so that `stats settings` names the address
+        // it listens on (with the real port when port 0 was asked for).
+        let metrics_listener = config
+            .metrics_listen
+            .as_deref()
+            .map(crate::metrics::MetricsServer::bind)
+            .transpose()?;
+        let metrics_listen = match &metrics_listener {
+            Some(listener) => Some(listener.local_addr()?.to_string()),
+            None => None,
+        };
         let upstream = match &config.upstream {
             Some(upstream_config) => {
                 let upstream = crate::upstream::Upstream::new(upstream_config.clone())
@@ -178,7 +189,7 @@ impl Server {
             shutdown_requested: AtomicBool::new(false),
             dumps_enabled: config.dumps_enabled,
             watch_enabled: config.watch_enabled,
-            metrics_listen: config.metrics_listen.clone(),
+            metrics_listen,
             upstream,
             auth: config.auth.clone(),
             tls_options: config.tls.clone(),
@@ -211,8 +222,8 @@ impl Server {
         let logger = crate::watch::Logger::spawn(Arc::downgrade(&shared))
             .context("starting the logger thread")?;
         let _ = shared.logger.set(logger);
-        if let Some(addr) = &shared.config.metrics_listen {
-            let metrics = crate::metrics::MetricsServer::start(addr, Arc::downgrade(&shared))?;
+        if let Some(listener) = metrics_listener {
+            let metrics = crate::metrics::MetricsServer::start(listener, Arc::downgrade(&shared))?;
             if shared.verbosity() > 0 {
                 eprintln!(
                     "fogcached metrics on http://{}/metrics",

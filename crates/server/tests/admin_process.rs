@@ -282,7 +282,6 @@ fn a_watcher_is_listed_counted_and_released() -> anyhow::Result<()> {
     loop {
         let stats = client.stats("")?;
         let connections: u64 = stat(&stats, "curr_connections").unwrap_or("0").parse()?;
-        // (The test harness's own readiness probe may close meanwhile too.)
         if stat(&stats, "log_watchers") == Some("0") && connections < connections_watching {
             break;
         }
@@ -541,8 +540,8 @@ fn run_connevents(server: &ServerProcess) -> anyhow::Result<Vec<String>> {
     let mut quitting = RawClient::connect(server.addr())?;
     let dropped = RawClient::connect(server.addr())?;
     let mut hopeless = RawClient::connect(server.addr())?;
-    // The three connections are told apart from any other (the harness's readiness probe,
-    // accepted late on a loaded machine) by their client-side ports, the lines' `rport=`.
+    // The three connections are told apart from any other the log may show by their
+    // client-side ports, the lines' `rport=`.
     let our_ports: BTreeSet<String> = [quitting.stream(), dropped.stream(), hopeless.stream()]
         .iter()
         .map(|stream| stream.local_addr().map(|addr| addr.port().to_string()))

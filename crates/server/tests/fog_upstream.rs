@@ -1063,7 +1063,10 @@ fn a_cloud_value_larger_than_the_edge_allows_is_a_miss_and_the_connection_goes_o
 
 #[test]
 fn an_edge_refuses_itself_as_its_upstream() -> anyhow::Result<()> {
-    let port = testkit::free_port()?.to_string();
+    // The server must be told its own port before it starts (to name it as its upstream):
+    // a reserved one, which no other process can take meanwhile.
+    let reservation = testkit::PortReservation::new()?;
+    let port = reservation.port().to_string();
     let data_dir = std::env::temp_dir().join(format!("fog-self-{}-{port}", std::process::id()));
     let mut command = std::process::Command::new(testkit::fogcached_binary()?);
     command

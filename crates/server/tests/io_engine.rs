@@ -386,7 +386,6 @@ fn auto_falls_back_to_epoll_where_io_uring_is_forbidden() {
             assert!(client.read_exact(expected.len()).unwrap() == expected);
             server.stop().unwrap();
 
-            let port = testkit::free_port().unwrap().to_string();
             let refused = Command::new(fogcached_binary().unwrap())
                 .args([
                     "--io-engine",
@@ -396,7 +395,7 @@ fn auto_falls_back_to_epoll_where_io_uring_is_forbidden() {
                     "-l",
                     "127.0.0.1",
                 ])
-                .args(["-p", &port])
+                .args(["-p", "0"])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::piped())
@@ -482,36 +481,19 @@ fn the_rings_task_work_is_deferred_where_the_kernel_has_it_and_cooperative_on_re
             None => assert!(["deferred", "cooperative"].contains(&said), "{said}"),
         }
     }
-    let port = testkit::free_port().unwrap().to_string();
-    let output = Command::new(binary)
-        .args([
-            "-v",
-            "--io-engine",
-            "auto",
-            "--slow-size",
-            "0",
-            "-l",
-            "127.0.0.1",
-            "-p",
-            &port,
-        ])
+    // It serves (under epoll), its reason said before it listens: stopped once it does.
+    let log = log_dir.join("lazily.log");
+    let mut launch =
+        testkit::launch(binary, &["-v", "--io-engine", "auto", "--slow-size", "0"]).unwrap();
+    launch
         .env_remove("FOGCACHED_IO_ENGINE")
         .env("FOGCACHED_IO_URING_TASKRUN", "lazily")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // It serves (under epoll): stop it once it listens, its reason said before.
-    let deadline = Instant::now() + WAIT;
-    while std::net::TcpStream::connect(("127.0.0.1", port.parse::<u16>().unwrap())).is_err()
-        && Instant::now() < deadline
-    {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = Command::new("kill").arg(output.id().to_string()).status();
-    let output = output.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
+        .output(testkit::launcher::Output::File {
+            path: log.clone(),
+            append: false,
+        });
+    ServerProcess::launched(launch).unwrap().stop().unwrap();
+    let stderr = std::fs::read_to_string(&log).unwrap();
     assert!(
         stderr.contains("unknown FOGCACHED_IO_URING_TASKRUN=\"lazily\" (valid: auto, cooperative)")
             && stderr.contains("the workers run epoll"),

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use testkit::{free_port, run_bounded, skip, RawClient, ServerProcess};
+use testkit::{run_bounded, skip, stat, PortReservation, RawClient, ServerProcess};
 
 const PROMTOOL: &str = "/usr/bin/promtool";
 const PROMETHEUS: &str = "/usr/bin/prometheus";
@@ -43,14 +43,18 @@ fn sample(text: &str, name_and_labels: &str) -> Option<f64> {
         .and_then(|value| value.parse().ok())
 }
 
-/// fogcached with the endpoint on a free loopback port.
+/// fogcached with the endpoint on a loopback port the kernel picks, which `stats
+/// settings` names.
 fn server_with_metrics(extra: &[&str]) -> anyhow::Result<(ServerProcess, SocketAddr)> {
-    let port = free_port()?;
-    let listen = format!("127.0.0.1:{port}");
-    let mut args = vec!["--metrics-listen", &listen];
+    let mut args = vec!["--metrics-listen", "127.0.0.1:0"];
     args.extend_from_slice(extra);
     let server = ServerProcess::fogcached(&args)?;
-    Ok((server, listen.parse()?))
+    let settings = RawClient::connect(server.addr())?.stats("settings")?;
+    let listen = stat(&settings, "metrics_listen")
+        .ok_or_else(|| anyhow::anyhow!("no metrics_listen in {settings:?}"))?;
+    let addr: SocketAddr = listen.parse()?;
+    anyhow::ensure!(addr.port() != 0, "metrics_listen {listen}");
+    Ok((server, addr))
 }
 
 #[test]
@@ -297,7 +301,10 @@ fn start_prometheus(target: SocketAddr) -> anyhow::Result<Prometheus> {
              scrape_configs:\n  - job_name: fogcached\n    static_configs:\n      - targets: ['{target}']\n"
         ),
     )?;
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()?).parse()?;
+    // Prometheus cannot report a port it picked: it is given a reserved one (its Go
+    // listener sets SO_REUSEADDR, so it can bind it; nothing else can meanwhile).
+    let reservation = PortReservation::new()?;
+    let addr = reservation.addr();
     let child = Command::new(PROMETHEUS)
         .arg(format!("--config.file={}", config.display()))
         .arg(format!(

@@ -4,15 +4,17 @@
 //! `MEMCACHED_PORT_FILENAME`. Each server is stopped by
 //! the test (SIGTERM, then SIGKILL if it lingers).
 
+use std::ffi::OsStr;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use testkit::{fogcached_binary, free_port, skip, RawClient};
+use testkit::launcher::{parse_port_file, ListenPort, Transport};
+use testkit::{fogcached_binary, skip, stat, ClosedPort, RawClient, ServerProcess};
 
 const WAIT: Duration = Duration::from_secs(15);
 
@@ -58,16 +60,17 @@ impl Pid {
         }
         false
     }
+}
 
-    fn status_field(&self, name: &str) -> String {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.0)).unwrap();
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(&format!("{name}:")))
-            .unwrap_or_else(|| panic!("no {name} in /proc/{}/status", self.0))
-            .trim()
-            .to_owned()
-    }
+/// A field of `/proc/<pid>/status`.
+fn status_field(pid: u32, name: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(&format!("{name}:")))
+        .unwrap_or_else(|| panic!("no {name} in /proc/{pid}/status"))
+        .trim()
+        .to_owned()
 }
 
 impl Drop for Pid {
@@ -88,42 +91,13 @@ fn accepting(port: u16) -> bool {
     TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
 }
 
-/// Starts a foreground server with `args` (plus port, address and data directory in
-/// `dir`) and waits until it accepts connections.
-fn start(dir: &Path, port: u16, args: &[&str], env: &[(&str, &Path)]) -> (Child, Pid) {
-    let mut command = fogcached();
-    command
-        .args(["-p", &port.to_string(), "-l", "127.0.0.1"])
-        .arg("--data-dir")
-        .arg(dir.join("data"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    let mut child = command.spawn().unwrap();
-    let pid = Pid(child.id() as i32);
-    let deadline = Instant::now() + WAIT;
-    while !accepting(port) {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut stderr = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut stderr)
-                .unwrap();
-            panic!("fogcached {args:?} exited with {status}: {stderr}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "fogcached {args:?} never listened"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (child, pid)
+/// Starts a foreground server with `args` (plus a data directory in `dir`) through the
+/// launcher: on a port of its own, read from its port file.
+fn start(dir: &Path, args: &[&str], env: &[(&str, &OsStr)]) -> ServerProcess {
+    let data = dir.join("data");
+    let mut all = vec!["--data-dir", data.to_str().unwrap()];
+    all.extend_from_slice(args);
+    ServerProcess::fogcached_with_env(&all, env).unwrap()
 }
 
 fn version_of(port: u16) -> String {
@@ -131,9 +105,21 @@ fn version_of(port: u16) -> String {
     String::from_utf8(client.request(b"version\r\n", b"\r\n").unwrap()).unwrap()
 }
 
-fn stop(mut child: Child, pid: Pid) {
-    assert!(pid.terminate(), "the server did not stop on SIGTERM");
-    assert!(child.wait().unwrap().success());
+fn stop(server: ServerProcess) {
+    assert!(
+        server.stop().unwrap().success(),
+        "the server did not stop cleanly on SIGTERM"
+    );
+}
+
+/// Waits (bounded) for the port file `path` and reads it.
+fn wait_for_port_file(path: &Path) -> Vec<ListenPort> {
+    let deadline = Instant::now() + WAIT;
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "no port file {}", path.display());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    parse_port_file(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
 /// `-d` returns 0 once the daemon listens; the daemon leads its own session, found its
@@ -142,19 +128,12 @@ fn stop(mut child: Child, pid: Pid) {
 #[test]
 fn a_daemon_returns_once_it_listens_and_keeps_its_pid_file() {
     let dir = Scratch::new("daemon");
-    let port = free_port().unwrap();
+    let port_file = dir.0.join("ports");
     let output = fogcached()
         .current_dir(&dir.0)
-        .args([
-            "-d",
-            "-P",
-            "fc.pid",
-            "-p",
-            &port.to_string(),
-            "-l",
-            "127.0.0.1",
-        ])
+        .args(["-d", "-P", "fc.pid", "-p", "0", "-l", "127.0.0.1"])
         .args(["--data-dir", "data", "--slow-size", "8m"])
+        .env("MEMCACHED_PORT_FILENAME", &port_file)
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -164,6 +143,10 @@ fn a_daemon_returns_once_it_listens_and_keeps_its_pid_file() {
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
+    // Written before the daemon reports that it listens: there when -d returns.
+    let ports = parse_port_file(&std::fs::read_to_string(&port_file).unwrap()).unwrap();
+    assert_eq!(ports.len(), 1, "{ports:?}");
+    let port = ports[0].port;
     assert!(accepting(port), "the daemon listens when -d returns");
     let pid_text = std::fs::read_to_string(dir.0.join("fc.pid")).unwrap();
     let daemon = Pid(pid_text.trim().parse().unwrap());
@@ -215,29 +198,50 @@ fn a_daemon_that_cannot_listen_fails_with_the_reason() {
     assert!(stderr.contains("failed to listen"), "{stderr}");
 }
 
-/// The port file memcached writes for harnesses: one `TCP INET: <port>` line per socket.
+/// The port file memcached writes for harnesses: one `TCP INET: <port>` line per socket,
+/// naming the port the kernel picked for `-p 0`, which is this server's own (its `stats`
+/// pid is the child's).
 #[test]
 fn the_port_file_names_the_listening_port() {
     let dir = Scratch::new("portfile");
-    let port = free_port().unwrap();
     let port_file = dir.0.join("ports");
-    let (child, pid) = start(
-        &dir.0,
-        port,
-        &["--slow-size", "0"],
-        &[("MEMCACHED_PORT_FILENAME", &port_file)],
-    );
-    // Written (whole, by a rename) right after the server binds, which a client can
-    // observe before the file appears: a harness waits for the file, as this does.
-    let deadline = Instant::now() + WAIT;
-    while !port_file.exists() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    let mut child = fogcached()
+        .args([
+            "-p",
+            "0",
+            "-l",
+            "127.0.0.1",
+            "--slow-size",
+            "0",
+            "--data-dir",
+        ])
+        .arg(dir.0.join("data"))
+        .env("MEMCACHED_PORT_FILENAME", &port_file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = Pid(child.id() as i32);
+    // Written (whole, by a rename) once the server listens: a harness waits for the
+    // file, as this does, and never probes a port.
+    let ports = wait_for_port_file(&port_file);
+    let text = std::fs::read_to_string(&port_file).unwrap();
     assert_eq!(
-        std::fs::read_to_string(&port_file).unwrap(),
-        format!("TCP INET: {port}\n")
+        ports,
+        [ListenPort {
+            transport: Transport::Tcp,
+            ipv6: false,
+            port: ports[0].port
+        }],
+        "{text:?}"
     );
-    stop(child, pid);
+    assert_eq!(text, format!("TCP INET: {}\n", ports[0].port));
+    assert_ne!(ports[0].port, 0);
+    let mut client = RawClient::connect(([127, 0, 0, 1], ports[0].port).into()).unwrap();
+    let stats = client.stats("").unwrap();
+    assert_eq!(stat(&stats, "pid"), Some(child.id().to_string().as_str()));
+    assert!(pid.terminate(), "the server did not stop on SIGTERM");
+    assert!(child.wait().unwrap().success());
 }
 
 /// `-u` as root: the server runs as that user (after opening its ports and pool) and
@@ -253,21 +257,21 @@ fn user_switch_drops_root() {
         return;
     }
     let dir = Scratch::new("user");
-    let port = free_port().unwrap();
-    let (child, pid) = start(&dir.0, port, &["-u", "nobody", "--slow-size", "8m"], &[]);
+    let server = start(&dir.0, &["-u", "nobody", "--slow-size", "8m"], &[]);
+    let pid = server.pid().unwrap();
     // The switch comes after the ports accept (they are opened as root): wait for it.
     let deadline = Instant::now() + WAIT;
-    let mut uids = pid.status_field("Uid");
+    let mut uids = status_field(pid, "Uid");
     while uids.split_whitespace().any(|uid| uid == "0") && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
-        uids = pid.status_field("Uid");
+        uids = status_field(pid, "Uid");
     }
     assert!(
         uids.split_whitespace().all(|uid| uid == "65534"),
         "Uid: {uids}"
     );
-    assert!(version_of(port).starts_with("VERSION "));
-    stop(child, pid);
+    assert!(version_of(server.port()).starts_with("VERSION "));
+    stop(server);
 }
 
 /// `-u` naming no user is refused with memcached's exit code.
@@ -283,7 +287,7 @@ fn an_unknown_user_is_refused() {
     }
     let dir = Scratch::new("nouser");
     let output = fogcached()
-        .args(["-p", &free_port().unwrap().to_string(), "-l", "127.0.0.1"])
+        .args(["-p", "0", "-l", "127.0.0.1"])
         .args(["-u", "no-such-user-fc", "--slow-size", "0"])
         .arg("--data-dir")
         .arg(dir.0.join("data"))
@@ -302,14 +306,9 @@ fn core_limit_memory_lock_and_large_pages() {
     let dir = Scratch::new("limits");
     // 6 MiB of DRAM: a mapping of that exact size is the DRAM tier.
     let base = ["-m", "6", "--slow-size", "8m"];
-    let port = free_port().unwrap();
-    let (child, pid) = start(
-        &dir.0,
-        port,
-        &[&base[..], &["-r", "-k", "-L"]].concat(),
-        &[],
-    );
-    let limits = std::fs::read_to_string(format!("/proc/{}/limits", pid.0)).unwrap();
+    let server = start(&dir.0, &[&base[..], &["-r", "-k", "-L"]].concat(), &[]);
+    let pid = server.pid().unwrap();
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
     let core = limits
         .lines()
         .find(|l| l.starts_with("Max core file size"))
@@ -324,7 +323,7 @@ fn core_limit_memory_lock_and_large_pages() {
     // a loaded machine the lock may still be faulting pages in when the port answers, so
     // wait for it (bounded) rather than read VmLck once.
     let locked_kb = || -> u64 {
-        pid.status_field("VmLck")
+        status_field(pid, "VmLck")
             .trim_end_matches(" kB")
             .parse()
             .unwrap()
@@ -336,21 +335,21 @@ fn core_limit_memory_lock_and_large_pages() {
     let locked_kb = locked_kb();
     assert!(locked_kb >= 6 * 1024, "-k: VmLck {locked_kb} kB");
     assert!(
-        dram_mapping_flags(&pid, 6 * 1024).contains(" hg"),
+        dram_mapping_flags(pid, 6 * 1024).contains(" hg"),
         "-L: MADV_HUGEPAGE"
     );
-    stop(child, pid);
+    stop(server);
 
-    let port = free_port().unwrap();
-    let (child, pid) = start(&dir.0, port, &base, &[]);
-    assert_eq!(pid.status_field("VmLck"), "0 kB");
-    assert!(!dram_mapping_flags(&pid, 6 * 1024).contains(" hg"));
-    stop(child, pid);
+    let server = start(&dir.0, &base, &[]);
+    let pid = server.pid().unwrap();
+    assert_eq!(status_field(pid, "VmLck"), "0 kB");
+    assert!(!dram_mapping_flags(pid, 6 * 1024).contains(" hg"));
+    stop(server);
 }
 
 /// The `VmFlags` of the process's mapping of exactly `size_kb` (the DRAM tier).
-fn dram_mapping_flags(pid: &Pid, size_kb: u64) -> String {
-    let smaps = std::fs::read_to_string(format!("/proc/{}/smaps", pid.0)).unwrap();
+fn dram_mapping_flags(pid: u32, size_kb: u64) -> String {
+    let smaps = std::fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap();
     let mut in_mapping = false;
     for line in smaps.lines() {
         if let Some(size) = line.strip_prefix("Size:") {
@@ -361,7 +360,7 @@ fn dram_mapping_flags(pid: &Pid, size_kb: u64) -> String {
             }
         }
     }
-    panic!("no mapping of {size_kb} kB in /proc/{}/smaps", pid.0);
+    panic!("no mapping of {size_kb} kB in /proc/{pid}/smaps");
 }
 
 /// Starts a daemon with `args` (it returns once listening) and gives its PID.
@@ -415,7 +414,9 @@ fn unix_request(stream: &mut UnixStream, request: &[u8], terminator: &[u8]) -> S
 fn a_unix_socket_serves_every_protocol_and_replaces_tcp() {
     let dir = Scratch::new("unix");
     let socket = dir.0.join("fc.sock");
-    let port = free_port().unwrap();
+    // Held closed by the test: a server that tried to listen on it would fail to start.
+    let closed = ClosedPort::new().unwrap();
+    let port = closed.port();
     let daemon = start_daemon(
         &dir.0,
         &[
@@ -431,6 +432,7 @@ fn a_unix_socket_serves_every_protocol_and_replaces_tcp() {
     assert!(meta.file_type().is_socket());
     assert_eq!(meta.permissions().mode() & 0o777, 0o760);
     assert!(!accepting(port), "-s disables TCP, as in memcached");
+    drop(closed);
 
     let mut stream = UnixStream::connect(&socket).unwrap();
     stream

@@ -569,12 +569,11 @@ fn a_damaged_or_mismatched_pool_is_refused_with_what_to_do() -> anyhow::Result<(
     server.stop()?;
     let refused = |extra: &[&str]| -> anyhow::Result<String> {
         let bin = testkit::fogcached_binary()?;
-        let port = testkit::free_port()?.to_string();
         let mut command = std::process::Command::new(bin);
         command
             .args([
                 "-p",
-                &port,
+                "0",
                 "-l",
                 "127.0.0.1",
                 "--data-dir",

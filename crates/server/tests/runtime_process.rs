@@ -61,15 +61,12 @@ fn pipelined_requests_in_one_write_are_answered_in_order() -> anyhow::Result<()>
 #[test]
 fn connection_over_the_limit_gets_memcacheds_error() -> anyhow::Result<()> {
     let server = ServerProcess::fogcached(&["-c", "3"])?;
-    // testkit's readiness probe connected and left; wait (bounded) until the server
-    // has counted it out, so that exactly three slots are free.
+    // The launcher never connects (it reads the port file), so this is the only
+    // connection; checked (bounded wait) so that exactly three slots are free.
     let mut first = RawClient::connect(server.addr())?;
     let deadline = Instant::now() + Duration::from_secs(5);
     while stat(&first.stats("")?, "curr_connections") != Some("1") {
-        assert!(
-            Instant::now() < deadline,
-            "probe connection never counted out"
-        );
+        assert!(Instant::now() < deadline, "another connection was counted");
         std::thread::sleep(Duration::from_millis(10));
     }
     let mut clients = vec![first];

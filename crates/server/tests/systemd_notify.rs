@@ -10,7 +10,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use testkit::{fogcached_binary, free_port};
+use testkit::fogcached_binary;
+use testkit::launcher::parse_port_file;
 
 /// A scratch directory and a server process, both removed on drop.
 struct Started {
@@ -49,11 +50,12 @@ fn check_notifications(abstract_socket: bool) -> anyhow::Result<()> {
         (UnixDatagram::bind(&path)?, path.display().to_string())
     };
     socket.set_read_timeout(Some(Duration::from_secs(20)))?;
-    let port = free_port()?;
+    let port_file = dir.join("ports");
     let child = Command::new(fogcached_binary()?)
-        .args(["-p", &port.to_string(), "-l", "127.0.0.1", "--data-dir"])
+        .args(["-p", "0", "-l", "127.0.0.1", "--data-dir"])
         .arg(dir.join("data"))
         .env("NOTIFY_SOCKET", &notify_socket)
+        .env("MEMCACHED_PORT_FILENAME", &port_file)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -63,8 +65,11 @@ fn check_notifications(abstract_socket: bool) -> anyhow::Result<()> {
         dir: dir.clone(),
     };
     let ready = datagram(&socket)?;
-    // The port accepts at the moment READY=1 arrives: nothing is retried here.
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
+    // The port accepts at the moment READY=1 arrives (and its port file, written before
+    // READY=1, names it): nothing is retried here.
+    let ports = parse_port_file(&std::fs::read_to_string(&port_file)?)?;
+    anyhow::ensure!(ports.len() == 1, "port file: {ports:?}");
+    let addr = SocketAddr::from(([127, 0, 0, 1], ports[0].port));
     assert!(
         TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok(),
         "READY=1 came before the port accepted"

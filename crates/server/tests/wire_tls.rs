@@ -516,7 +516,7 @@ fn client_certificates_are_required_or_refused() -> anyhow::Result<()> {
     // 2: required.
     let required = tls_server(&format!("{files},ssl_verify_mode=2"), &[])?;
     let mut client = TlsClient::connect(required.addr(), &ca, Some(&good))?;
-    // The test harness's readiness probe (a bare connect) counts as one already.
+    // Counted from here: only this test's connections below are the failures to see.
     let errors_before = handshake_errors(&mut client)?;
     assert!(
         refused_at_first_request(required.addr(), &ca, None),
@@ -628,23 +628,25 @@ fn plaintext_and_garbage_on_a_tls_port_are_closed_and_counted() -> anyhow::Resul
     let scratch = Scratch::new("garbage")?;
     let ca = Authority::new("garbage CA")?;
     let (_, cert, key) = server_files(&scratch, &ca)?;
-    let plain_port = testkit::free_port()?;
-    let plain_listen = format!("notls:127.0.0.1:{plain_port}");
+    // Port 0: the kernel picks it, and the port file lists it after the TLS one.
     let server = tls_server(
         &format!(
             "ssl_chain_cert={},ssl_key={}",
             path_str(&cert)?,
             path_str(&key)?
         ),
-        &["-l", &plain_listen],
+        &["-l", "notls:127.0.0.1:0"],
     )?;
+    let ports = server.tcp_ports();
+    anyhow::ensure!(ports.len() == 2, "listening on {ports:?}");
+    let plain_port = ports[1];
     let mut client = TlsClient::connect(server.addr(), &ca, None)?;
     assert_eq!(
         client.request(b"set k 0 0 2\r\nv1\r\n", b"\r\n")?,
         b"STORED\r\n"
     );
 
-    // The test harness's readiness probe (a bare connect) counts as one already.
+    // Counted from here: only this test's connections below are the failures to see.
     let errors_before = handshake_errors(&mut client)?;
     let mut plaintext = RawClient::connect(server.addr())?;
     plaintext.send(b"get k\r\n")?;

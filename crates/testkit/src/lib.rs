@@ -1,38 +1,39 @@
-//! Test support: start `fogcached` (or Debian's `memcached`) on a free loopback port and
-//! talk raw bytes to it.
+//! Test support: start `fogcached` (or Debian's `memcached`) on a loopback port the
+//! kernel picks (through [`launcher`], shared with fogbench) and talk raw bytes to it.
 //!
 //! Every wait here is bounded so that a broken server fails a test instead of hanging it.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context};
 
 /// The delaying proxy of the fog-layer tests (its own crate: fogbench uses it too).
 pub use delay_proxy::DelayProxy;
+/// The launcher every test server starts through (its own crate: fogbench uses it too).
+pub use launcher;
+pub use launcher::{ClosedPort, Launch, PortReservation};
 
-/// How long a started server may take to accept its first connection.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long `stop` waits after SIGTERM before falling back to SIGKILL.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
-/// Ports tried before giving up (another process may grab a port between probe and bind).
-const START_ATTEMPTS: u32 = 5;
 /// Default read timeout of a [`RawClient`].
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// A reply larger than this is a bug in the server or the test, not something to buffer.
 const REPLY_MAX_BYTES: usize = 256 * 1024 * 1024;
 
-/// A server process on a free 127.0.0.1 port, killed on drop.
+/// A server process on a loopback port of its own, killed on drop.
+///
+/// Started by [`launcher::Launch`]: on a port the kernel picks, read back from the
+/// server's port file, so no other process can hold the port and every client of the
+/// test reaches this server. fogcached gets a `--data-dir` of its own (two servers
+/// cannot share a slow-tier pool: the second is refused) unless the test names one; it
+/// is removed on drop with the launch's scratch directory.
 pub struct ServerProcess {
-    child: Option<Child>,
-    port: u16,
-    /// fogcached's `--data-dir`, unique per server (two servers cannot share a slow-tier
-    /// pool: the second is refused), removed on drop.
-    data_dir: Option<PathBuf>,
-    /// The file the server's stderr goes to when captured, removed on drop.
+    server: launcher::Server,
+    /// The file the server's stderr goes to when captured (in the scratch directory).
     stderr_file: Option<PathBuf>,
 }
 
@@ -47,10 +48,30 @@ enum ServerOutput<'a> {
     AppendTo(&'a Path),
 }
 
+/// A [`Launch`] of `binary` with `extra_args`, and for fogcached a data directory of its
+/// own unless `extra_args` names one: for tests that need more than the `start*`
+/// functions (a reserved port, a variable removed from the environment), started with
+/// [`ServerProcess::launched`].
+pub fn launch(binary: impl AsRef<Path>, extra_args: &[&str]) -> anyhow::Result<Launch> {
+    let binary = binary.as_ref();
+    let mut launch = Launch::new(binary)?;
+    let is_fogcached = binary.file_name().is_some_and(|n| n == "fogcached");
+    if is_fogcached && !extra_args.contains(&"--data-dir") {
+        let data_dir = launch.scratch_dir().join("data");
+        launch.arg("--data-dir").arg(data_dir);
+    }
+    launch.args(extra_args);
+    Ok(launch)
+}
+
+/// [`launch`] of the fogcached under test ([`fogcached_binary`]).
+pub fn fogcached_launch(extra_args: &[&str]) -> anyhow::Result<Launch> {
+    launch(fogcached_binary()?, extra_args)
+}
+
 impl ServerProcess {
-    /// Starts `binary` with `-p <free port> -l 127.0.0.1 -U 0` plus `extra_args`, waits
-    /// until it accepts connections (bounded), retrying with another port if the port
-    /// was taken.
+    /// Starts `binary` with `-p <a port the kernel picks> -l 127.0.0.1 -U 0` plus
+    /// `extra_args`, and waits (bounded) until its port file says it listens.
     pub fn start(binary: &str, extra_args: &[&str]) -> anyhow::Result<ServerProcess> {
         Self::start_with_env(binary, extra_args, &[])
     }
@@ -121,98 +142,42 @@ impl ServerProcess {
         env: &[(&str, &std::ffi::OsStr)],
         output: ServerOutput<'_>,
     ) -> anyhow::Result<ServerProcess> {
-        let mut last_error = anyhow!("no attempt made");
-        for _ in 0..START_ATTEMPTS {
-            let port = free_port()?;
-            match Self::start_on(binary, port, extra_args, env, output) {
-                Ok(server) => return Ok(server),
-                Err(error) => last_error = error,
-            }
+        let mut launch = launch(binary, extra_args)?;
+        for (name, value) in env {
+            launch.env(name, value);
         }
-        Err(last_error.context(format!("starting {binary} {extra_args:?}")))
+        let stderr_file =
+            matches!(output, ServerOutput::Captured).then(|| launch.scratch_dir().join("stderr"));
+        match (output, &stderr_file) {
+            (ServerOutput::Captured, Some(path)) => {
+                launch.output(launcher::Output::File {
+                    path: path.clone(),
+                    append: false,
+                });
+            }
+            (ServerOutput::AppendTo(path), _) => {
+                launch.output(launcher::Output::File {
+                    path: path.to_owned(),
+                    append: true,
+                });
+            }
+            _ => {}
+        }
+        let server = launch
+            .start()
+            .with_context(|| format!("starting {binary} {extra_args:?}"))?;
+        Ok(ServerProcess {
+            server,
+            stderr_file,
+        })
     }
 
-    fn start_on(
-        binary: &str,
-        port: u16,
-        extra_args: &[&str],
-        env: &[(&str, &std::ffi::OsStr)],
-        output: ServerOutput<'_>,
-    ) -> anyhow::Result<ServerProcess> {
-        let port_arg = port.to_string();
-        let mut command = Command::new(binary);
-        command.envs(env.iter().copied());
-        command.args(["-p", &port_arg, "-l", "127.0.0.1", "-U", "0"]);
-        let is_fogcached = Path::new(binary)
-            .file_name()
-            .is_some_and(|n| n == "fogcached");
-        let data_dir = (is_fogcached && !extra_args.contains(&"--data-dir")).then(|| {
-            std::env::temp_dir().join(format!("fogcached-test-{}-{port}", std::process::id()))
-        });
-        if let Some(dir) = &data_dir {
-            command.arg("--data-dir").arg(dir);
-        }
-        // A captured output goes to a file of this server's, removed with it.
-        let stderr_file = matches!(output, ServerOutput::Captured).then(|| {
-            std::env::temp_dir().join(format!("server-stderr-{}-{port}", std::process::id()))
-        });
-        command.args(extra_args).stdin(Stdio::null());
-        match stderr_file.as_deref().or(match output {
-            ServerOutput::AppendTo(path) => Some(path),
-            _ => None,
-        }) {
-            Some(path) => {
-                let file = std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(path)
-                    .with_context(|| format!("opening {}", path.display()))?;
-                command
-                    .stdout(Stdio::from(file.try_clone()?))
-                    .stderr(Stdio::from(file));
-            }
-            None => {
-                command.stdout(Stdio::null()).stderr(Stdio::inherit());
-            }
-        }
-        // Debian's memcached refuses to run as root unless told which user to be.
-        if is_root()
-            && Path::new(binary)
-                .file_name()
-                .is_some_and(|n| n == "memcached")
-        {
-            command.args(["-u", "root"]);
-        }
-        let child = command
-            .spawn()
-            .with_context(|| format!("spawning {binary}"))?;
-        let mut server = ServerProcess {
-            child: Some(child),
-            port,
-            data_dir,
-            stderr_file,
-        };
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            if let Some(child) = server.child.as_mut() {
-                if let Some(status) = child.try_wait()? {
-                    server.child = None;
-                    bail!(
-                        "{binary} exited during start-up with {status}: {}",
-                        server.stderr_text()
-                    );
-                }
-            }
-            if TcpStream::connect_timeout(&server.addr(), Duration::from_millis(200)).is_ok() {
-                return Ok(server);
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "{binary} did not accept connections on port {port} within {STARTUP_TIMEOUT:?}"
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+    /// Starts what `launch` describes (see [`launch`]), its stderr the test's own.
+    pub fn launched(launch: Launch) -> anyhow::Result<ServerProcess> {
+        Ok(ServerProcess {
+            server: launch.start()?,
+            stderr_file: None,
+        })
     }
 
     /// Starts fogcached: `$FOGCACHED_BIN`, else `target/{debug,release}/fogcached` next
@@ -251,42 +216,37 @@ impl ServerProcess {
         Self::start_with_env(MEMCACHED, extra_args, env)
     }
 
+    /// The port of the launcher's `-l 127.0.0.1`.
     pub fn port(&self) -> u16 {
-        self.port
+        self.server.port()
     }
 
     pub fn addr(&self) -> SocketAddr {
-        SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::LOCALHOST, self.port))
+        self.server.addr()
+    }
+
+    /// Every TCP port the server listens on, in the order of its `-l` entries (the
+    /// launcher's `127.0.0.1` first).
+    pub fn tcp_ports(&self) -> Vec<u16> {
+        self.server.tcp_ports().collect()
     }
 
     /// The server's process id (for `/proc/<pid>/status` checks), if it is running.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
+        self.server.pid()
     }
 
     /// Sends `signal` (e.g. `libc::SIGINT`) to the server process.
     pub fn signal(&self, signal: i32) -> anyhow::Result<()> {
-        let pid = self.pid().ok_or_else(|| anyhow!("server is not running"))?;
-        let pid = libc::pid_t::try_from(pid).context("pid out of range")?;
-        // SAFETY: kill(2) has no memory-safety preconditions; the pid is our own child,
-        // which has not been reaped yet (we hold its Child), so it cannot be recycled.
-        if unsafe { libc::kill(pid, signal) } != 0 {
-            return Err(std::io::Error::last_os_error()).context("kill");
-        }
-        Ok(())
+        self.server.signal(signal)
     }
 
     /// Waits (bounded) for the server to exit on its own, e.g. after `shutdown`.
     pub fn wait(mut self, timeout: Duration) -> anyhow::Result<ExitStatus> {
-        let mut child = self
-            .child
-            .take()
-            .ok_or_else(|| anyhow!("server is not running"))?;
-        match wait_bounded(&mut child, timeout)? {
+        match self.server.wait_timeout(timeout)? {
             Some(status) => Ok(status),
             None => {
-                let _ = child.kill();
-                let _ = child.wait();
+                self.server.kill();
                 bail!("server did not exit within {timeout:?}")
             }
         }
@@ -296,52 +256,14 @@ impl ServerProcess {
     /// fallback is an error since the server failed to shut down cleanly.
     pub fn stop(mut self) -> anyhow::Result<ExitStatus> {
         self.signal(libc::SIGTERM)?;
-        let mut child = self
-            .child
-            .take()
-            .ok_or_else(|| anyhow!("server is not running"))?;
-        match wait_bounded(&mut child, STOP_TIMEOUT)? {
+        match self.server.wait_timeout(STOP_TIMEOUT)? {
             Some(status) => Ok(status),
             None => {
-                let _ = child.kill();
-                let _ = child.wait();
+                self.server.kill();
                 bail!("server ignored SIGTERM for {STOP_TIMEOUT:?}; killed")
             }
         }
     }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if let Some(dir) = self.data_dir.take() {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-        if let Some(file) = self.stderr_file.take() {
-            let _ = std::fs::remove_file(file);
-        }
-    }
-}
-
-fn wait_bounded(child: &mut Child, timeout: Duration) -> anyhow::Result<Option<ExitStatus>> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait()? {
-            return Ok(Some(status));
-        }
-        if Instant::now() >= deadline {
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// The text protocol's `set` of `key` to `value` (flags 0, no expiry), as bytes to send.
@@ -404,12 +326,6 @@ pub fn fogcached_refusal(args: &[&str], env: (&str, Option<&str>)) -> anyhow::Re
         (name, None) => command.env_remove(name),
     };
     run_bounded(&mut command, REFUSAL_WAIT)
-}
-
-/// A port that was free a moment ago (the kernel picks it; it is released at once).
-pub fn free_port() -> anyhow::Result<u16> {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("probing a free port")?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// Locates the fogcached binary for tests.
@@ -743,7 +659,7 @@ mod tests {
 
     #[test]
     fn read_until_keeps_pipelined_rest() -> anyhow::Result<()> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let server = std::thread::spawn(move || -> std::io::Result<()> {
             let (mut s, _) = listener.accept()?;

@@ -405,11 +405,30 @@ pub fn probe_multishot_recv() -> Result<(), String> {
 
 /// A provided buffer ring: `count` buffers of `size` bytes, and the ring of descriptors
 /// through which they are lent to the kernel.
+///
+/// The kernel writes into the buffers behind the compiler's back, so the buffers' memory
+/// is a raw allocation that no Rust reference ever covers whole. Invariants (every
+/// `unsafe` below relies on them):
+///
+/// 1. `memory` points to `count * size` bytes allocated in [`BufRing::new`] with
+///    [`BufRing::buffers_layout`], owned by this struct and freed only in its `Drop`.
+///    `ring` likewise, with [`BufRing::ring_layout`].
+/// 2. Buffer `bid` (`bid < count`) is bytes `[bid * size, (bid + 1) * size)` of `memory`.
+///    It is either *lent* (the kernel may write it at any moment: from [`BufRing::provide`]
+///    until the completion that names `bid`, [`BufRing::taken`]) or *ours*. Its address
+///    goes to the kernel as a number computed by pointer arithmetic, never through a
+///    reference; a reference into it is made only while it is ours, and only over the
+///    bytes the kernel reported ([`BufRing::bytes`], whose borrow of `self` ends before
+///    `provide` can lend the buffer again).
+/// 3. The kernel reads a descriptor only below the published tail; a descriptor is
+///    written before the release store of the tail that publishes it.
+/// 4. The `IoUring` the ring is registered with is dropped (which unregisters the ring)
+///    before the `BufRing` (the field order of [`Uring`]; the probes declare the
+///    `BufRing` before the ring), so the kernel never touches the memory after `Drop`.
 struct BufRing {
-    /// The buffers' bytes. The kernel writes into a buffer between lending (`provide`) and
-    /// the completion that names it; this code reads it only after that completion.
-    memory: Box<[u8]>,
-    /// The descriptor ring, page-aligned as the kernel requires; owned by this struct.
+    /// The buffers' bytes (invariants 1 and 2).
+    memory: std::ptr::NonNull<u8>,
+    /// The descriptor ring, page-aligned as the kernel requires (invariants 1 and 3).
     ring: std::ptr::NonNull<types::BufRingEntry>,
     count: u16,
     size: usize,
@@ -421,27 +440,56 @@ struct BufRing {
     lent: Vec<bool>,
 }
 
-// SAFETY: the descriptor ring is memory this struct owns exclusively (as a Box would);
-// it is only touched through `&mut self`, by the thread that owns the worker.
+// SAFETY: both allocations are owned by this struct exclusively (invariant 1, as a Box
+// would be); they are only touched through `&mut self` or `&self` by the thread that owns
+// the worker, and by the kernel on that ring's behalf.
 unsafe impl Send for BufRing {}
 
 impl BufRing {
-    fn layout(count: u16) -> std::alloc::Layout {
+    fn ring_layout(count: u16) -> std::alloc::Layout {
         let bytes = usize::from(count) * std::mem::size_of::<types::BufRingEntry>();
         // A valid layout: 4096 is a power of two and `bytes` is small.
         std::alloc::Layout::from_size_align(bytes.max(4096), 4096)
             .unwrap_or(std::alloc::Layout::new::<[u8; 4096]>())
     }
 
+    /// The buffers' layout: page-aligned (the kernel does not require it; a buffer then
+    /// starts on a cache line whatever `size`'s alignment).
+    fn buffers_layout(count: u16, size: usize) -> std::io::Result<std::alloc::Layout> {
+        usize::from(count)
+            .checked_mul(size)
+            .filter(|&bytes| bytes > 0)
+            .and_then(|bytes| std::alloc::Layout::from_size_align(bytes, 4096).ok())
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("buffer ring of {count} buffers of {size} bytes"),
+                )
+            })
+    }
+
     fn new(count: u16, size: usize) -> std::io::Result<BufRing> {
         debug_assert!(count.is_power_of_two());
-        let layout = Self::layout(count);
+        // Every length handed to the kernel fits its u32 field.
+        let _: u32 = size
+            .try_into()
+            .map_err(|_| std::io::Error::new(ErrorKind::InvalidInput, "buffer too large"))?;
+        let buffers_layout = Self::buffers_layout(count, size)?;
+        // SAFETY: the layout has a non-zero size (checked by `buffers_layout`).
+        let memory = unsafe { std::alloc::alloc_zeroed(buffers_layout) };
+        let memory = std::ptr::NonNull::new(memory)
+            .ok_or_else(|| std::io::Error::new(ErrorKind::OutOfMemory, "ring buffers"))?;
+        let ring_layout = Self::ring_layout(count);
         // SAFETY: the layout has a non-zero size.
-        let ring = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<types::BufRingEntry>();
-        let ring = std::ptr::NonNull::new(ring)
-            .ok_or_else(|| std::io::Error::new(ErrorKind::OutOfMemory, "buffer ring"))?;
+        let ring = unsafe { std::alloc::alloc_zeroed(ring_layout) }.cast::<types::BufRingEntry>();
+        let Some(ring) = std::ptr::NonNull::new(ring) else {
+            // SAFETY: allocated just above with this layout, and not yet owned by a
+            // `BufRing` (whose `Drop` would free it again).
+            unsafe { std::alloc::dealloc(memory.as_ptr(), buffers_layout) };
+            return Err(std::io::Error::new(ErrorKind::OutOfMemory, "buffer ring"));
+        };
         let mut buffers = BufRing {
-            memory: vec![0u8; usize::from(count) * size].into_boxed_slice(),
+            memory,
             ring,
             count,
             size,
@@ -457,8 +505,8 @@ impl BufRing {
 
     /// Registers the ring with `ring` as [`BUFFER_GROUP`].
     fn register(&self, ring: &IoUring) -> std::io::Result<()> {
-        // SAFETY: the descriptor ring and the buffers live as long as `self`, and every
-        // `Uring` drops its `IoUring` (which unregisters them) before its `BufRing`.
+        // SAFETY: the descriptor ring and the buffers live as long as `self`, and the
+        // `IoUring` is dropped (unregistering them) before the `BufRing` (invariant 4).
         unsafe {
             ring.submitter().register_buf_ring_with_flags(
                 self.ring.as_ptr() as u64,
@@ -469,8 +517,23 @@ impl BufRing {
         }
     }
 
-    /// Lends buffer `bid` to the kernel again.
+    /// The start of buffer `bid`, or `None` for a `bid` outside the ring (the kernel
+    /// names only buffers we lent it: debug builds assert that).
+    fn buffer(&self, bid: u16) -> Option<*mut u8> {
+        if bid >= self.count {
+            debug_assert!(false, "buffer {bid} outside a ring of {}", self.count);
+            return None;
+        }
+        // SAFETY: `bid < count`, so the offset `bid * size` is inside the allocation of
+        // `count * size` bytes (invariants 1 and 2); no reference is made.
+        Some(unsafe { self.memory.as_ptr().add(usize::from(bid) * self.size) })
+    }
+
+    /// Lends buffer `bid` to the kernel again (it was ours: invariant 2).
     fn provide(&mut self, bid: u16) {
+        let Some(addr) = self.buffer(bid) else {
+            return;
+        };
         #[cfg(debug_assertions)]
         {
             let lent = &mut self.lent[usize::from(bid)];
@@ -478,19 +541,19 @@ impl BufRing {
             *lent = true;
         }
         let index = usize::from(self.tail & (self.count - 1));
-        let addr = self.memory[usize::from(bid) * self.size..].as_mut_ptr() as u64;
         // SAFETY: `index < count`, so the entry is inside the descriptor ring we own; the
-        // kernel reads only entries below the published tail, and this one is not yet.
+        // kernel reads only entries below the published tail, and this one is not yet
+        // (invariant 3). The buffer's address is a number, not a reference (invariant 2).
         unsafe {
             let entry = &mut *self.ring.as_ptr().add(index);
-            entry.set_addr(addr);
+            entry.set_addr(addr as u64);
             entry.set_len(self.size as u32);
             entry.set_bid(bid);
         }
         self.tail = self.tail.wrapping_add(1);
         // SAFETY: the tail is the `resv` field of the first descriptor, a naturally
         // aligned u16 the kernel reads with acquire ordering; the release store publishes
-        // the descriptor written above.
+        // the descriptor written above (invariant 3).
         unsafe {
             let tail = types::BufRingEntry::tail(self.ring.as_ptr()).cast_mut();
             AtomicU16::from_ptr(tail).store(self.tail, Ordering::Release);
@@ -515,17 +578,35 @@ impl BufRing {
         let _ = bid;
     }
 
-    /// The first `len` bytes of buffer `bid`, which a completion just returned.
+    /// The first `len` bytes of buffer `bid`, which a completion just returned (so the
+    /// buffer is ours, [`BufRing::taken`], and the kernel wrote those bytes).
     fn bytes(&self, bid: u16, len: usize) -> &[u8] {
-        let start = usize::from(bid) * self.size;
-        &self.memory[start..start + len.min(self.size)]
+        #[cfg(debug_assertions)]
+        debug_assert!(
+            !self.lent.get(usize::from(bid)).copied().unwrap_or(true),
+            "buffer {bid} read while lent to the kernel"
+        );
+        let Some(start) = self.buffer(bid) else {
+            return &[];
+        };
+        // SAFETY: the buffer is ours until `provide`, which takes `&mut self` and so
+        // cannot run while this borrow lives (invariant 2); `len.min(size)` bytes from its
+        // start lie inside it, initialised (zeroed at allocation, then written by the
+        // kernel).
+        unsafe { std::slice::from_raw_parts(start, len.min(self.size)) }
     }
 }
 
 impl Drop for BufRing {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout, and freed only here.
-        unsafe { std::alloc::dealloc(self.ring.as_ptr().cast(), Self::layout(self.count)) };
+        // SAFETY: allocated in `new` with these layouts, and freed only here; the kernel
+        // no longer uses them (invariant 4).
+        unsafe {
+            std::alloc::dealloc(self.ring.as_ptr().cast(), Self::ring_layout(self.count));
+            if let Ok(layout) = Self::buffers_layout(self.count, self.size) {
+                std::alloc::dealloc(self.memory.as_ptr(), layout);
+            }
+        }
     }
 }
 
@@ -1204,5 +1285,73 @@ impl LoopIo for Uring {
 
     fn may_write_directly(&self, slot: usize) -> bool {
         !matches!(self.slots.get(slot), Some(io) if io.send_in_flight)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The descriptors `BufRing` publishes, read as the kernel reads them.
+    fn descriptors(buffers: &BufRing) -> Vec<(u64, u32, u16)> {
+        (0..usize::from(buffers.count))
+            .map(|index| {
+                // SAFETY: `index < count`: inside the descriptor ring, which `buffers`
+                // owns and nothing writes during this shared borrow.
+                let entry = unsafe { &*buffers.ring.as_ptr().add(index) };
+                (entry.addr(), entry.len(), entry.bid())
+            })
+            .collect()
+    }
+
+    /// Without a kernel: the ring lends each buffer once, at its own address, lets the
+    /// kernel write a lent buffer while other buffers come back and are lent again, and
+    /// hands back only the bytes a completion reported. `scripts/test.sh` runs it under
+    /// Miri too, the writes "of the kernel" made through the addresses the descriptors
+    /// named, as the kernel's are. (Miri cannot tell a kernel's write from one through
+    /// any pointer the program exposed, so it accepted the former `Box<[u8]>` as well:
+    /// the fix is by construction, no reference ever covering a lent buffer.)
+    #[test]
+    fn the_buffer_ring_lends_disjoint_buffers_and_reads_only_reported_bytes() {
+        const SIZE: usize = 64;
+        let mut buffers = BufRing::new(4, SIZE).unwrap();
+        let lent = descriptors(&buffers);
+        for (bid, &(_, len, named)) in lent.iter().enumerate() {
+            assert_eq!(usize::from(named), bid);
+            assert_eq!(len as usize, SIZE);
+        }
+        for pair in lent.windows(2) {
+            assert_eq!(pair[1].0 - pair[0].0, SIZE as u64, "disjoint, in order");
+        }
+        // SAFETY: the tail field of the first descriptor, owned by `buffers`.
+        let tail = unsafe { *types::BufRingEntry::tail(buffers.ring.as_ptr()) };
+        assert_eq!(tail, 4);
+
+        // Buffer 1 completes and is lent again while the kernel holds 2 and 3.
+        buffers.taken(1);
+        buffers.provide(1);
+        // The kernel receives 5 bytes into each of 2 and 3, at the addresses their
+        // descriptors named.
+        for (bid, text) in [(2, b"hello"), (3, b"world")] {
+            let addr = lent[bid].0 as usize as *mut u8;
+            // SAFETY: the buffer is lent, i.e. the kernel's to write, and no reference to
+            // it exists; 5 bytes fit in it.
+            unsafe { std::ptr::copy_nonoverlapping(text.as_ptr(), addr, text.len()) };
+        }
+        for (bid, text) in [(2u16, b"hello"), (3, b"world")] {
+            buffers.taken(bid);
+            assert_eq!(buffers.bytes(bid, 5), text);
+            assert_eq!(
+                buffers.bytes(bid, 10 * SIZE).len(),
+                SIZE,
+                "clamped to the buffer"
+            );
+            buffers.provide(bid);
+        }
+        // SAFETY: as above.
+        let tail = unsafe { *types::BufRingEntry::tail(buffers.ring.as_ptr()) };
+        assert_eq!(tail, 7);
+        // The fifth descriptor reuses slot 0 of the ring and names buffer 1 again.
+        assert_eq!(descriptors(&buffers)[0], (lent[1].0, SIZE as u32, 1));
     }
 }
