@@ -81,7 +81,10 @@ impl Server {
     }
 
     /// [`Server::start`] with other protocol dispatchers (for runtime tests).
-    pub fn start_with(config: Config, dispatchers: Dispatchers) -> anyhow::Result<Server> {
+    pub fn start_with(mut config: Config, dispatchers: Dispatchers) -> anyhow::Result<Server> {
+        if config.dram_reserve_default {
+            config.engine.dram_max_bytes = dram_reserve_bytes(&config);
+        }
         raise_fd_limit(
             u64::from(config.max_connections) + RESERVED_FDS,
             config.verbosity,
@@ -424,6 +427,58 @@ fn resolve_io_uring_recv(
         eprintln!("fogcached: io_uring receive {}", recv.name());
     }
     Ok(recv)
+}
+
+/// Where `cache_memlimit` may take the DRAM tier when `--dram-max` was not given: up to
+/// the machine's memory (`MemTotal`), as memcached's `-m` is a limit it can raise to
+/// anything. The tier's region is anonymous `MAP_NORESERVE` memory, so the reserve is
+/// address space only; its pages cost memory when a class first takes them, and the
+/// page pool never takes more than the limit in force. A kernel that counts the
+/// reserve anyway (`vm.overcommit_memory=2`) may refuse the mapping: then the tier
+/// keeps `-m` as its ceiling (said at `-v`), where an explicit `--dram-max` that cannot
+/// be mapped stops the start.
+fn dram_reserve_bytes(config: &Config) -> u64 {
+    let limit_bytes = config.engine.memory_limit_bytes;
+    let Some(memory_bytes) = memory_total_bytes() else {
+        return limit_bytes;
+    };
+    let page = engine::SLAB_PAGE_SIZE_BYTES as u64;
+    let reserve_bytes = (memory_bytes / page * page).max(limit_bytes);
+    if reserve_bytes == limit_bytes {
+        return limit_bytes;
+    }
+    // The engine maps it again at once; this mapping only asks the kernel whether it
+    // would (dropped, it is unmapped).
+    match usize::try_from(reserve_bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| tier::Region::anonymous(bytes).map_err(|e| e.to_string()))
+    {
+        Ok(_probe) => reserve_bytes,
+        Err(reason) => {
+            if config.verbosity > 0 {
+                eprintln!(
+                    "fogcached: cache_memlimit can raise the DRAM tier only up to -m: \
+                     {reserve_bytes} bytes of address space were refused ({reason}); \
+                     --dram-max sets the ceiling"
+                );
+            }
+            limit_bytes
+        }
+    }
+}
+
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`).
+fn memory_total_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
 }
 
 /// Raises the open-file limit to hold `-c` connections, as memcached does.

@@ -273,11 +273,17 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
             } else if megabytes > MEMLIMIT_MAX_MEGABYTES {
                 reply(session, noreply, MEMLIMIT_NOT_BYTES);
             } else {
-                // The DRAM tier, up to the size reserved at start-up (`--dram-max`);
+                // The DRAM tier (memcached's one `-m`), up to the address space
+                // reserved at start-up (`--dram-max`, by default the machine's memory);
                 // beyond it memcached's reply for memory it cannot adjust. The slow
                 // tier's size is its pool's and does not change at run time.
                 match engine.set_dram_limit(u64::from(megabytes) * 1024 * 1024) {
-                    Ok(()) => reply(session, noreply, OK),
+                    Ok(()) => {
+                        if session.settings.verbosity.load(Ordering::Relaxed) > 0 {
+                            eprintln!("maxbytes adjusted to {megabytes}m");
+                        }
+                        reply(session, noreply, OK)
+                    }
                     Err(_) => reply(session, noreply, MEMLIMIT_FAILED),
                 }
             }
