@@ -1392,6 +1392,12 @@ fn check(config: &Config, slab_chunk_max_set: bool) -> Result<(), CliExit> {
     }
     // memcached's refusals, in its words: a datagram cannot carry an authentication.
     if config.udp_port.is_some() {
+        if config.upstream.is_some() {
+            return Err(usage(
+                "-U with --upstream: the fog layer's requests wait for the upstream, which a \
+                 datagram's request cannot (serve the edge over TCP)",
+            ));
+        }
         if config.auth_file.is_some() {
             return Err(usage(
                 "Cannot use UDP with ascii authentication enabled (-U 0 to disable)",

@@ -69,6 +69,7 @@ impl ShutdownHandle {
 pub struct Server {
     shared: Arc<Shared>,
     local_addrs: Vec<SocketAddr>,
+    udp_addrs: Vec<SocketAddr>,
     listener: (Arc<Waker>, JoinHandle<()>),
     workers: Vec<(WorkerHandle, JoinHandle<()>)>,
     shutdown_receiver: Receiver<()>,
@@ -145,6 +146,15 @@ impl Server {
         for socket in &sockets {
             local_addrs.extend(socket.local_addr()?);
         }
+        // `-U`: beside each TCP address, as memcached (not with `-s`: config drops it).
+        let udp_sockets = match config.udp_port {
+            Some(port) => crate::udp::bind_all(&config.listen, port)?,
+            None => Vec::new(),
+        };
+        let udp_addrs = udp_sockets
+            .iter()
+            .map(std::net::UdpSocket::local_addr)
+            .collect::<std::io::Result<Vec<_>>>()?;
         let upstream = match &config.upstream {
             Some(upstream_config) => {
                 let upstream = crate::upstream::Upstream::new(upstream_config.clone())
@@ -162,6 +172,7 @@ impl Server {
             tcp_port: local_addrs
                 .first()
                 .map_or(config.tcp_port, SocketAddr::port),
+            udp_port: udp_addrs.first().map_or(0, SocketAddr::port),
             listen_address: config.listen_spec.clone(),
             domain_socket: config
                 .unix_socket
@@ -231,7 +242,19 @@ impl Server {
         }
         let mut workers = Vec::new();
         for index in 0..shared.config.worker_threads as usize {
-            match worker::spawn(index, Arc::clone(&shared), io_engine, io_uring_recv) {
+            // Each worker its own duplicate of each UDP socket, as memcached's threads.
+            let udp = match udp_sockets
+                .iter()
+                .map(|socket| socket.try_clone().map(mio::net::UdpSocket::from_std))
+                .collect::<std::io::Result<Vec<_>>>()
+            {
+                Ok(udp) => udp,
+                Err(e) => {
+                    stop_threads(&shared, None, workers);
+                    return Err(e).context("duplicating the UDP sockets");
+                }
+            };
+            match worker::spawn(index, Arc::clone(&shared), io_engine, io_uring_recv, udp) {
                 Ok(worker) => workers.push(worker),
                 Err(e) => {
                     stop_threads(&shared, None, workers);
@@ -251,6 +274,9 @@ impl Server {
             for addr in &local_addrs {
                 eprintln!("fogcached listening on tcp {addr}");
             }
+            for addr in &udp_addrs {
+                eprintln!("fogcached listening on udp {addr} (one socket per worker thread)");
+            }
             if let Some(path) = &shared.config.unix_socket {
                 eprintln!("fogcached listening on unix socket {}", path.display());
             }
@@ -258,6 +284,7 @@ impl Server {
         Ok(Server {
             shared,
             local_addrs,
+            udp_addrs,
             listener,
             workers,
             shutdown_receiver,
@@ -267,6 +294,11 @@ impl Server {
     /// The bound listening addresses (with the real port when `-p 0` was given).
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.local_addrs
+    }
+
+    /// The bound UDP addresses (`-U`; the real port when `-U -1` was given).
+    pub fn udp_addrs(&self) -> &[SocketAddr] {
+        &self.udp_addrs
     }
 
     /// Where the Prometheus endpoint listens, if it is on.

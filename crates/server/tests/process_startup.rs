@@ -300,8 +300,9 @@ fn an_unknown_user_is_refused() {
 #[test]
 fn core_limit_memory_lock_and_large_pages() {
     let dir = Scratch::new("limits");
-    // 6 MiB of DRAM: a mapping of that exact size is the DRAM tier.
-    let base = ["-m", "6", "--slow-size", "8m"];
+    // 6 MiB of DRAM, reserved no further (`-k` keeps it at -m anyway): a mapping of
+    // that exact size is the DRAM tier.
+    let base = ["-m", "6", "--dram-max", "6", "--slow-size", "8m"];
     let port = free_port().unwrap();
     let (child, pid) = start(
         &dir.0,
