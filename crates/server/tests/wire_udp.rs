@@ -490,7 +490,9 @@ fn memcached_s_harness_line_with_l_and_u_starts_and_serves_udp() -> anyhow::Resu
         "-v",
     ])?;
     let client = UdpClient::new(SocketAddr::from((Ipv4Addr::LOCALHOST, udp_port)))?;
-    let replies = client.request(7, b"set k 0 0 1\r\nv\r\nget k\r\n")?;
+    // Two workers serve datagrams in any order: no sentinel, the two replies expected.
+    client.send(&frame(7, 0, 1, b"set k 0 0 1\r\nv\r\nget k\r\n"))?;
+    let replies = client.receive(2)?;
     let data: Vec<Vec<u8>> = replies.iter().map(|d| d.data.clone()).collect();
     assert_eq!(
         data,
@@ -513,8 +515,17 @@ fn memcached_s_harness_line_with_l_and_u_starts_and_serves_udp() -> anyhow::Resu
         assert_eq!(addr, &format!("udp:127.0.0.1:{udp_port}"));
         assert_eq!(state, "conn_read");
     }
-    // Two UDP connections and this TCP one.
-    assert_eq!(stat(&tcp.stats("")?, "curr_connections"), Some("3"));
+    // Two UDP connections and this TCP one (once the server saw testkit's start-up probe
+    // close).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let current = tcp.stats("")?;
+        if stat(&current, "curr_connections") == Some("3") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{current:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let stderr = server.stderr_text();
     assert!(
         stderr.contains(&format!("listening on udp 127.0.0.1:{udp_port}")),
