@@ -240,8 +240,6 @@ pub enum UdpOutcome {
     Wait,
     /// Its turn is over with datagrams perhaps left: serve it again next turn.
     More,
-    /// `shutdown` (with `-A`): stop the server.
-    Shutdown,
 }
 
 /// One worker's UDP socket and the datagram it is serving.
@@ -294,14 +292,6 @@ impl UdpPort {
         self.fd
     }
 
-    pub fn token(&self) -> Token {
-        self.token
-    }
-
-    pub fn entry(&self) -> &ConnEntry {
-        &self.entry
-    }
-
     pub fn socket_mut(&mut self) -> &mut UdpSocket {
         &mut self.socket
     }
@@ -335,9 +325,7 @@ impl UdpPort {
                     return UdpOutcome::More;
                 }
                 calls += 1;
-                if self.serve_one(ctx) {
-                    return UdpOutcome::Shutdown;
-                }
+                self.serve_one(ctx);
                 continue;
             }
             if received >= DATAGRAMS_PER_SERVICE_MAX {
@@ -377,15 +365,15 @@ impl UdpPort {
     }
 
     /// Runs the next request of the datagram in hand (or the next key of a retrieval),
-    /// framing its reply. True for `shutdown`.
-    fn serve_one(&mut self, ctx: &ServiceContext<'_>) -> bool {
+    /// framing its reply.
+    fn serve_one(&mut self, ctx: &ServiceContext<'_>) {
         let Some(current) = self.current.as_mut() else {
-            return false;
+            return;
         };
         let payload = &self.input[current.at..current.end];
         if payload.is_empty() {
             self.current = None;
-            return false;
+            return;
         }
         if current.resume_keys == 0 {
             // memcached sends its queue when its `-R` budget runs out.
@@ -397,11 +385,11 @@ impl UdpPort {
             let Some((line, line_bytes)) = first_line(payload) else {
                 // A line cut short by the datagram's end: dropped, as memcached drops it.
                 self.current = None;
-                return false;
+                return;
             };
             if payload[0] == BINARY_REQUEST_MAGIC {
                 self.current = None;
-                return false;
+                return;
             }
             let (command, kind) = classify(line);
             if !SERVED.contains(&command) {
@@ -411,7 +399,7 @@ impl UdpPort {
                 }
                 current.at += line_bytes;
                 current.requests += 1;
-                return false;
+                return;
             }
             current.kind = kind;
         }
@@ -470,7 +458,7 @@ impl UdpPort {
                 debug_assert!(keys_done > current.resume_keys);
                 if keys_done <= current.resume_keys {
                     self.current = None;
-                    return false;
+                    return;
                 }
                 current.resume_keys = keys_done;
             }
@@ -489,19 +477,15 @@ impl UdpPort {
                 self.framer.object(&self.reply);
                 self.current = None;
             }
-            Step::Shutdown => {
-                self.current = None;
-                return true;
-            }
             // The end of the datagram is the end of the request: dropped.
             Step::NeedMore => self.current = None,
-            // Not served over UDP (`watch`), and `-U` is refused with `--upstream`.
-            Step::Watch { .. } | Step::Upstream { .. } => {
+            // Not served over UDP (`watch`, `shutdown`), and `-U` is refused with
+            // `--upstream`.
+            Step::Watch { .. } | Step::Shutdown | Step::Upstream { .. } => {
                 debug_assert!(false, "{step:?} over UDP");
                 self.current = None;
             }
         }
-        false
     }
 
     /// Sends the framed datagrams to the request's sender. False if the socket has no

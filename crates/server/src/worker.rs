@@ -354,7 +354,6 @@ impl Worker {
         match port.service(ctx, registry) {
             UdpOutcome::Wait => {}
             UdpOutcome::More => self.udp_more = true,
-            UdpOutcome::Shutdown => self.shared.request_shutdown(),
         }
     }
 

@@ -506,6 +506,23 @@ fn memcached_s_harness_line_with_l_and_u_starts_and_serves_udp() -> anyhow::Resu
         tcp.request(b"get k\r\n", b"END\r\n")?,
         b"VALUE k 0 1\r\nv\r\nEND\r\n"
     );
+    // Datagrams count in `bytes_read` and `bytes_written`, headers included (memcached
+    // adds what recvfrom and sendmsg return).
+    let request = frame(8, 0, 1, b"get k\r\n");
+    let before = tcp.stats("")?;
+    client.send(&request)?;
+    let replies = client.receive(1)?;
+    let after = tcp.stats("")?;
+    let counter = |stats: &[(String, String)], name: &str| -> u64 {
+        stat(stats, name).and_then(|v| v.parse().ok()).unwrap_or(0)
+    };
+    // The second `stats` line was read before its reply was made.
+    assert_eq!(
+        counter(&after, "bytes_read") - counter(&before, "bytes_read"),
+        (request.len() + b"stats\r\n".len()) as u64
+    );
+    let replied: usize = replies.iter().map(|d| d.data.len() + 8).sum();
+    assert!(counter(&after, "bytes_written") - counter(&before, "bytes_written") >= replied as u64);
     let settings = tcp.stats("settings")?;
     assert_eq!(stat(&settings, "udpport"), Some(port_arg.as_str()));
     assert_eq!(stat(&settings, "num_threads_per_udp"), Some("2"));
