@@ -400,7 +400,10 @@ impl Engine {
         emit("lru_crawler_tocrawl", u(u64::from(tocrawl)));
         emit("tail_repair_time", u(0));
         emit("lru_maintainer_thread", yes_no(cfg.lru_maintainer));
-        emit("lru_segmented", yes_no(true));
+        // memcached turns the segmented LRU off with its maintainer (`no_lru_maintainer`,
+        // `no_modern`); here the segments stay, but without a maintainer nothing moves
+        // items between them by age or share: only an allocation pulls a tail.
+        emit("lru_segmented", yes_no(cfg.lru_maintainer));
         let tune = self.lru_tuning();
         emit("hot_lru_pct", u(u64::from(tune.hot_lru_pct)));
         emit("warm_lru_pct", u(u64::from(tune.warm_lru_pct)));

@@ -1,10 +1,12 @@
 //! Slab memory of one tier: the class geometry, the page pool, and the per-class state
 //! (free chunks, pages, LRU) kept under the class lock.
 //!
-//! Pages are 1 MiB. A tier's region holds exactly floor(memory_limit / 1 MiB) pages, so
-//! the pages handed out can never exceed the limit. Classes carve pages into chunks;
-//! items larger than the largest chunk go to the *large class*, whose items each take a
-//! run of whole contiguous pages (returned to the pool as soon as the item is freed).
+//! Pages are 1 MiB. A tier's region holds floor(size / 1 MiB) pages (DRAM's may be
+//! reserved beyond its limit, for `cache_memlimit`), and the pages handed out are the
+//! region's first `limit` ones, so they can never exceed the limit. Classes carve pages
+//! into chunks; items larger than the largest chunk go to the *large class*, whose items
+//! each take a run of whole contiguous pages (returned to the pool as soon as the item
+//! is freed).
 
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
@@ -128,9 +130,12 @@ impl PagePool {
         self.limit_pages = pages.min(self.owner.len());
     }
 
-    /// Takes a run of `run` contiguous free pages for `class_id`.
+    /// Takes a run of `run` contiguous free pages for `class_id`, among the first
+    /// `limit_pages` pages: a region reserved beyond the limit (`--dram-max`) is touched
+    /// only as far as the limit ever went, however often pages are freed and taken
+    /// again (a freed page stays resident; a new one would add to the memory used).
     pub fn alloc_run(&mut self, class_id: usize, run: usize) -> Option<usize> {
-        let n = self.owner.len();
+        let n = self.limit_pages.min(self.owner.len());
         if run == 0 || self.free_pages() < run || run > n {
             return None;
         }
@@ -346,6 +351,29 @@ impl ClassState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pool larger than its limit (DRAM reserved for `cache_memlimit`) hands out only
+    /// pages below the limit, so the memory it touches is the limit's however pages
+    /// churn; raising the limit opens the pages above it.
+    #[test]
+    fn pages_are_taken_below_the_limit_however_they_churn() {
+        let mut pool = PagePool::new(1024);
+        pool.set_limit_pages(8);
+        for round in 0..100 {
+            let page = pool
+                .alloc_run(1, 1)
+                .unwrap_or_else(|| panic!("round {round}"));
+            assert!(page < 8, "round {round}: page {page}");
+            pool.free_run(page, 1);
+        }
+        let taken: Vec<usize> = (0..8).filter_map(|_| pool.alloc_run(1, 1)).collect();
+        assert_eq!(taken.len(), 8);
+        assert!(taken.iter().all(|&page| page < 8), "{taken:?}");
+        assert_eq!(pool.alloc_run(1, 1), None);
+        pool.set_limit_pages(16);
+        let page = pool.alloc_run(1, 1);
+        assert!(page.is_some_and(|page| (8..16).contains(&page)), "{page:?}");
+    }
 
     #[test]
     fn default_geometry_matches_memcached() {

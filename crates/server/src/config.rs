@@ -1,9 +1,10 @@
 //! Command line: memcached's flags and defaults, mapped onto [`EngineConfig`] and the
 //! runtime's own settings.
 //!
-//! Two deliberate differences from memcached: fogcached listens on 127.0.0.1 unless `-l`
-//! says otherwise (memcached listens on every interface), and UDP is not supported
-//! (`-U 0` is accepted so that memcached command lines keep working).
+//! One deliberate difference from memcached: fogcached listens on 127.0.0.1 unless `-l`
+//! says otherwise (memcached listens on every interface). UDP is off unless `-U` names a
+//! port, as in memcached since 1.5.6 (`-U -1`: a port the kernel picks, as memcached's
+//! test harness asks for one).
 //!
 //! The memory tiers: `-m`/`--dram` sizes DRAM; `--slow-size` sizes the slow tier, which
 //! by default is a sparse pool file `slow-tier.pool` in `--data-dir`
@@ -61,10 +62,6 @@ const POLICIES_PLANNED: &[&str] = &[];
 const SUBOPTIONS_WITHOUT_EFFECT: &[(&str, &str)] = &[
     (
         "modern",
-        "fogcached always runs memcached's modern defaults",
-    ),
-    (
-        "no_modern",
         "fogcached always runs memcached's modern defaults",
     ),
     (
@@ -142,6 +139,10 @@ const EXTENDED_OPTIONS_HELP: &str = "\
                           table should be. normally grows at runtime. (default starts at: 0)
    - no_lru_crawler:      disable LRU Crawler background thread.
    - no_lru_maintainer:   disable new LRU system + background thread.
+   - no_modern:           memcached's pre-1.5 defaults: no LRU crawler, no LRU
+                          maintainer, no slab reassignment, slab_chunk_max at the
+                          page size (fogcached: with a slow tier the maintainers
+                          keep running, they move items between the tiers)
    - hot_lru_pct:         pct of slab memory to reserve for hot lru. (default pct: 20)
    - warm_lru_pct:        pct of slab memory to reserve for warm lru. (default pct: 40)
    - hot_max_factor:      items idle > cold lru age * drop from hot lru. (default: 0.20)
@@ -160,7 +161,7 @@ const EXTENDED_OPTIONS_HELP: &str = "\
    - idle_timeout:        timeout for idle connections. (default: 0, no timeout)
    - sock_cookie_id:      attributes an ID to a socket for ip filtering/firewalls
                           (SO_MARK on the listening sockets; needs CAP_NET_ADMIN)
-  Accepted with a warning (no effect in fogcached): modern, no_modern, maxconns_fast,
+  Accepted with a warning (no effect in fogcached): modern, maxconns_fast,
   tail_repair_time, hash_algorithm, slab_automove_ratio, slab_automove_window,
   slab_automove_freeratio, temporary_ttl, lru_segmented, no_hashexpand,
   watcher_logbuf_size, worker_logbuf_size, inline_ascii_resp, no_inline_ascii_resp,
@@ -191,15 +192,20 @@ struct Cli {
         hide_default_value = true
     )]
     port: u16,
-    /// UDP port to listen on (default: 0, off); fogcached speaks no UDP and accepts only 0
+    /// UDP port to listen on (default: 0, off); -1: a port the kernel picks (written to
+    /// the MEMCACHED_PORT_FILENAME file)
     #[arg(
         short = 'U',
         long = "udp-port",
         value_name = "num",
         default_value_t = 0,
-        hide_default_value = true
+        hide_default_value = true,
+        allow_negative_numbers = true,
+        // memcached reads its flags with getopt, where the last -U wins; harnesses that
+        // add their own -U to a command line rely on it.
+        overrides_with = "udp_port"
     )]
-    udp_port: u32,
+    udp_port: i32,
     /// interface to listen on (default: 127.0.0.1, where memcached's is INADDR_ANY);
     /// several may be given, comma separated or with -l again, each with its own :port
     #[arg(short = 'l', long = "listen", value_name = "addr", action = ArgAction::Append)]
@@ -536,6 +542,8 @@ pub struct Config {
     pub engine: EngineConfig,
     /// `-p`.
     pub tcp_port: u16,
+    /// `-U`: `None` is off (`-U 0`), `Some(0)` a port the kernel picks (`-U -1`).
+    pub udp_port: Option<u16>,
     /// `-l` exactly as given (comma-joined), for `stats settings` `inter`.
     pub listen_spec: String,
     /// `-l` split into `host` or `host:port` entries.
@@ -580,6 +588,11 @@ pub struct Config {
     pub lock_memory: bool,
     /// `-L`.
     pub large_pages: bool,
+    /// `--dram-max` was not given: the DRAM tier's address space is reserved up to the
+    /// machine's memory at start-up (`runtime::dram_reserve`), so that `cache_memlimit`
+    /// can grow it as memcached's grows; false with `-k` (which would lock the whole
+    /// reserve) and `-m 0` (no DRAM tier).
+    pub dram_reserve_default: bool,
     /// What the command line asked for that fogcached accepts but ignores, for `main` to
     /// print at start-up.
     pub warnings: Vec<String>,
@@ -615,6 +628,7 @@ impl Default for Config {
         Config {
             engine: EngineConfig::default(),
             tcp_port: 11211,
+            udp_port: None,
             listen_spec: LISTEN_DEFAULT.to_owned(),
             listen: vec![LISTEN_DEFAULT.to_owned()],
             unix_socket: None,
@@ -645,6 +659,7 @@ impl Default for Config {
             enable_coredumps: false,
             lock_memory: false,
             large_pages: false,
+            dram_reserve_default: false,
             warnings: Vec::new(),
             data_dir: PathBuf::from(DATA_DIR_DEFAULT),
             prefix_delimiter: b':',
@@ -762,12 +777,16 @@ where
             )))
         }
     };
-    if cli.udp_port != 0 {
-        return Err(usage(format!(
-            "UDP is not supported: -U must be 0, got {}",
-            cli.udp_port
-        )));
-    }
+    let udp_port = match cli.udp_port {
+        0 => None,
+        // memcached's "any port" (its server_socket binds port 0 for -1).
+        -1 => Some(0),
+        port => Some(u16::try_from(port).ok().filter(|p| *p > 0).ok_or_else(|| {
+            usage(format!(
+                "invalid UDP port (-U) {port}: expected 0 (off), -1 (any) or 1-65535"
+            ))
+        })?),
+    };
     if cli.conn_limit == 0 {
         return Err(usage("connection limit (-c) must be at least 1"));
     }
@@ -803,6 +822,7 @@ where
 
     let mut config = Config {
         tcp_port: cli.port,
+        udp_port,
         max_connections: cli.conn_limit,
         worker_threads: cli.threads,
         verbosity: u32::from(cli.verbose),
@@ -888,6 +908,8 @@ where
             )));
         }
     }
+    let dram_reserve_default =
+        cli.dram_max.is_none() && !cli.lock_memory && engine.memory_limit_bytes > 0;
     apply_tier_flags(engine, &cli)?;
     let item_size_max = parse_size(&cli.max_item_size, SizeUnit::Bytes).map_err(|e| {
         usage(format!(
@@ -907,6 +929,14 @@ where
         for suboption in group.split(',').map(str::trim).filter(|s| !s.is_empty()) {
             apply_suboption(&mut config, suboption, &mut slab_chunk_max_set)?;
         }
+    }
+    config.dram_reserve_default = dram_reserve_default;
+    if config.udp_port.is_some() && config.unix_socket.is_some() {
+        // memcached opens no UDP socket with -s either, and says nothing.
+        config
+            .warnings
+            .push("-U has no effect with -s: a server on a unix socket speaks no UDP".to_owned());
+        config.udp_port = None;
     }
     config.upstream = upstream_config(&cli)?;
     if !config.tls.enabled
@@ -1208,6 +1238,7 @@ fn apply_suboption(
         "no_lru_crawler" => engine.lru_crawler = false,
         "lru_maintainer" => engine.lru_maintainer = true,
         "no_lru_maintainer" => engine.lru_maintainer = false,
+        "no_modern" => no_modern(config, slab_chunk_max_set),
         "hot_lru_pct" => engine.hot_lru_pct = number(name, value)?,
         "warm_lru_pct" => engine.warm_lru_pct = number(name, value)?,
         "hot_max_factor" => engine.hot_max_factor = number(name, value)?,
@@ -1313,6 +1344,40 @@ fn apply_suboption(
     Ok(())
 }
 
+/// `-o no_modern`: what memcached 1.6.18's `no_modern` turns off (memcached.c), each
+/// as its own suboption would, so that a later suboption on the line overrides it as in
+/// memcached (`no_modern,lru_crawler` runs the crawler). Two parts stay fogcached's and
+/// are said at start-up: with a slow tier the LRU maintainers keep running (they are
+/// what moves items between the tiers; `-o no_lru_maintainer` stops them anyway), and
+/// memcached's other two changes have no counterpart (connections over `-c` are always
+/// refused at once, keys keep fogcached's hash).
+fn no_modern(config: &mut Config, slab_chunk_max_set: &mut bool) {
+    let engine = &mut config.engine;
+    if !*slab_chunk_max_set {
+        engine.slab_chunk_max_bytes = SLAB_PAGE_SIZE_BYTES;
+        // Checked against -I as an explicit one is (memcached refuses `-I 512k` here).
+        *slab_chunk_max_set = true;
+    }
+    engine.slab_reassign = false;
+    engine.slab_automove = 0;
+    engine.lru_crawler = false;
+    if engine.slow_tier.is_none() {
+        engine.lru_maintainer = false;
+    } else {
+        config.warnings.push(
+            "-o no_modern: the LRU maintainers keep running, because with a slow tier they \
+             move items between DRAM and the slow tier (with --slow-size 0 they stop, as \
+             memcached's maintainer does; -o no_lru_maintainer stops them anyway)"
+                .to_owned(),
+        );
+    }
+    config.warnings.push(
+        "-o no_modern: connections over -c are still refused at once (memcached's \
+         maxconns_fast) and keys keep fogcached's hash (memcached's jenkins)"
+            .to_owned(),
+    );
+}
+
 fn required<'a>(name: &str, value: Option<&'a str>) -> Result<&'a str, CliExit> {
     match value {
         Some(text) if !text.is_empty() => Ok(text),
@@ -1344,6 +1409,25 @@ fn check(config: &Config, slab_chunk_max_set: bool) -> Result<(), CliExit> {
             ))
         }
         _ => {}
+    }
+    // memcached's refusals, in its words: a datagram cannot carry an authentication.
+    if config.udp_port.is_some() {
+        if config.upstream.is_some() {
+            return Err(usage(
+                "-U with --upstream: the fog layer's requests wait for the upstream, which a \
+                 datagram's request cannot (serve the edge over TCP)",
+            ));
+        }
+        if config.auth_file.is_some() {
+            return Err(usage(
+                "Cannot use UDP with ascii authentication enabled (-U 0 to disable)",
+            ));
+        }
+        if config.sasl {
+            return Err(usage(
+                "ERROR: Cannot enable UDP while using binary SASL authentication.",
+            ));
+        }
     }
     if config.tls.enabled && config.unix_socket.is_some() {
         return Err(usage(
@@ -1513,9 +1597,69 @@ mod tests {
     }
 
     #[test]
-    fn udp_is_refused_unless_zero() {
-        let message = parse_usage(&["-U", "11211"]);
-        assert!(message.contains("UDP is not supported"), "{message}");
+    fn udp_port_is_off_by_default_and_taken_as_memcached_takes_it() {
+        assert_eq!(parse_ok(&[]).udp_port, None);
+        assert_eq!(parse_ok(&["-U", "0"]).udp_port, None);
+        assert_eq!(parse_ok(&["-U", "11211"]).udp_port, Some(11211));
+        assert_eq!(parse_ok(&["-U", "-1"]).udp_port, Some(0));
+        // getopt's rule: the last one wins.
+        assert_eq!(parse_ok(&["-U", "0", "-U", "9"]).udp_port, Some(9));
+        for bad in ["65536", "-2", "x"] {
+            assert!(!parse_usage(&["-U", bad]).is_empty(), "-U {bad} accepted");
+        }
+        let with_socket = parse_ok(&["-U", "9", "-s", "/tmp/fc.sock"]);
+        assert_eq!(with_socket.udp_port, None);
+        assert!(with_socket
+            .warnings
+            .iter()
+            .any(|w| w.starts_with("-U has no effect")));
+        assert_eq!(
+            parse_usage(&["-U", "9", "-Y", "/etc/fc-auth"]),
+            "Cannot use UDP with ascii authentication enabled (-U 0 to disable)"
+        );
+        assert_eq!(
+            parse_usage(&["-U", "9", "-S"]),
+            "ERROR: Cannot enable UDP while using binary SASL authentication."
+        );
+    }
+
+    #[test]
+    fn no_modern_turns_off_what_memcached_s_does_and_keeps_the_tiers_maintained() {
+        let dram_only = parse_ok(&["--slow-size", "0", "-o", "no_modern"]).engine;
+        assert!(!dram_only.lru_crawler && !dram_only.lru_maintainer);
+        assert!(!dram_only.slab_reassign);
+        assert_eq!(dram_only.slab_automove, 0);
+        assert_eq!(dram_only.slab_chunk_max_bytes, SLAB_PAGE_SIZE_BYTES);
+        // With a slow tier the maintainers move items between the tiers: they stay.
+        let tiered = parse_ok(&["-o", "no_modern"]);
+        assert!(!tiered.engine.lru_crawler && tiered.engine.lru_maintainer);
+        assert!(tiered.warnings.iter().any(|w| w.contains("keep running")));
+        // Later suboptions override it, earlier ones are overridden, as in memcached.
+        let later = parse_ok(&[
+            "--slow-size",
+            "0",
+            "-o",
+            "no_modern,lru_crawler,slab_reassign",
+        ]);
+        assert!(later.engine.lru_crawler && later.engine.slab_reassign);
+        let earlier = parse_ok(&["--slow-size", "0", "-o", "lru_crawler,no_modern"]);
+        assert!(!earlier.engine.lru_crawler);
+        let chunk = parse_ok(&["--slow-size", "0", "-o", "slab_chunk_max=64,no_modern"]);
+        assert_eq!(chunk.engine.slab_chunk_max_bytes, 64 * 1024);
+        // memcached refuses a page-sized chunk above -I.
+        assert!(
+            parse_usage(&["--slow-size", "0", "-I", "512k", "-o", "no_modern"])
+                .contains("slab_chunk_max")
+        );
+    }
+
+    #[test]
+    fn the_dram_reserve_defaults_to_the_machine_s_memory_except_with_k_or_no_dram() {
+        assert!(parse_ok(&["-m", "8"]).dram_reserve_default);
+        assert!(!parse_ok(&["-m", "8", "--dram-max", "16"]).dram_reserve_default);
+        // -k locks every mapping: the reserve would be locked in whole.
+        assert!(!parse_ok(&["-m", "8", "-k"]).dram_reserve_default);
+        assert!(!parse_ok(&["-m", "0"]).dram_reserve_default);
     }
 
     #[test]
@@ -2185,7 +2329,9 @@ mod tests {
             full.extend_from_slice(&line);
             match (parse(full), outcome) {
                 (Ok(config), Outcome::Implemented) => assert!(
-                    config.warnings.is_empty() || *suboption == "track_sizes",
+                    config.warnings.is_empty()
+                        || *suboption == "track_sizes"
+                        || *suboption == "no_modern",
                     "{suboption}: {:?}",
                     config.warnings
                 ),
@@ -2255,7 +2401,7 @@ mod tests {
         ("no_inline_ascii_resp", Outcome::Warned),
         ("inline_ascii_resp", Outcome::Warned),
         ("modern", Outcome::Warned),
-        ("no_modern", Outcome::Warned),
+        ("no_modern", Outcome::Implemented),
         ("no_chunked_items", Outcome::Warned),
         ("drop_privileges", Outcome::Warned),
         ("no_drop_privileges", Outcome::Warned),

@@ -17,6 +17,7 @@ pub mod session;
 pub mod stats;
 pub mod stream;
 pub mod tls;
+pub mod udp;
 pub mod upstream;
 pub mod verbose;
 pub mod watch;

@@ -143,7 +143,11 @@ fn run(config: config::Config, readiness: Option<Readiness>) -> ExitCode {
             process::write_pid_file(path)?;
         }
         if let Some(path) = std::env::var_os(process::PORT_FILE_ENV) {
-            process::write_port_file(std::path::Path::new(&path), server.local_addrs())?;
+            process::write_port_file(
+                std::path::Path::new(&path),
+                server.local_addrs(),
+                server.udp_addrs(),
+            )?;
         }
         if let Some(user) = &user {
             match process::switch_user(user)? {

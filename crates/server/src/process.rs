@@ -173,12 +173,19 @@ pub fn write_pid_file(path: &Path) -> Result<(), StartupError> {
 }
 
 /// memcached's port file: one `TCP INET: <port>` (or `INET6`) line per listening
-/// socket, written to `<name>.lck` and renamed into place so a reader never sees half.
-pub fn write_port_file(path: &Path, addrs: &[SocketAddr]) -> Result<(), StartupError> {
+/// socket, then one `UDP INET: <port>` line per UDP socket (`-U`), written to
+/// `<name>.lck` and renamed into place so a reader never sees half.
+pub fn write_port_file(
+    path: &Path,
+    tcp_addrs: &[SocketAddr],
+    udp_addrs: &[SocketAddr],
+) -> Result<(), StartupError> {
     let mut text = String::new();
-    for addr in addrs {
-        let family = if addr.is_ipv4() { "INET" } else { "INET6" };
-        text.push_str(&format!("TCP {family}: {}\n", addr.port()));
+    for (transport, addrs) in [("TCP", tcp_addrs), ("UDP", udp_addrs)] {
+        for addr in addrs {
+            let family = if addr.is_ipv4() { "INET" } else { "INET6" };
+            text.push_str(&format!("{transport} {family}: {}\n", addr.port()));
+        }
     }
     let mut staging = path.as_os_str().to_owned();
     staging.push(".lck");
@@ -284,10 +291,12 @@ mod tests {
             "127.0.0.1:11311".parse().unwrap(),
             "[::1]:11312".parse().unwrap(),
         ];
-        write_port_file(&path, &addrs).unwrap();
+        let udp: Vec<SocketAddr> = vec!["127.0.0.1:11411".parse().unwrap()];
+        write_port_file(&path, &addrs, &udp).unwrap();
+        // memcached 1.6.18's file for -p -1 -U -1 on both families: TCP lines first.
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
-            "TCP INET: 11311\nTCP INET6: 11312\n"
+            "TCP INET: 11311\nTCP INET6: 11312\nUDP INET: 11411\n"
         );
         assert!(
             !dir.join("ports.lck").exists(),

@@ -57,6 +57,8 @@ pub enum ConnState {
     Closing = 6,
     /// Streaming the event log (`watch`).
     Watch = 7,
+    /// A UDP socket waiting for datagrams (memcached's state of its UDP connections).
+    Read = 8,
 }
 
 impl ConnState {
@@ -70,6 +72,7 @@ impl ConnState {
             ConnState::Mwrite => "conn_mwrite",
             ConnState::Closing => "conn_closing",
             ConnState::Watch => "conn_watch",
+            ConnState::Read => "conn_read",
         }
     }
 
@@ -82,6 +85,7 @@ impl ConnState {
             4 => ConnState::Swallow,
             5 => ConnState::Mwrite,
             7 => ConnState::Watch,
+            8 => ConnState::Read,
             _ => ConnState::Closing,
         }
     }

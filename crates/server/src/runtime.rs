@@ -69,6 +69,7 @@ impl ShutdownHandle {
 pub struct Server {
     shared: Arc<Shared>,
     local_addrs: Vec<SocketAddr>,
+    udp_addrs: Vec<SocketAddr>,
     listener: (Arc<Waker>, JoinHandle<()>),
     workers: Vec<(WorkerHandle, JoinHandle<()>)>,
     shutdown_receiver: Receiver<()>,
@@ -81,7 +82,10 @@ impl Server {
     }
 
     /// [`Server::start`] with other protocol dispatchers (for runtime tests).
-    pub fn start_with(config: Config, dispatchers: Dispatchers) -> anyhow::Result<Server> {
+    pub fn start_with(mut config: Config, dispatchers: Dispatchers) -> anyhow::Result<Server> {
+        if config.dram_reserve_default {
+            config.engine.dram_max_bytes = dram_reserve_bytes(&config);
+        }
         raise_fd_limit(
             u64::from(config.max_connections) + RESERVED_FDS,
             config.verbosity,
@@ -160,6 +164,15 @@ impl Server {
             Some(listener) => Some(listener.local_addr()?.to_string()),
             None => None,
         };
+        // `-U`: beside each TCP address, as memcached (not with `-s`: config drops it).
+        let udp_sockets = match config.udp_port {
+            Some(port) => crate::udp::bind_all(&config.listen, port)?,
+            None => Vec::new(),
+        };
+        let udp_addrs = udp_sockets
+            .iter()
+            .map(std::net::UdpSocket::local_addr)
+            .collect::<std::io::Result<Vec<_>>>()?;
         let upstream = match &config.upstream {
             Some(upstream_config) => {
                 let upstream = crate::upstream::Upstream::new(upstream_config.clone())
@@ -177,6 +190,7 @@ impl Server {
             tcp_port: local_addrs
                 .first()
                 .map_or(config.tcp_port, SocketAddr::port),
+            udp_port: udp_addrs.first().map_or(0, SocketAddr::port),
             listen_address: config.listen_spec.clone(),
             domain_socket: config
                 .unix_socket
@@ -246,7 +260,19 @@ impl Server {
         }
         let mut workers = Vec::new();
         for index in 0..shared.config.worker_threads as usize {
-            match worker::spawn(index, Arc::clone(&shared), io_engine, io_uring_recv) {
+            // Each worker its own duplicate of each UDP socket, as memcached's threads.
+            let udp = match udp_sockets
+                .iter()
+                .map(|socket| socket.try_clone().map(mio::net::UdpSocket::from_std))
+                .collect::<std::io::Result<Vec<_>>>()
+            {
+                Ok(udp) => udp,
+                Err(e) => {
+                    stop_threads(&shared, None, workers);
+                    return Err(e).context("duplicating the UDP sockets");
+                }
+            };
+            match worker::spawn(index, Arc::clone(&shared), io_engine, io_uring_recv, udp) {
                 Ok(worker) => workers.push(worker),
                 Err(e) => {
                     stop_threads(&shared, None, workers);
@@ -266,6 +292,9 @@ impl Server {
             for addr in &local_addrs {
                 eprintln!("fogcached listening on tcp {addr}");
             }
+            for addr in &udp_addrs {
+                eprintln!("fogcached listening on udp {addr} (one socket per worker thread)");
+            }
             if let Some(path) = &shared.config.unix_socket {
                 eprintln!("fogcached listening on unix socket {}", path.display());
             }
@@ -273,6 +302,7 @@ impl Server {
         Ok(Server {
             shared,
             local_addrs,
+            udp_addrs,
             listener,
             workers,
             shutdown_receiver,
@@ -282,6 +312,11 @@ impl Server {
     /// The bound listening addresses (with the real port when `-p 0` was given).
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.local_addrs
+    }
+
+    /// The bound UDP addresses (`-U`; the real port when `-U -1` was given).
+    pub fn udp_addrs(&self) -> &[SocketAddr] {
+        &self.udp_addrs
     }
 
     /// Where the Prometheus endpoint listens, if it is on.
@@ -442,6 +477,58 @@ fn resolve_io_uring_recv(
         eprintln!("fogcached: io_uring receive {}", recv.name());
     }
     Ok(recv)
+}
+
+/// Where `cache_memlimit` may take the DRAM tier when `--dram-max` was not given: up to
+/// the machine's memory (`MemTotal`), as memcached's `-m` is a limit it can raise to
+/// anything. The tier's region is anonymous `MAP_NORESERVE` memory, so the reserve is
+/// address space only; its pages cost memory when a class first takes them, and the
+/// page pool never takes more than the limit in force. A kernel that counts the
+/// reserve anyway (`vm.overcommit_memory=2`) may refuse the mapping: then the tier
+/// keeps `-m` as its ceiling (said at `-v`), where an explicit `--dram-max` that cannot
+/// be mapped stops the start.
+fn dram_reserve_bytes(config: &Config) -> u64 {
+    let limit_bytes = config.engine.memory_limit_bytes;
+    let Some(memory_bytes) = memory_total_bytes() else {
+        return limit_bytes;
+    };
+    let page = engine::SLAB_PAGE_SIZE_BYTES as u64;
+    let reserve_bytes = (memory_bytes / page * page).max(limit_bytes);
+    if reserve_bytes == limit_bytes {
+        return limit_bytes;
+    }
+    // The engine maps it again at once; this mapping only asks the kernel whether it
+    // would (dropped, it is unmapped).
+    match usize::try_from(reserve_bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| tier::Region::anonymous(bytes).map_err(|e| e.to_string()))
+    {
+        Ok(_probe) => reserve_bytes,
+        Err(reason) => {
+            if config.verbosity > 0 {
+                eprintln!(
+                    "fogcached: cache_memlimit can raise the DRAM tier only up to -m: \
+                     {reserve_bytes} bytes of address space were refused ({reason}); \
+                     --dram-max sets the ceiling"
+                );
+            }
+            limit_bytes
+        }
+    }
+}
+
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`).
+fn memory_total_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
 }
 
 /// Raises the open-file limit to hold `-c` connections, as memcached does.

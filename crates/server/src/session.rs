@@ -52,6 +52,8 @@ pub struct ServerSettings {
     pub worker_threads: u32,
     /// `-p`.
     pub tcp_port: u16,
+    /// `-U`: the bound UDP port, 0 when UDP is off.
+    pub udp_port: u16,
     /// `-l`.
     pub listen_address: String,
     /// `-s`, for `stats settings` (`domain_socket`).
@@ -91,6 +93,7 @@ impl Default for ServerSettings {
             max_connections: 1024,
             worker_threads: 4,
             tcp_port: 11211,
+            udp_port: 0,
             listen_address: "127.0.0.1".to_owned(),
             domain_socket: None,
             unix_mode: 0o700,

@@ -206,7 +206,7 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
     let yes_no = |on: bool| Text(if on { "yes" } else { "no" }.to_owned());
     emit("maxconns", U64(u64::from(settings.max_connections)));
     emit("tcpport", U64(u64::from(settings.tcp_port)));
-    emit("udpport", U64(0));
+    emit("udpport", U64(u64::from(settings.udp_port)));
     emit("inter", Text(settings.listen_address.clone()));
     emit(
         "domain_socket",
@@ -226,6 +226,11 @@ fn settings(session: &Session<'_>, emit: &mut Emit<'_>) {
     );
     emit("shutdown_command", yes_no(settings.shutdown_enabled));
     emit("num_threads", U64(u64::from(settings.worker_threads)));
+    // memcached gives every worker thread a UDP connection, with or without -U.
+    emit(
+        "num_threads_per_udp",
+        U64(u64::from(settings.worker_threads)),
+    );
     let prefixes = &session.stats.prefixes;
     emit(
         "stat_key_prefix",
@@ -314,6 +319,10 @@ fn tls_settings(tls: &crate::tls::TlsOptions, emit: &mut Emit<'_>) {
 fn conns(session: &Session<'_>, emit: &mut dyn FnMut(&str, &str)) {
     let now_s = session.engine.clock().now_s();
     for (fd, entry) in session.stats.runtime.connections.snapshot() {
+        if entry.addr.starts_with("udp") {
+            // memcached's marker of a UDP connection.
+            emit(&format!("{fd}:UDP"), "UDP");
+        }
         emit(&format!("{fd}:addr"), &entry.addr);
         if let Some(listen_addr) = &entry.listen_addr {
             emit(&format!("{fd}:listen_addr"), listen_addr);

@@ -34,9 +34,11 @@ use crate::registry::{ConnEntry, ConnState, WorkerCounters};
 use crate::runtime::Shared;
 use crate::session::BindingProtocol;
 use crate::stream::Stream;
+use crate::udp::{UdpOutcome, UdpPort};
 use crate::upstream::WorkerPort;
 
-/// The token of the worker's waker; connection `i` uses token `i + 1`.
+/// The token of the worker's waker; connection `i` uses token `i + 1`, and the worker's
+/// UDP socket `i` (one per `-l` address with `-U`) token `usize::MAX - i`.
 const WAKER_TOKEN: Token = Token(0);
 /// Connections waiting in a worker's hand-off channel.
 pub const HANDOFF_CAPACITY: usize = 256;
@@ -114,16 +116,41 @@ pub fn conn_addr(addr: &SocketAddr) -> String {
 }
 
 /// Starts worker `index` with the event loop `engine` and, under io_uring, the receive
-/// `recv` (both resolved at start-up: never `Auto`). An io_uring the kernel refuses here
-/// fails the start, as the probe said it would not.
+/// `recv` (both resolved at start-up: never `Auto`), serving `udp` (its duplicates of
+/// the `-U` sockets) beside its connections. An io_uring the kernel refuses here fails
+/// the start, as the probe said it would not.
 pub fn spawn(
     index: usize,
     shared: Arc<Shared>,
     engine: IoEngine,
     recv: IoUringRecv,
+    udp: Vec<mio::net::UdpSocket>,
 ) -> std::io::Result<(WorkerHandle, JoinHandle<()>)> {
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER_TOKEN)?);
+    let now_s = shared.engine.clock().now_s();
+    let mut udp_ports = Vec::with_capacity(udp.len());
+    for (i, socket) in udp.into_iter().enumerate() {
+        let label = crate::udp::label(&socket.local_addr()?);
+        let entry = Arc::new(ConnEntry::new(label, None, ConnState::Read, now_s));
+        let port = UdpPort::new(
+            socket,
+            Token(usize::MAX - i),
+            poll.registry(),
+            Arc::clone(&entry),
+        )?;
+        // memcached counts each thread's UDP connection as a connection.
+        shared.stats.runtime.connections.insert(port.fd(), entry);
+        shared
+            .stats
+            .curr_connections
+            .fetch_add(1, Ordering::Relaxed);
+        shared
+            .stats
+            .total_connections
+            .fetch_add(1, Ordering::Relaxed);
+        udp_ports.push(port);
+    }
     let io = match engine {
         IoEngine::IoUring => Io::Uring(Box::new(uring::Uring::new(&poll, recv)?)),
         IoEngine::Epoll | IoEngine::Auto => Io::Epoll,
@@ -148,6 +175,8 @@ pub fn spawn(
                 yielded: Vec::new(),
                 held: Vec::new(),
                 upstream,
+                udp: udp_ports,
+                udp_more: false,
             };
             match io {
                 Io::Epoll => worker.run_epoll(),
@@ -177,6 +206,10 @@ struct Worker {
     held: Vec<usize>,
     /// The fog layer's requests and replies (`--upstream`).
     upstream: Option<WorkerPort>,
+    /// `-U`: this worker's duplicates of the UDP sockets (see `crate::udp`).
+    udp: Vec<UdpPort>,
+    /// A UDP socket used its turn with datagrams perhaps left: serve it next turn.
+    udp_more: bool,
 }
 
 impl Worker {
@@ -204,7 +237,7 @@ impl Worker {
         let mut last_sweep_s = shared.engine.clock().now_s();
         loop {
             engine::fault::panic_point();
-            let timeout = if !self.yielded.is_empty() {
+            let timeout = if !self.yielded.is_empty() || self.udp_more {
                 Some(Duration::ZERO)
             } else if idle_timeout_s > 0 {
                 Some(IDLE_SWEEP_INTERVAL)
@@ -248,6 +281,11 @@ impl Worker {
                 self.deliver_upstream(ctx, io);
                 continue;
             }
+            let udp_index = usize::MAX - event.token().0;
+            if udp_index < self.udp.len() {
+                self.service_udp(udp_index, ctx);
+                continue;
+            }
             let slot = event.token().0 - 1;
             let readable = event.is_readable() || event.is_read_closed() || event.is_error();
             let writable = event.is_writable() || event.is_write_closed();
@@ -272,6 +310,11 @@ impl Worker {
         held_now: &mut Vec<usize>,
         io: &mut impl LoopIo,
     ) {
+        if std::mem::take(&mut self.udp_more) {
+            for index in 0..self.udp.len() {
+                self.service_udp(index, ctx);
+            }
+        }
         if self.yielded.is_empty() && self.held.is_empty() {
             return;
         }
@@ -294,6 +337,24 @@ impl Worker {
                     self.apply(slot, outcome, ctx, io);
                 }
             }
+        }
+    }
+
+    /// Whether the io_uring loop must not wait for a completion: a connection yielded or
+    /// holds replies, or a UDP socket used its turn.
+    fn has_queued_work(&self) -> bool {
+        !self.yielded.is_empty() || !self.held.is_empty() || self.udp_more
+    }
+
+    /// Serves UDP socket `index` (readable or writable, or its turn came again).
+    fn service_udp(&mut self, index: usize, ctx: &ServiceContext<'_>) {
+        let registry = self.poll.registry();
+        let Some(port) = self.udp.get_mut(index) else {
+            return;
+        };
+        match port.service(ctx, registry) {
+            UdpOutcome::Wait => {}
+            UdpOutcome::More => self.udp_more = true,
         }
     }
 
@@ -584,6 +645,14 @@ impl Worker {
                 connection.close_reason = CloseReason::Shutdown;
             }
             self.close(slot, io);
+        }
+        for mut port in std::mem::take(&mut self.udp) {
+            let _ = self.poll.registry().deregister(port.socket_mut());
+            self.shared.stats.runtime.connections.remove(port.fd());
+            self.shared
+                .stats
+                .curr_connections
+                .fetch_sub(1, Ordering::Relaxed);
         }
         // Connections handed over but never registered are closed by dropping them.
         while let Ok(incoming) = self.receiver.try_recv() {

@@ -304,8 +304,9 @@ fn an_unknown_user_is_refused() {
 #[test]
 fn core_limit_memory_lock_and_large_pages() {
     let dir = Scratch::new("limits");
-    // 6 MiB of DRAM: a mapping of that exact size is the DRAM tier.
-    let base = ["-m", "6", "--slow-size", "8m"];
+    // 6 MiB of DRAM, reserved no further (`-k` keeps it at -m anyway): a mapping of
+    // that exact size is the DRAM tier.
+    let base = ["-m", "6", "--dram-max", "6", "--slow-size", "8m"];
     let server = start(&dir.0, &[&base[..], &["-r", "-k", "-L"]].concat(), &[]);
     let pid = server.pid().unwrap();
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();

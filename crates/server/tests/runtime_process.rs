@@ -138,11 +138,22 @@ fn unknown_extended_option_is_refused_by_name() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// memcached refuses UDP beside authentication (a datagram carries none), with these
+/// words and exit status 64.
 #[test]
-fn udp_port_is_refused() -> anyhow::Result<()> {
-    let (code, stderr) = run_expecting_refusal(&["-U", "11211"])?;
+fn udp_with_authentication_is_refused_as_memcached_refuses_it() -> anyhow::Result<()> {
+    let (code, stderr) = run_expecting_refusal(&["-U", "11211", "-Y", "/nonexistent-authfile"])?;
     assert_eq!(code, 64, "{stderr}");
-    assert!(stderr.contains("UDP is not supported"), "{stderr}");
+    assert!(
+        stderr.contains("Cannot use UDP with ascii authentication enabled (-U 0 to disable)"),
+        "{stderr}"
+    );
+    let (code, stderr) = run_expecting_refusal(&["-U", "11211", "-S"])?;
+    assert_eq!(code, 64, "{stderr}");
+    assert!(
+        stderr.contains("ERROR: Cannot enable UDP while using binary SASL authentication."),
+        "{stderr}"
+    );
     Ok(())
 }
 

@@ -149,7 +149,6 @@ const ALLOWED_MISSING: &[(&str, &str, &str)] = &[
         "num_napi_ids",
         "no NAPI-ID thread assignment (-N) in fogcached",
     ),
-    ("settings", "num_threads_per_udp", "no UDP in fogcached"),
     (
         "settings",
         "read_buf_mem_limit",

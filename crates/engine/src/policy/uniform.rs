@@ -13,6 +13,7 @@ use crate::index::ShardGuard;
 use crate::item::{header_bytes, Fresh, ItemAddr};
 use crate::moves::Direction;
 use crate::slab::ClassState;
+use crate::SLAB_PAGE_SIZE_BYTES;
 
 use super::slru::{self, NoHooks};
 use super::{Candidate, Policy, Refusal};
@@ -25,10 +26,14 @@ impl Uniform {
     fn homed_in_dram(e: &Engine, dram: &Tier, slow: &Tier, key_hash: u32) -> bool {
         let (dram_part, all_parts) = match e.config.uniform_dram_share_ppm {
             Some(ppm) => (u64::from(ppm), u64::from(crate::config::PPM)),
-            None => (
-                dram.page_count as u64,
-                (dram.page_count + slow.page_count) as u64,
-            ),
+            // The start-up sizes: DRAM's region may be reserved beyond `-m` for
+            // `cache_memlimit` (`--dram-max`), and the baseline's split stays as it
+            // started.
+            None => {
+                let dram_pages = (e.config.memory_limit_bytes / SLAB_PAGE_SIZE_BYTES as u64)
+                    .min(dram.page_count as u64);
+                (dram_pages, dram_pages + slow.page_count as u64)
+            }
         };
         ((u64::from(key_hash) * all_parts) >> 32) < dram_part
     }

@@ -35,7 +35,7 @@ const NOT_FOUND: &[u8] = b"NOT_FOUND\r\n";
 const DELETED: &[u8] = b"DELETED\r\n";
 const TOUCHED: &[u8] = b"TOUCHED\r\n";
 const OK: &[u8] = b"OK\r\n";
-pub(super) const END: &[u8] = b"END\r\n";
+pub(crate) const END: &[u8] = b"END\r\n";
 const ERROR: &[u8] = b"ERROR\r\n";
 const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
 const OUT_OF_MEMORY_STORING: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
@@ -273,11 +273,17 @@ fn execute(session: &mut Session<'_>, request: TextRequest<'_>, consumed: usize)
             } else if megabytes > MEMLIMIT_MAX_MEGABYTES {
                 reply(session, noreply, MEMLIMIT_NOT_BYTES);
             } else {
-                // The DRAM tier, up to the size reserved at start-up (`--dram-max`);
+                // The DRAM tier (memcached's one `-m`), up to the address space
+                // reserved at start-up (`--dram-max`, by default the machine's memory);
                 // beyond it memcached's reply for memory it cannot adjust. The slow
                 // tier's size is its pool's and does not change at run time.
                 match engine.set_dram_limit(u64::from(megabytes) * 1024 * 1024) {
-                    Ok(()) => reply(session, noreply, OK),
+                    Ok(()) => {
+                        if session.settings.verbosity.load(Ordering::Relaxed) > 0 {
+                            eprintln!("maxbytes adjusted to {megabytes}m");
+                        }
+                        reply(session, noreply, OK)
+                    }
                     Err(_) => reply(session, noreply, MEMLIMIT_FAILED),
                 }
             }

@@ -839,7 +839,7 @@ impl Uring {
             } else {
                 None
             };
-            let submitted = if !worker.yielded.is_empty() || !worker.held.is_empty() {
+            let submitted = if worker.has_queued_work() {
                 self.ring.submit()
             } else if let Some(timeout) = timeout {
                 let args = types::SubmitArgs::new().timespec(timeout);
