@@ -323,6 +323,14 @@ impl Server {
             .map(|listen| listen.port)
     }
 
+    /// The UDP ports among [`Server::ports`] (`-U`), in order.
+    pub fn udp_ports(&self) -> impl Iterator<Item = u16> + '_ {
+        self.ports
+            .iter()
+            .filter(|listen| listen.transport == Transport::Udp)
+            .map(|listen| listen.port)
+    }
+
     /// The process id, while the process has not been reaped.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

@@ -13,7 +13,6 @@
 //! harness asks for one) and report it in their `MEMCACHED_PORT_FILENAME` file.
 
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use testkit::{escape, stat, RawClient, ServerProcess};
@@ -140,7 +139,7 @@ impl UdpClient {
     }
 }
 
-/// A server started with `-U -1`, its UDP port read from its port file.
+/// A server started with `-U -1`, its UDP port read from its port file (the launcher's).
 struct UdpServer {
     name: &'static str,
     server: ServerProcess,
@@ -149,54 +148,23 @@ struct UdpServer {
 
 impl UdpServer {
     fn start(name: &'static str, args: &[&str]) -> anyhow::Result<UdpServer> {
-        let port_file = std::env::temp_dir().join(format!(
-            "wire-udp-ports-{}-{name}-{}",
-            std::process::id(),
-            unique()
-        ));
-        let _ = std::fs::remove_file(&port_file);
-        let env = [("MEMCACHED_PORT_FILENAME", port_file.as_os_str())];
         let mut all = vec!["-U", "-1"];
         all.extend_from_slice(args);
         let server = match name {
-            "memcached" => ServerProcess::memcached_with_env(&all, &env)?,
-            _ => ServerProcess::fogcached_with_env(&all, &env)?,
+            "memcached" => ServerProcess::memcached(&all)?,
+            _ => ServerProcess::fogcached(&all)?,
         };
-        let port = udp_port(&port_file);
-        let _ = std::fs::remove_file(&port_file);
-        let port = port?;
+        let port = server
+            .udp_ports()
+            .first()
+            .copied()
+            .ok_or_else(|| anyhow::anyhow!("{name}'s port file names no UDP port"))?;
         let client = UdpClient::new(SocketAddr::from((Ipv4Addr::LOCALHOST, port)))?;
         Ok(UdpServer {
             name,
             server,
             client,
         })
-    }
-}
-
-fn unique() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
-/// The `UDP INET: <port>` line of a port file, waiting (bounded) for the file: fogcached
-/// writes it once its sockets are bound, which may be just after TCP accepts.
-fn udp_port(path: &Path) -> anyhow::Result<u16> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path) {
-            if let Some(port) = text
-                .lines()
-                .find_map(|line| line.strip_prefix("UDP INET: "))
-                .and_then(|port| port.trim().parse().ok())
-            {
-                return Ok(port);
-            }
-            anyhow::ensure!(Instant::now() < deadline, "no UDP line in {text:?}");
-        }
-        anyhow::ensure!(Instant::now() < deadline, "no port file {}", path.display());
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

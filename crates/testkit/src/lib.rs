@@ -231,6 +231,11 @@ impl ServerProcess {
         self.server.tcp_ports().collect()
     }
 
+    /// The UDP ports its port file lists (`-U`).
+    pub fn udp_ports(&self) -> Vec<u16> {
+        self.server.udp_ports().collect()
+    }
+
     /// The server's process id (for `/proc/<pid>/status` checks), if it is running.
     pub fn pid(&self) -> Option<u32> {
         self.server.pid()
