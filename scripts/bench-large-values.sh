@@ -11,7 +11,7 @@
 #             BIG_BYTES from the slow tier in a closed loop (a second fogbench).
 #
 #   scripts/bench-large-values.sh
-#   HASHPOWERS="16 12" ROUNDS=5 SLOW_COST=optane scripts/bench-large-values.sh
+#   HASHPOWERS=16 ROUNDS=5 SLOW_COSTS=optane scripts/bench-large-values.sh
 #
 # Placement: the small keys are stored first and fit in DRAM; the large values are stored
 # after them and do not (-m is far below BIG_KEYS x BIG_BYTES), and `--no-migration`
@@ -26,7 +26,10 @@
 #                         12: 64 shards)
 #   ROUNDS [3]  DURATION_S [10]  RATE [5000]  SMALL_KEYS [10000]  SMALL_BYTES [100]
 #   SMALL_CONNECTIONS [16]  BIG_KEYS [200]  BIG_BYTES [1048576]  BIG_CONNECTIONS [2]
-#   DRAM_MB [16]  SLOW_MB [1024]  SLOW_COST [hmcached]  WORKERS [2]
+#   DRAM_MB [16]  SLOW_MB [1024]  WORKERS [2]
+#   SLOW_COSTS ["hmcached optane"]  --slow-cost presets to run (hmcached: 224 ns a line,
+#                         no bandwidth term: 3.7 ms for 1 MiB; optane: 305 ns + bytes at
+#                         39.4 GB/s: 27 us for 1 MiB)
 #   EXTRA_ARGS [""]  more fogcached arguments
 #   FOGCACHED, FOGBENCH [target/release/...]
 set -euo pipefail
@@ -47,7 +50,7 @@ BIG_BYTES="${BIG_BYTES:-1048576}"
 BIG_CONNECTIONS="${BIG_CONNECTIONS:-2}"
 DRAM_MB="${DRAM_MB:-16}"
 SLOW_MB="${SLOW_MB:-1024}"
-SLOW_COST="${SLOW_COST:-hmcached}"
+SLOW_COSTS="${SLOW_COSTS:-hmcached optane}"
 WORKERS="${WORKERS:-2}"
 EXTRA_ARGS="${EXTRA_ARGS:-}"
 
@@ -138,10 +141,11 @@ EOF
 
 echo "==> load average at start: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores"
 summary=()
+for slow_cost in $SLOW_COSTS; do
 for hashpower in $HASHPOWERS; do
     # shellcheck disable=SC2086 # EXTRA_ARGS is a word list.
     start_server -t "$WORKERS" -m "$DRAM_MB" -I 2m --slow-size "$SLOW_MB" \
-        --slow-cost "$SLOW_COST" --no-migration -o "hashpower=$hashpower" $EXTRA_ARGS
+        --slow-cost "$slow_cost" --no-migration -o "hashpower=$hashpower" $EXTRA_ARGS
     mapfile -t args < <(with_port "${small[@]}")
     "$FOGBENCH" run "${args[@]}" --load --get-ratio 1 --duration-s 1 >/dev/null
     mapfile -t args < <(with_port "${big[@]}")
@@ -150,7 +154,7 @@ for hashpower in $HASHPOWERS; do
     # The index's shard count (index.rs, Index::new): 2^(hashpower - 6), within 16..1024.
     shard_bits=$((hashpower - 6)); [ "$shard_bits" -ge 4 ] || shard_bits=4
     [ "$shard_bits" -le 10 ] || shard_bits=10
-    echo "==> -o hashpower=$hashpower ($((1 << shard_bits)) index shards)," \
+    echo "==> --slow-cost $slow_cost, -o hashpower=$hashpower ($((1 << shard_bits)) index shards)," \
         "$ROUNDS rounds of ${DURATION_S}s, small GETs at $RATE/s"
     stats tier_dram_items tier_slow_items | paste -sd' ' | sed 's/^/    placement: /'
     printf '%-6s %-7s %8s %8s %9s %8s %9s  %s\n' round phase p50_us p99_us p99.9_us max_us ops/s \
@@ -175,18 +179,19 @@ for hashpower in $HASHPOWERS; do
         beside+=("$line")
         printf '%-6s %-7s %8s %8s %9s %8s %9s  %s\n' "$r" beside $line "$(deltas "$before" "$after")"
     done
-    summary+=("$(python3 - "$hashpower" "${#alone[@]}" "${alone[@]}" "${beside[@]}" <<'EOF'
+    summary+=("$(python3 - "$slow_cost" "$hashpower" "${#alone[@]}" "${alone[@]}" "${beside[@]}" <<'EOF'
 import statistics, sys
-hp, n = sys.argv[1], int(sys.argv[2])
-rows = [list(map(float, r.split())) for r in sys.argv[3:]]
+cost, hp, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+rows = [list(map(float, r.split())) for r in sys.argv[4:]]
 alone, beside = rows[:n], rows[n:]
 med = lambda rs, i: statistics.median(r[i] for r in rs)
 for name, rs in (("alone", alone), ("beside", beside)):
-    print(f"hashpower={hp:<3} {name:<7} p50 {med(rs,0):6.0f}  p99 {med(rs,1):6.0f}  "
+    print(f"{cost:<9} hashpower={hp:<3} {name:<7} p50 {med(rs,0):6.0f}  p99 {med(rs,1):6.0f}  "
           f"p99.9 {med(rs,2):7.0f}  max {med(rs,3):7.0f} us")
 EOF
 )")
     stop_server
+done
 done
 echo
 echo "==> medians (small GETs)"
