@@ -337,7 +337,11 @@ mod tests {
                 .unwrap()
                 .addr()
         };
-        let req = MoveReq::of(&e.dram().mem, addr);
+        let req = MoveReq::of(
+            e.dram()
+                .mem
+                .read_header(addr, crate::item::header_bytes::ALL),
+        );
         assert!(e.move_item(req, Direction::ToSlow, ShardLocking::Wait));
         let events = drained(e.events());
         assert_eq!(events.len(), 1);

@@ -35,7 +35,7 @@ use crate::api::MigrationCounts;
 use crate::engine::Engine;
 use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::{Held, Index, ShardGuard};
-use crate::item::{header_bytes, state, ItemAddr, ItemMemory, NIL};
+use crate::item::{header_bytes, state, HeaderRead, HeaderWrite, ItemAddr, NIL};
 use crate::policy::{Candidate, Policy, Refusal};
 
 /// Entries a migration step takes from each queue before returning (bounds the time a
@@ -68,13 +68,13 @@ pub(crate) struct MoveReq {
 }
 
 impl MoveReq {
-    /// The entry for the item at `addr` as it is now.
-    pub fn of(mem: &ItemMemory, addr: ItemAddr) -> MoveReq {
-        let h = mem.header(addr);
+    /// The entry for the item `h` (its header, which the caller paid to read) as it is
+    /// now.
+    pub fn of(h: HeaderRead<'_>) -> MoveReq {
         MoveReq {
-            addr,
-            cas: h.cas.load(Ordering::Relaxed),
-            key_hash: h.key_hash.load(Ordering::Relaxed),
+            addr: h.addr(),
+            cas: h.cas(),
+            key_hash: h.key_hash(),
         }
     }
 }
@@ -163,17 +163,29 @@ impl Migration {
         self.queue(direction).len.load(Ordering::Relaxed)
     }
 
-    /// Queues the item at `addr` for a move and marks it `QUEUED`. The caller holds the
+    /// Queues the item `item` for a move and marks it `QUEUED`. The caller holds the
     /// item's shard lock or its class lock, so the item cannot be freed meanwhile, and
-    /// charges the state write with whatever else it wrote to the header. With
+    /// paid for the state write with whatever else it wrote to the header (`item`). With
     /// `wait == false` a busy queue lock is not waited for (the read path). Returns
     /// whether the item was queued; a full queue counts a drop.
-    pub fn offer(
+    pub fn offer(&self, direction: Direction, item: HeaderWrite<'_>, wait: bool) -> bool {
+        self.offer_marking(direction, item.read(), wait, || item)
+    }
+
+    /// [`Migration::offer`] of an item whose header the caller only read (a maintainer's
+    /// scan): the `QUEUED` mark's state write is charged here, if the item is queued.
+    pub fn offer_charged(&self, direction: Direction, item: HeaderRead<'_>, wait: bool) -> bool {
+        self.offer_marking(direction, item, wait, || {
+            item.charge_write(header_bytes::STATE)
+        })
+    }
+
+    fn offer_marking<'m>(
         &self,
         direction: Direction,
-        mem: &ItemMemory,
-        addr: ItemAddr,
+        item: HeaderRead<'m>,
         wait: bool,
+        mark: impl FnOnce() -> HeaderWrite<'m>,
     ) -> bool {
         let queue = self.queue(direction);
         if queue.len.load(Ordering::Relaxed) >= self.capacity {
@@ -192,8 +204,8 @@ impl Migration {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        mem.header(addr).set(state::QUEUED);
-        entries.push_back(MoveReq::of(mem, addr));
+        mark().set(state::QUEUED);
+        entries.push_back(MoveReq::of(item));
         queue.len.store(entries.len(), Ordering::Relaxed);
         true
     }
@@ -264,18 +276,18 @@ impl Engine {
 
     /// The queued item, if the shard still maps `req.key_hash` to `req.addr` and the
     /// item there is linked, alive and carries the queued CAS; with the proof to read it.
-    /// The caller holds the shard lock and has charged the item's header read.
+    /// The caller holds the shard lock; `h` is the item's header, which the move paid to
+    /// read (its first check).
     fn still_queued_item<'g>(
         &self,
         table: &'g mut ShardGuard<'_>,
         req: &MoveReq,
+        h: HeaderRead<'_>,
         now_s: u32,
     ) -> Option<Held<'g>> {
         let item = Index::held(table, req.key_hash, req.addr)?;
-        let h = self.tier_of(req.addr).mem.header(req.addr);
-        let current = h.has(state::LINKED)
-            && h.cas.load(Ordering::Relaxed) == req.cas
-            && self.dead_reason(h, now_s).is_none();
+        let current =
+            h.has(state::LINKED) && h.cas() == req.cas && self.dead_reason(h, now_s).is_none();
         current.then_some(item)
     }
 
@@ -327,21 +339,22 @@ impl Engine {
             return Outcome::Raced;
         }
         let src = &src_tier.mem;
-        // 1. Still the queued item? Its size decides the destination class.
-        let (total_bytes, class_id, candidate) = {
+        // 1. Still the queued item? Its size decides the destination class. The
+        // header's read is the move's first check; step 3 re-checks the same header under
+        // this view (the copy then reads the whole item).
+        let (total_bytes, class_id, candidate, src_h) = {
             let Some(mut table) = self.lock_shard(req.key_hash, locking) else {
                 self.clear_state(req.addr, state::QUEUED);
                 return Outcome::Busy;
             };
-            src.charge_header_read(req.addr, header_bytes::ALL);
+            let h = src.read_header(req.addr, header_bytes::ALL);
             if self
-                .still_queued_item(&mut table, &req, self.now_s())
+                .still_queued_item(&mut table, &req, h, self.now_s())
                 .is_none()
             {
                 self.release(&table, &req);
                 return Outcome::Raced;
             }
-            let h = src.header(req.addr);
             if direction == Direction::ToDram && !h.has(state::PROMOTE) {
                 // Not promoted (a stale entry): nothing to do.
                 self.clear_state(req.addr, state::QUEUED);
@@ -351,13 +364,14 @@ impl Engine {
                 h.total_bytes(),
                 src_tier.class_of(req.addr),
                 Candidate {
-                    access: h.access.load(Ordering::Relaxed),
-                    last_access_s: h.last_access_s.load(Ordering::Relaxed),
+                    access: h.access(),
+                    last_access_s: h.last_access_s(),
                 },
+                h,
             )
         };
         // 2. A destination chunk, allocated with no lock held.
-        let mut dst_chunk =
+        let dst_chunk =
             match self
                 .policy
                 .destination(self, direction, class_id, total_bytes, candidate)
@@ -389,56 +403,44 @@ impl Engine {
         self.moves.pause_point_before_relock(&req, direction);
         // 3. Re-check, copy, swap.
         let Some(mut table) = self.lock_shard(req.key_hash, locking) else {
-            self.free_unlinked(dst_chunk);
+            self.free_unwritten(dst_chunk);
             self.clear_state(req.addr, state::QUEUED);
             return Outcome::Busy;
         };
         let now = self.now_s();
-        let src_h = src.header(req.addr);
         let src_item = self
-            .still_queued_item(&mut table, &req, now)
+            .still_queued_item(&mut table, &req, src_h, now)
             .filter(|_| src_h.total_bytes() == total_bytes);
         let Some(src_item) = src_item else {
             self.release(&table, &req);
             drop(table);
-            self.free_unlinked(dst_chunk);
+            self.free_unwritten(dst_chunk);
             return Outcome::Raced;
         };
         let capacity = self.chunk_capacity(class_id, total_bytes);
         let dst = &dst_tier.mem;
-        let dst_addr = dst_chunk.addr();
-        src.charge_read(req.addr, 0, total_bytes);
-        // The destination was allocated for at least `total_bytes` (the same class
-        // geometry in both tiers).
-        dst.write_item(
-            &mut dst_chunk,
-            capacity,
-            src.key(&src_item),
-            &[src.value(&src_item)],
-        );
-        let dst_h = dst.header(dst_addr);
-        for (to, from) in [
-            (&dst_h.client_flags, &src_h.client_flags),
-            (&dst_h.exptime_rel_s, &src_h.exptime_rel_s),
-            (&dst_h.last_access_s, &src_h.last_access_s),
-            (&dst_h.key_hash, &src_h.key_hash),
-        ] {
-            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-        dst_h
-            .access
-            .store(src_h.access.load(Ordering::Relaxed), Ordering::Relaxed);
-        dst_h.cas.store(req.cas, Ordering::Relaxed);
-        dst_h.next.store(NIL, Ordering::Relaxed);
-        dst_h.prev.store(NIL, Ordering::Relaxed);
-        dst_h.set(
-            (src_h.state.load(Ordering::Relaxed) & state::CARRIED_BY_MIGRATION) | state::LINKED,
-        );
+        // The copy reads the whole item (charged once) and writes it (charged by the
+        // write). The destination was allocated for at least `total_bytes` (the same
+        // class geometry in both tiers).
+        let src_whole = src.read_item(req.addr);
+        let (key, value) = src_whole.key_and_value_parts(&src_item);
+        let copy = dst_chunk.write_item(capacity, key, &[value]);
+        let dst_addr = copy.addr();
+        let dst_h = copy.view();
+        dst_h.set_client_flags(src_h.client_flags());
+        dst_h.set_exptime_rel_s(src_h.exptime_rel_s());
+        dst_h.set_last_access_s(src_h.last_access_s());
+        dst_h.set_key_hash(src_h.key_hash());
+        dst_h.set_access(src_h.access());
+        dst_h.set_cas(req.cas);
+        dst_h.set_next(NIL);
+        dst_h.set_prev(NIL);
+        dst_h.set((src_h.state() & state::CARRIED_BY_MIGRATION) | state::LINKED);
         // A persistent pool: the demoted copy becomes a valid record before it is
         // published; a promoted item's slow record is invalidated when its chunk is freed
         // below.
-        self.seal(&dst_chunk);
-        let replaced = Index::replace(&mut table, req.key_hash, req.addr, dst_chunk);
+        self.seal(&copy);
+        let replaced = Index::replace(&mut table, req.key_hash, req.addr, copy);
         debug_assert!(replaced, "the queued item left its shard under its lock");
         {
             let segment = self.policy.after_move(
@@ -446,26 +448,26 @@ impl Engine {
                 req.key_hash,
                 direction,
                 dst_tier,
-                dst_addr,
+                dst_h.header(),
                 now,
             );
             let mut cs = dst_tier.classes[class_id].0.lock();
-            cs.lru.link_head(dst, segment, dst_addr);
+            cs.lru.link_head(dst, segment, dst_h.header());
         }
-        self.note_expiry(dst_h.exptime_rel_s.load(Ordering::Relaxed));
+        self.note_expiry(dst_h.exptime_rel_s());
         if self.events.wants(kind::MIGRATIONS) {
             // The copy's key was written above (and charged with it); a probe for the
             // proof, on this watched path only.
             let copy = Index::held(&mut table, req.key_hash, dst_addr);
-            let key = copy.as_ref().map_or(&[][..], |copy| dst.key(copy));
+            let key = copy.as_ref().map_or(&[][..], |copy| dst_h.key(copy));
             let what = EventWhat::Moved {
                 item: ItemFacts {
                     tier: dst_tier.id,
                     class_id: class_id as u8,
-                    value_bytes: dst_h.value_len.load(Ordering::Relaxed),
+                    value_bytes: dst_h.value_len(),
                 },
                 from: src_tier.id,
-                idle_s: now.saturating_sub(dst_h.last_access_s.load(Ordering::Relaxed)),
+                idle_s: now.saturating_sub(dst_h.last_access_s()),
             };
             self.events.record(kind::MIGRATIONS, key, what);
         }
@@ -477,9 +479,9 @@ impl Engine {
     /// Clears state bits of an item the caller may no longer hold a lock on but whose
     /// chunk is not reused (a queued item being released), charging the state write.
     fn clear_state(&self, addr: ItemAddr, bits: u16) {
-        let mem = &self.tier_of(addr).mem;
-        mem.charge_header_write(addr, header_bytes::STATE);
-        mem.header(addr).clear(bits);
+        self.mem_of(addr)
+            .write_header(addr, header_bytes::STATE)
+            .clear(bits);
     }
 
     /// Clears `QUEUED` on the item at `req.addr` if it is still indexed (possibly
