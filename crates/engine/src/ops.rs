@@ -63,18 +63,21 @@ impl Engine {
         let h = item.header();
         // What this request rewrites in the header besides the policy's access word (a
         // touch's expiry, a recache token): charged once, when the edit ends, less the
-        // access word's line if the policy's hit charged it.
-        let mut edit = h.edit(header_bytes::TOUCH);
-        let retimed = touch_rel.is_some_and(|rel| h.exptime_rel_s() != rel.unwrap_or(1));
-        if retimed {
+        // access word's line if the policy's hit charged it. Only a request that may
+        // rewrite them opens it (a plain `get` does not).
+        let mut edit =
+            (touch_rel.is_some() || opts.claim_recache_token).then(|| h.edit(header_bytes::TOUCH));
+        let mut retimed = false;
+        if let (Some(rel), Some(edit)) = (touch_rel, edit.as_mut()) {
             // A negative touch time still returns the item (memcached): it expires now.
-            // A pool record changes in place: unsealed first, sealed again below.
-            self.unseal(tier, h, header_bytes::TOUCH);
-            let rel = touch_rel.flatten().unwrap_or(1);
-            edit.write().set_exptime_rel_s(rel);
-            self.note_expiry(rel);
-        }
-        if touch_rel.is_some() {
+            let rel = rel.unwrap_or(1);
+            retimed = h.exptime_rel_s() != rel;
+            if retimed {
+                // A pool record changes in place: unsealed first, sealed again below.
+                self.unseal(tier, h, header_bytes::TOUCH);
+                edit.write().set_exptime_rel_s(rel);
+                self.note_expiry(rel);
+            }
             edit.mark_dirty();
         }
         let state_bits = h.state();
@@ -89,8 +92,11 @@ impl Engine {
                     .recache_below_s
                     .is_some_and(|r| ttl_remaining_s.is_some_and(|t| i64::from(t) < r)))
         {
-            edit.write().set(state::TOKEN_SENT);
-            win = true;
+            // The edit is open: the request claims a token.
+            if let Some(edit) = edit.as_mut() {
+                edit.write().set(state::TOKEN_SENT);
+                win = true;
+            }
         }
         let class_id = tier.class_of(addr);
         let segment = h.segment();
@@ -132,12 +138,14 @@ impl Engine {
             && self
                 .policy
                 .on_access(self, tier, h, class_id, now, &mut table, key_hash);
-        if access_charged {
-            // A touch (`gat`, `mg T`) or a recache token rewrote expiry or state: the
-            // lines not already charged by the access update.
-            edit.except(header_bytes::ACCESS);
+        if let Some(mut edit) = edit {
+            if access_charged {
+                // A touch (`gat`, `mg T`) or a recache token rewrote expiry or state:
+                // the lines not already charged by the access update.
+                edit.except(header_bytes::ACCESS);
+            }
+            edit.finish();
         }
-        edit.finish();
         if count {
             if opts.is_touch_command {
                 self.counters.add(G::CmdTouch, 1);

@@ -401,8 +401,9 @@ impl Region {
 
     /// Counts the 64-byte lines of [ptr, ptr+len) as read, and busy-waits the emulated
     /// cost of that read (both: the name says so, so that no caller mistakes it for a
-    /// plain counter).
-    #[inline]
+    /// plain counter). Always inlined: it is a few instructions for a costless region
+    /// (the wait is out of line), on every item access of a request.
+    #[inline(always)]
     pub fn count_and_wait_read(&self, ptr: *const u8, len: usize) {
         self.debug_assert_inside(ptr, len);
         let lines = lines_touched(ptr as usize, len);
@@ -413,8 +414,8 @@ impl Region {
     }
 
     /// Counts the 64-byte lines of [ptr, ptr+len) as written, and busy-waits the emulated
-    /// cost of that write.
-    #[inline]
+    /// cost of that write. Always inlined, as [`Region::count_and_wait_read`].
+    #[inline(always)]
     pub fn count_and_wait_write(&self, ptr: *const u8, len: usize) {
         self.debug_assert_inside(ptr, len);
         let lines = lines_touched(ptr as usize, len);

@@ -158,13 +158,14 @@ impl Periods {
     /// Records one access of the item whose header `edit` updates at `now_s`: the
     /// counter and the access time, written through the edit (which charges them once)
     /// only if they change. Returns whether either changed (the header word is dirty).
+    #[inline(always)]
     pub fn record(&self, edit: &mut HeaderEdit<'_>, now_s: u32) -> bool {
         self.record_step(edit, now_s).0
     }
 
     /// [`Periods::record`], and what the access did to the count (its `after` is the
     /// count the item has now).
-    #[inline]
+    #[inline(always)]
     pub fn record_step(&self, edit: &mut HeaderEdit<'_>, now_s: u32) -> (bool, CountStep) {
         let h = edit.read();
         let last_access_s = h.last_access_s();

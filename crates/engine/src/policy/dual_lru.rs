@@ -142,6 +142,10 @@ impl Policy for DualLru {
         self.periods.fresh()
     }
 
+    /// Always inlined (into `Engine::read`, through `AnyPolicy`): the hit's header view
+    /// and edit then stay in registers (as a call, a GET took 19 instructions more than
+    /// inlined, 13 more than before the views).
+    #[inline(always)]
     fn on_access(
         &self,
         e: &Engine,

@@ -80,6 +80,7 @@ pub(crate) struct Bump {
 /// turning ACTIVE in COLD is moved to WARM if the class lock is free. The writes go
 /// through the caller's edit of the header, which charges them once (widened to the
 /// links when the caller sees `moved_to_warm`).
+#[inline(always)]
 pub(crate) fn bump(tier: &Tier, edit: &mut HeaderEdit<'_>) -> Bump {
     bump_with(tier, edit, true)
 }
@@ -88,6 +89,9 @@ pub(crate) fn bump(tier: &Tier, edit: &mut HeaderEdit<'_>) -> Bump {
 /// policy that keeps a tier's LRU order lazily passes `false`: the item stays in COLD
 /// with ACTIVE set (as in memcached when its asynchronous bump queue is full), and the
 /// maintainer's COLD pull rescues it to WARM once the order matters.
+/// Always inlined into each policy's hit, so that the hit's edit is not passed by
+/// reference to a call (a Dual-LRU GET took 6 instructions more as a call).
+#[inline(always)]
 pub(crate) fn bump_with(tier: &Tier, edit: &mut HeaderEdit<'_>, may_move: bool) -> Bump {
     let mut bump = Bump::default();
     let h = edit.read();
