@@ -244,7 +244,7 @@ impl<'m> Written<'m> {
     /// The engine serves nobody yet and this thread is the only one handling the record
     /// (each record is in one shard's list), so nothing else names its chunk; `record`
     /// charged the read of the whole record. What recovery writes to its header is
-    /// charged when it links or frees the record (`Engine::recover`).
+    /// charged when it links or frees the record (`Engine::recover_records`).
     pub unsafe fn recovered(record: ItemRead<'m>) -> Written<'m> {
         Written { at: record.read.at }
     }
