@@ -39,7 +39,7 @@
 //!   lock keeps the chunk from being freed meanwhile. It also takes the header's write
 //!   view (`item.rs`), whose charge pays for the mark's state write: the caller's own
 //!   write of the header when it made one (a hit's edit, a relink), else a write of the
-//!   state alone (`Migration::offer_charged`, a page move, a store's demotion).
+//!   state alone (`Migration::offer_charged`, a page move, a promotion's demotion).
 //! - [`Engine::clear_state`] clears it (and `PROMOTE`), given an `index::Held`: the
 //!   shard lock is held and the index still maps the key to that address, so it is the
 //!   item, or at worst another live item of the same shard that reuses its chunk (whose
