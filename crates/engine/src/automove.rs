@@ -101,7 +101,12 @@ impl Engine {
                 && cs.free_chunks as f64 > cs.per_page as f64 * 2.5;
             info.push(ClassInfo {
                 need: self.policy.class_need(tier, &cs),
-                cold_age_s: cs.lru.tail_age_s(&tier.mem, COLD, now),
+                // The COLD tail's access time: a read of its header's access word.
+                cold_age_s: crate::lru::age_s(
+                    cs.lru
+                        .tail_header(&tier.mem, COLD, crate::item::header_bytes::ACCESS),
+                    now,
+                ),
                 pages: cs.pages.len(),
                 spare_page: spare,
                 free_page_worth: class_id != large

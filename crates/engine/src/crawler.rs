@@ -33,7 +33,7 @@ use std::sync::atomic::Ordering;
 use crate::config::CRAWLER_ITEMS_PER_SLEEP;
 use crate::engine::{Engine, Tier};
 use crate::events::{kind, CrawlerStatus, EventWhat};
-use crate::item::{header_bytes, state, ItemAddr, NIL};
+use crate::item::{header_bytes, state, HeaderRead, ItemAddr, NIL};
 use crate::lru::SEGMENTS;
 
 /// Items the crawler checks under one class-lock hold.
@@ -139,6 +139,9 @@ impl Engine {
             budget = budget.min(pace.tocrawl);
         }
         let mut cursor: ItemAddr = NIL;
+        // The cursor's header, when the re-check below paid to read it: the walk's read
+        // of that item.
+        let mut cursor_read: Option<HeaderRead<'_>> = None;
         let mut started = false;
         let mut walk = Walk::default();
         let mut soonest_expiry_s = u32::MAX;
@@ -156,12 +159,14 @@ impl Engine {
             } else if cursor != NIL {
                 // The cursor may have moved or been freed while the lock was released:
                 // continue only if it is still in this class and segment.
-                let h = mem.header(cursor);
+                let h = mem.read_header(cursor, header_bytes::ALL);
                 if !h.has(state::LINKED)
                     || tier.class_of(cursor) != class_id
                     || h.segment() != segment
                 {
                     cursor = cs.lru.tail[segment];
+                } else {
+                    cursor_read = Some(h);
                 }
             }
             let mut batch = CRAWL_BATCH;
@@ -170,19 +175,21 @@ impl Engine {
                 budget -= 1;
                 walk.examined += 1;
                 pace.since_sleep += 1;
-                let h = mem.header(cursor);
-                let prev = h.prev.load(Ordering::Relaxed);
+                let h = match cursor_read.take() {
+                    Some(h) if h.addr() == cursor => h,
+                    _ => mem.read_header(cursor, header_bytes::ALL),
+                };
+                let prev = h.prev();
                 cs.stats.crawler_items_checked += 1;
-                mem.charge_header_read(cursor, header_bytes::ALL);
                 if self.dead_reason(h, now).is_some() {
-                    if self.reclaim_dead(tier, &mut cs, cursor, true) {
+                    if self.reclaim_dead(tier, &mut cs, h, true) {
                         walk.reclaimed += 1;
                     } else {
                         // Busy now: the next tick's pass tries again.
                         soonest_expiry_s = soonest_expiry_s.min(now.max(1));
                     }
                 } else {
-                    let exptime_s = h.exptime_rel_s.load(Ordering::Relaxed);
+                    let exptime_s = h.exptime_rel_s();
                     if exptime_s != 0 {
                         soonest_expiry_s = soonest_expiry_s.min(exptime_s);
                         walk.expiring += 1;
@@ -236,6 +243,7 @@ mod tests {
     use crate::clock::ManualClock;
     use crate::config::EngineConfig;
     use crate::index::Index;
+    use crate::item::header_bytes;
     use crate::moves::{Direction, Queued};
     use crate::Engine;
 
@@ -259,17 +267,14 @@ mod tests {
         let key_hash = e.index.hash(b"x");
         let (addr, queued) = {
             let mut table = e.index.shard(key_hash).table.lock();
-            let addr = Index::find(&mut table, |a| &e.tier_of(a).mem, key_hash, b"x")
+            let addr = Index::find(&mut table, |a| e.mem_of(a), key_hash, b"x")
                 .unwrap()
                 .addr();
-            (addr, Queued::mark(&e.dram().mem, addr, &table))
+            let h = e.dram().mem.write_header(addr, header_bytes::STATE);
+            (addr, Queued::mark(h, &table))
         };
-        let expiry_s = e
-            .dram()
-            .mem
-            .header(addr)
-            .exptime_rel_s
-            .load(Ordering::Relaxed);
+        let header = e.dram().mem.read_header(addr, header_bytes::ALL);
+        let expiry_s = header.exptime_rel_s();
         assert!(expiry_s > 0);
         // As if a pass had just started and missed the item.
         e.crawl_due_s.store(u32::MAX, Ordering::Relaxed);

@@ -3,18 +3,17 @@
 //! resumable so that the server can stream it with bounded memory).
 //!
 //! Both read items the way a request does: under the item's index shard lock (item.rs
-//! invariant 3), charging the header and key they read to the item's tier. A class walk
+//! invariant 3), charging the header and key they read to the item's tier (a class walk
+//! also charges the header of each item it passes, busy or not: it reads its links). A class walk
 //! holds the class lock and only tries shard locks (lock order: shard before class), so
 //! an item that is busy at that instant is left out; an index walk takes each shard's
 //! lock for at most [`DUMP_ITEMS_PER_LOCK`] items at a time, so a listing never stops the
 //! requests of a shard for long.
 
-use std::sync::atomic::Ordering;
-
 use crate::api::TierId;
 use crate::engine::{Engine, Tier};
-use crate::index::{Held, Index};
-use crate::item::{state, ItemAddr, ITEM_HEADER_BYTES, NIL};
+use crate::index::Index;
+use crate::item::{header_bytes, state, HeaderRead, NIL};
 use crate::lru::SEGMENTS;
 
 /// Items an index walk reads per hold of a shard lock.
@@ -62,8 +61,11 @@ impl Engine {
             let mut stopped = false;
             let next = Index::visit_from(&mut table, slot, |item| {
                 read += 1;
-                if let Some(listed) = self.dump_of(item.addr(), now) {
-                    stopped = !visit(&listed.as_dump(self, item));
+                let addr = item.addr();
+                // Header and key, charged once, as an index probe reads them.
+                let probed = self.mem_of(addr).read_header_and_key(addr);
+                if let Some(listed) = self.dump_of(probed.header(), now) {
+                    stopped = !visit(&listed.as_dump(self, probed.key(item)));
                 }
                 !stopped && read < DUMP_ITEMS_PER_LOCK
             });
@@ -106,15 +108,17 @@ impl Engine {
         for segment in 0..SEGMENTS {
             let mut addr = cs.lru.head[segment];
             while addr != NIL && listed < limit {
-                let h = tier.mem.header(addr);
-                let next = h.next.load(Ordering::Relaxed);
-                let key_hash = h.key_hash.load(Ordering::Relaxed);
+                // The walk reads every header it passes (its links, its key hash).
+                let h = tier.mem.read_header(addr, header_bytes::ALL);
+                let next = h.next();
+                let key_hash = h.key_hash();
                 if let Some(mut table) = self.index.shard(key_hash).table.try_lock() {
                     // The proof to read its key: a probe of its shard (an admin listing).
                     let held = Index::held(&mut table, key_hash, addr);
-                    if let (Some(held), Some(listed_item)) = (held, self.dump_of(addr, now)) {
+                    if let (Some(held), Some(listed_item)) = (held, self.dump_of(h, now)) {
                         listed += 1;
-                        if !visit(&listed_item.as_dump(self, &held)) {
+                        // The key's read continues the header's.
+                        if !visit(&listed_item.as_dump(self, h.read_key(&held))) {
                             return true;
                         }
                     }
@@ -125,40 +129,40 @@ impl Engine {
         true
     }
 
-    /// The facts of the live item at `addr`, read (and charged) under its shard lock,
-    /// which the caller holds; `None` if it is dead or not linked.
-    fn dump_of(&self, addr: ItemAddr, now_s: u32) -> Option<Listed<'_>> {
-        let tier = self.tier_of(addr);
-        let h = tier.mem.header(addr);
-        let key_len = usize::from(h.key_len.load(Ordering::Relaxed));
-        tier.mem.charge_read(addr, 0, ITEM_HEADER_BYTES + key_len);
+    /// The facts of the live item `h` (its header, read and charged under its shard lock,
+    /// which the caller holds); `None` if it is dead or not linked.
+    fn dump_of<'e>(&'e self, h: HeaderRead<'e>, now_s: u32) -> Option<Listed<'e>> {
         if !h.has(state::LINKED) || self.dead_reason(h, now_s).is_some() {
             return None;
         }
-        Some(Listed { tier })
+        Some(Listed {
+            tier: self.tier_of(h.addr()),
+            h,
+        })
     }
 }
 
-/// A live item found by a listing, in its tier.
+/// A live item found by a listing, in its tier, with its header's view.
 struct Listed<'e> {
     tier: &'e Tier,
+    h: HeaderRead<'e>,
 }
 
 impl Listed<'_> {
-    /// The item's facts, read under its shard lock (`item`).
-    fn as_dump<'k>(&'k self, engine: &Engine, item: &'k Held<'_>) -> ItemDump<'k> {
-        let addr = item.addr();
-        let mem = &self.tier.mem;
-        let h = mem.header(addr);
+    /// The item's facts, read under its shard lock; `key`: its key, read with the
+    /// lock's proof.
+    fn as_dump<'k>(&self, engine: &Engine, key: &'k [u8]) -> ItemDump<'k> {
+        let h = self.h;
+        let addr = h.addr();
         let start_unix_s = engine.clock.start_unix_s();
-        let exptime_rel_s = h.exptime_rel_s.load(Ordering::Relaxed);
+        let exptime_rel_s = h.exptime_rel_s();
         ItemDump {
-            key: mem.key(item),
-            value_bytes: h.value_len.load(Ordering::Relaxed),
+            key,
+            value_bytes: h.value_len(),
             total_bytes: h.total_bytes() as u32,
             exptime_unix_s: (exptime_rel_s != 0).then(|| start_unix_s + u64::from(exptime_rel_s)),
-            last_access_unix_s: start_unix_s + u64::from(h.last_access_s.load(Ordering::Relaxed)),
-            cas: engine.visible_cas(h.cas.load(Ordering::Relaxed)),
+            last_access_unix_s: start_unix_s + u64::from(h.last_access_s()),
+            cas: engine.visible_cas(h.cas()),
             fetched: h.has(state::FETCHED),
             class_id: self.tier.class_of(addr) as u8,
             tier: self.tier.id,

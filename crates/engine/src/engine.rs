@@ -30,7 +30,7 @@ use crate::clock::Clock;
 use crate::config::{ConfigError, EngineConfig, SLAB_PAGE_SIZE_BYTES};
 use crate::events::EventLog;
 use crate::index::Index;
-use crate::item::{ItemAddr, ItemHeader, ItemMemory, ITEM_HEADER_BYTES};
+use crate::item::{HeaderRead, ItemAddr, ItemMemory, ITEM_HEADER_BYTES};
 use crate::moves::Migration;
 use crate::policy::{AnyPolicy, Policy};
 use crate::pool::{self, PendingFlush, Pool, PoolGeometry, PoolSettings};
@@ -390,6 +390,14 @@ impl Engine {
         &self.tiers[((addr >> 56) as usize).min(self.tiers.len() - 1)]
     }
 
+    /// The memory of the item at `addr`: what an index look-up reads a descriptor's
+    /// item in (its tier is then checked once more by the memory itself,
+    /// `ItemMemory::locate`).
+    #[inline]
+    pub(crate) fn mem_of(&self, addr: ItemAddr) -> &ItemMemory {
+        &self.tier_of(addr).mem
+    }
+
     /// The slab class of the item at `addr`.
     pub(crate) fn class_of(&self, addr: ItemAddr) -> usize {
         self.tier_of(addr).class_of(addr)
@@ -462,30 +470,29 @@ impl Engine {
     }
 
     /// Why the item with header `h` is dead at `now_s`, if it is (expired or flushed).
-    /// Reads header fields only: the caller has charged the header read.
+    /// Reads header fields only, through the view the caller paid for.
     #[inline]
-    pub(crate) fn dead_reason(&self, h: &ItemHeader, now_s: u32) -> Option<Dead> {
-        let exptime = h.exptime_rel_s.load(Ordering::Relaxed);
+    pub(crate) fn dead_reason(&self, h: HeaderRead<'_>, now_s: u32) -> Option<Dead> {
+        let exptime = h.exptime_rel_s();
         if exptime != 0 && exptime <= now_s {
             return Some(Dead::Expired);
         }
         let oldest_cas = self.flush_oldest_cas.load(Ordering::Relaxed);
         if oldest_cas != 0 {
-            let cas = h.cas.load(Ordering::Relaxed);
+            let cas = h.cas();
             if cas != 0 && cas < oldest_cas {
                 return Some(Dead::Flushed);
             }
         }
         let flush_at = self.flush_at_s.load(Ordering::Relaxed);
-        if flush_at != 0 && now_s >= flush_at && h.last_access_s.load(Ordering::Relaxed) < flush_at
-        {
+        if flush_at != 0 && now_s >= flush_at && h.last_access_s() < flush_at {
             return Some(Dead::Flushed);
         }
         None
     }
 
-    pub(crate) fn ttl_remaining(h: &ItemHeader, now_s: u32) -> Option<u32> {
-        match h.exptime_rel_s.load(Ordering::Relaxed) {
+    pub(crate) fn ttl_remaining(h: HeaderRead<'_>, now_s: u32) -> Option<u32> {
+        match h.exptime_rel_s() {
             0 => None,
             e => Some(e.saturating_sub(now_s)),
         }
@@ -578,7 +585,7 @@ impl Engine {
     pub fn tier_of_key(&self, key: &[u8]) -> Option<TierId> {
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
-        Index::find(&mut table, |a| &self.tier_of(a).mem, key_hash, key)
+        Index::find(&mut table, |a| self.mem_of(a), key_hash, key)
             .map(|item| self.tier_of(item.addr()).id)
     }
 }

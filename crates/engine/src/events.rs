@@ -344,10 +344,14 @@ mod tests {
         let key_hash = e.index.hash(b"k");
         let queued = {
             let mut table = e.index.shard(key_hash).table.lock();
-            let addr = Index::find(&mut table, |a| &e.tier_of(a).mem, key_hash, b"k")
+            let addr = Index::find(&mut table, |a| e.mem_of(a), key_hash, b"k")
                 .unwrap()
                 .addr();
-            Queued::mark(&e.dram().mem, addr, &table)
+            let h = e
+                .dram()
+                .mem
+                .write_header(addr, crate::item::header_bytes::STATE);
+            Queued::mark(h, &table)
         };
         assert!(e.move_item(queued, Direction::ToSlow));
         let events = drained(e.events());

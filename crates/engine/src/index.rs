@@ -30,7 +30,7 @@ use std::marker::PhantomData;
 
 use crate::lock::{Guard, Mutex, Rank};
 
-use crate::item::{Fresh, ItemAccess, ItemAddr, ItemMemory, ItemRef, Located, ITEM_HEADER_BYTES};
+use crate::item::{ItemAccess, ItemAddr, ItemMemory, ItemRef, Probed, Written};
 
 /// A shard: its table, padded to its own cache lines.
 #[repr(align(128))]
@@ -412,34 +412,36 @@ impl Index {
         mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
         key_hash: u32,
         key: &[u8],
-        drop_dead: impl FnOnce(&mut ShardGuard<'_>, Located<'m>) -> bool,
+        drop_dead: impl FnOnce(&mut ShardGuard<'_>, Probed<'m>) -> bool,
     ) -> Option<ItemRef<'m, Held<'g>>> {
         let at = Index::locate(table, mem_of, key_hash, key)?;
         if drop_dead(table, at) {
             return None;
         }
         // A descriptor of the table whose guard `Held` borrows for `'g`.
-        Some(ItemRef::new(at, Held::vouched(at.addr())))
+        Some(at.with_proof(Held::vouched(at.addr())))
     }
 
-    /// The item with `key`, its header located once (and its key compared by words).
+    /// The item with `key`, its header located once (and its key compared by words). The
+    /// probe of each candidate charges its header and key (`ItemMemory::probe`), in the
+    /// memory `mem_of` names for its address (the engine's one mapping of a tier number
+    /// to its memory, `Engine::mem_of`).
     #[inline]
     fn locate<'m>(
         table: &ShardGuard<'_>,
         mem_of: impl Fn(ItemAddr) -> &'m ItemMemory,
         key_hash: u32,
         key: &[u8],
-    ) -> Option<Located<'m>> {
+    ) -> Option<Probed<'m>> {
         let mut found = None;
         let slot = table.probe(signature(key_hash), |d| {
             let addr = decode_addr(d);
             // A descriptor of the table whose guard the caller borrows, for the
             // comparison only.
-            let item = mem_of(addr).item_ref(Held::vouched(addr));
-            item.charge_read(0, ITEM_HEADER_BYTES + key.len());
+            let item = mem_of(addr).probe(Held::vouched(addr), key.len());
             let matches = same_key(item.key(), key);
             if matches {
-                found = Some(item.located());
+                found = Some(item.probed());
             }
             matches
         })?;
@@ -473,27 +475,44 @@ impl Index {
         Index::slot_of(table, key_hash, addr).is_some()
     }
 
-    /// Publishes the written chunk `item` (its key known to be absent): inserts its
+    /// Publishes the written item `item` (its key known to be absent): inserts its
     /// descriptor.
     #[inline]
-    pub fn insert_new(table: &mut ShardGuard<'_>, key_hash: u32, item: Fresh) {
-        table.insert(encode(signature(key_hash), 0, item.addr()));
+    pub fn insert_new(table: &mut ShardGuard<'_>, key_hash: u32, item: Written<'_>) {
+        Index::insert_addr(table, key_hash, item.addr());
     }
 
-    /// Publishes the written chunk `new` in place of `old` (the same key): points the
+    #[inline]
+    fn insert_addr(table: &mut ShardGuard<'_>, key_hash: u32, addr: ItemAddr) {
+        table.insert(encode(signature(key_hash), 0, addr));
+    }
+
+    /// Publishes the written item `new` in place of `old` (the same key): points the
     /// descriptor of `old` at it, keeping the policy byte. `false` (and `new` dropped:
     /// the caller still owns its chunk by address) if the shard holds no descriptor of
     /// `old`.
     #[inline]
-    pub fn replace(table: &mut ShardGuard<'_>, key_hash: u32, old: ItemAddr, new: Fresh) -> bool {
+    pub fn replace(
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+        old: ItemAddr,
+        new: Written<'_>,
+    ) -> bool {
+        Index::replace_addr(table, key_hash, old, new.addr())
+    }
+
+    #[inline]
+    fn replace_addr(
+        table: &mut ShardGuard<'_>,
+        key_hash: u32,
+        old: ItemAddr,
+        new: ItemAddr,
+    ) -> bool {
         let Some(slot) = Index::slot_of(table, key_hash, old) else {
             return false;
         };
         let d = table.get(slot);
-        table.set(
-            slot,
-            encode(sig_of(d), (d >> POLICY_SHIFT) as u8, new.addr()),
-        );
+        table.set(slot, encode(sig_of(d), (d >> POLICY_SHIFT) as u8, new));
         true
     }
 
@@ -560,12 +579,10 @@ mod tests {
         (tier << 56) | offset
     }
 
-    /// A descriptor's chunk for the tests that never read an item (there is no memory
-    /// behind these addresses).
-    fn unread(addr: ItemAddr) -> Fresh {
-        // SAFETY: no item is read or written through it: these tests use the index's
-        // placement only, with no `ItemMemory`.
-        unsafe { Fresh::claim(addr) }
+    /// A descriptor's address for the tests that never read an item (there is no memory
+    /// behind these addresses): published with the index's address-only insert.
+    fn unread(addr: ItemAddr) -> ItemAddr {
+        addr
     }
 
     /// A well-mixed 32-bit key hash for key number `i` (splitmix64), as the index's own
@@ -616,18 +633,18 @@ mod tests {
         let shard = Mutex::new(Rank::Shard, Table::with_capacity(8));
         let mut table = shard.lock();
         let a = |i: u64| addr(0, i * 8);
-        Index::insert_new(&mut table, hash(1), unread(a(1)));
+        Index::insert_addr(&mut table, hash(1), unread(a(1)));
         let slot = Index::slot_of(&table, hash(1), a(1)).expect("inserted");
         table.found_hint.set(slot);
         assert!(Index::remove(&mut table, hash(1), a(1)));
         assert!(Index::slot_of(&table, hash(1), a(1)).is_none(), "removed");
         // Another key takes the tombstone the hint points at.
-        Index::insert_new(&mut table, hash(1), unread(a(2)));
+        Index::insert_addr(&mut table, hash(1), unread(a(2)));
         assert!(
             Index::slot_of(&table, hash(1), a(1)).is_none(),
             "the hint's slot moved on"
         );
-        assert!(Index::replace(&mut table, hash(1), a(2), unread(a(3))));
+        assert!(Index::replace_addr(&mut table, hash(1), a(2), unread(a(3))));
         assert!(Index::slot_of(&table, hash(1), a(2)).is_none());
         // Grown past the hint's bucket count and shrunk by a rebuild: still exact.
         table.found_hint.set(Slot {
@@ -635,7 +652,7 @@ mod tests {
             slot: 7,
         });
         for i in 10..2_000u64 {
-            Index::insert_new(&mut table, hash(i), unread(a(i)));
+            Index::insert_addr(&mut table, hash(i), unread(a(i)));
         }
         for i in 10..2_000u64 {
             let slot = Index::slot_of(&table, hash(i), a(i)).expect("inserted");
@@ -754,7 +771,7 @@ mod tests {
         assert!(buckets * SLOTS * LOAD_MAX_PERMILLE >= 50_000 * 1000);
         for i in 0..50_000u64 {
             let h = key_hash.wrapping_add((i as u32).wrapping_mul(0x9E37_79B9));
-            Index::insert_new(&mut table, h, unread(addr(1, i * 8)));
+            Index::insert_addr(&mut table, h, unread(addr(1, i * 8)));
         }
         assert_eq!(
             table.buckets.len(),
@@ -771,31 +788,34 @@ mod tests {
     }
 
     /// The proofs end to end over real item memory (Miri runs this): a written chunk is
-    /// published, found under its shard's lock, read, rewritten in place through `&mut
-    /// Held`, and read again through a proof the index makes from its address.
+    /// published, found under its shard's lock, read, rewritten in place through the
+    /// look-up's `ItemRef` (which holds the `Held`), and read again through a proof the
+    /// index makes from its address.
     #[test]
     fn an_item_is_written_published_found_read_and_rewritten_through_its_proofs() {
+        use crate::item::{header_bytes, Fresh};
         let mem = ItemMemory::new(tier::Region::heap(tier::PAGE_SIZE_BYTES).unwrap(), 0);
         let index = Index::new(8);
         let key_hash = index.hash(b"counter");
         let at = mem.addr_at(128);
         // SAFETY: a chunk of this test's own memory, which nothing else names.
-        let mut chunk = unsafe { Fresh::claim(at) };
-        mem.write_item(&mut chunk, 256, b"counter", &[b"12", b"34"]);
-        assert_eq!(mem.value(&chunk), b"1234");
+        let chunk = unsafe { Fresh::claim(&mem, at) };
+        let item = chunk.write_item(256, b"counter", &[b"12", b"34"]);
+        assert_eq!(item.key_and_value(), b"counter1234");
         let mut table = index.shard(key_hash).table.lock();
-        Index::insert_new(&mut table, key_hash, chunk);
+        Index::insert_new(&mut table, key_hash, item);
         {
             let mut item =
-                Index::find(&mut table, |_| &mem, key_hash, b"counter").expect("published");
+                Index::find_item(&mut table, |_| &mem, key_hash, b"counter").expect("published");
             assert_eq!(item.addr(), at);
-            assert_eq!(mem.key(&item), b"counter");
-            mem.overwrite_value_padded(&mut item, b"7");
-            assert_eq!(mem.value(&item), b"7   ");
+            assert_eq!(item.key(), b"counter");
+            item.overwrite_value_padded(b"7");
+            assert_eq!(item.read_value(), b"7   ");
         }
         assert!(Index::find(&mut table, |_| &mem, key_hash, b"counteR").is_none());
         let item = Index::held(&mut table, key_hash, at).expect("held");
-        assert_eq!(mem.key_and_value(&item), b"counter7   ");
+        let view = mem.read_header(at, header_bytes::ALL).read_rest();
+        assert_eq!(view.key_and_value(&item), b"counter7   ");
         assert!(Index::held(&mut table, key_hash, mem.addr_at(512)).is_none());
     }
 
@@ -814,13 +834,13 @@ mod tests {
         // Eight descriptors share the wanted key's signature (its collisions); hundreds
         // of others fill the table around them.
         for i in 0..8 {
-            Index::insert_new(&mut table, wanted, unread(addr(1, 64 * (i + 1))));
+            Index::insert_addr(&mut table, wanted, unread(addr(1, 64 * (i + 1))));
         }
         let mut others = 0;
         for i in 0..400u64 {
             let h = hash(i);
             if signature(h) != signature(wanted) {
-                Index::insert_new(&mut table, h, unread(addr(1, 64 * (1000 + i))));
+                Index::insert_addr(&mut table, h, unread(addr(1, 64 * (1000 + i))));
                 others += 1;
             }
         }
@@ -844,7 +864,7 @@ mod tests {
         let hash = 0xDEAD_BEEF;
         let addrs: Vec<ItemAddr> = (0..40).map(|i| addr(i % 2, 64 * (i + 1))).collect();
         for &a in &addrs {
-            Index::insert_new(&mut table, hash, unread(a));
+            Index::insert_addr(&mut table, hash, unread(a));
         }
         for (i, &a) in addrs.iter().enumerate() {
             let set = Index::with_policy_bits(&mut table, hash, a, |byte, referenced| {
@@ -855,7 +875,7 @@ mod tests {
         }
         assert!(Index::remove(&mut table, hash, addrs[7]));
         assert!(!Index::contains(&table, hash, addrs[7]));
-        assert!(Index::replace(
+        assert!(Index::replace_addr(
             &mut table,
             hash,
             addrs[8],

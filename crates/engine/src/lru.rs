@@ -6,17 +6,13 @@
 //! (`policy/slru.rs`); this module only links and unlinks.
 //!
 //! Accounting: linking or unlinking rewrites the neighbours' links, and those writes are
-//! charged here (one header line of each neighbour touched). The item's own header is
-//! rewritten too, but the operation that links or unlinks it charges that once (it has
-//! usually just read or written the same header), so it is not charged twice.
+//! charged here (one header line of each neighbour touched,
+//! `ItemMemory::write_neighbour_next`/`_prev`). The item's own header is rewritten too,
+//! and the operation that links or unlinks it pays for that once: these functions take
+//! the `HeaderWrite` view its charge made (it has usually just read or written the same
+//! header), so they cannot run on a header nobody paid to write.
 
-use std::sync::atomic::Ordering;
-
-use crate::item::{ItemAddr, ItemMemory, NIL};
-
-/// Bytes of the `next` and of the `prev` field in a header (a neighbour's link update).
-const NEXT_FIELD: std::ops::Range<usize> = 0..8;
-const PREV_FIELD: std::ops::Range<usize> = 8..16;
+use crate::item::{HeaderRead, HeaderWrite, ItemAddr, ItemMemory, NIL};
 
 pub(crate) const HOT: usize = 0;
 pub(crate) const WARM: usize = 1;
@@ -56,51 +52,47 @@ impl Lru {
         self.bytes.iter().sum()
     }
 
-    /// Links `addr` at the head of `segment` and records the segment in its state. The
-    /// caller charges the item's own header write.
-    pub fn link_head(&mut self, mem: &ItemMemory, segment: usize, addr: ItemAddr) {
-        let h = mem.header(addr);
-        h.set_segment(segment);
-        h.prev.store(NIL, Ordering::Relaxed);
-        h.next.store(self.head[segment], Ordering::Relaxed);
+    /// Links `item` at the head of `segment` and records the segment in its state. The
+    /// caller paid for the item's own header write (`item`).
+    pub fn link_head(&mut self, mem: &ItemMemory, segment: usize, item: HeaderWrite<'_>) {
+        let addr = item.addr();
+        item.set_segment(segment);
+        item.set_prev(NIL);
+        item.set_next(self.head[segment]);
         if self.head[segment] != NIL {
-            let old_head = self.head[segment];
-            mem.header_write_field(old_head, PREV_FIELD);
-            mem.header(old_head).prev.store(addr, Ordering::Relaxed);
+            mem.write_neighbour_prev(self.head[segment], addr);
         }
         self.head[segment] = addr;
         if self.tail[segment] == NIL {
             self.tail[segment] = addr;
         }
         self.count[segment] += 1;
-        self.bytes[segment] += h.total_bytes() as u64;
+        self.bytes[segment] += item.total_bytes() as u64;
     }
 
-    /// Unlinks `addr` from the segment recorded in its state. The caller charges the
-    /// item's own header write.
-    pub fn unlink(&mut self, mem: &ItemMemory, addr: ItemAddr) {
-        let h = mem.header(addr);
-        let segment = h.segment();
-        let prev = h.prev.load(Ordering::Relaxed);
-        let next = h.next.load(Ordering::Relaxed);
+    /// Unlinks `item` from the segment recorded in its state. The caller paid for the
+    /// item's own header write (`item`).
+    pub fn unlink(&mut self, mem: &ItemMemory, item: HeaderWrite<'_>) {
+        let addr = item.addr();
+        let segment = item.segment();
+        let prev = item.prev();
+        let next = item.next();
         if self.hand == addr {
             self.hand = prev;
         }
         if prev != NIL {
-            mem.header_write_field(prev, NEXT_FIELD);
-            mem.header(prev).next.store(next, Ordering::Relaxed);
+            mem.write_neighbour_next(prev, next);
         } else {
             self.head[segment] = next;
         }
         if next != NIL {
-            mem.header_write_field(next, PREV_FIELD);
-            mem.header(next).prev.store(prev, Ordering::Relaxed);
+            mem.write_neighbour_prev(next, prev);
         } else {
             self.tail[segment] = prev;
         }
-        h.prev.store(NIL, Ordering::Relaxed);
-        h.next.store(NIL, Ordering::Relaxed);
-        let bytes = h.total_bytes() as u64;
+        item.set_prev(NIL);
+        item.set_next(NIL);
+        let bytes = item.total_bytes() as u64;
         debug_assert!(
             self.count[segment] > 0 && self.bytes[segment] >= bytes,
             "unlinking from segment {segment} that does not account for the item"
@@ -109,17 +101,29 @@ impl Lru {
         self.bytes[segment] -= bytes;
     }
 
-    /// Moves `addr` to the head of `segment` (the caller charges its header write).
-    pub fn move_to(&mut self, mem: &ItemMemory, addr: ItemAddr, segment: usize) {
-        self.unlink(mem, addr);
-        self.link_head(mem, segment, addr);
+    /// Moves `item` to the head of `segment` (the caller paid for its header write).
+    pub fn move_to(&mut self, mem: &ItemMemory, item: HeaderWrite<'_>, segment: usize) {
+        self.unlink(mem, item);
+        self.link_head(mem, segment, item);
     }
 
-    /// Seconds since the tail item of `segment` was last accessed.
-    pub fn tail_age_s(&self, mem: &ItemMemory, segment: usize, now_s: u32) -> u32 {
+    /// The header of the tail item of `segment`, its read of header bytes `range`
+    /// charged; `None` when the segment is empty.
+    pub fn tail_header<'m>(
+        &self,
+        mem: &'m ItemMemory,
+        segment: usize,
+        range: std::ops::Range<usize>,
+    ) -> Option<HeaderRead<'m>> {
         match self.tail[segment] {
-            NIL => 0,
-            t => now_s.saturating_sub(mem.header(t).last_access_s.load(Ordering::Relaxed)),
+            NIL => None,
+            t => Some(mem.read_header(t, range)),
         }
     }
+}
+
+/// Seconds since the item `tail` (a segment's tail, `Lru::tail_header`) was last
+/// accessed; 0 for an empty segment.
+pub(crate) fn age_s(tail: Option<HeaderRead<'_>>, now_s: u32) -> u32 {
+    tail.map_or(0, |h| now_s.saturating_sub(h.last_access_s()))
 }

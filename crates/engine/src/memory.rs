@@ -4,9 +4,10 @@
 //! they use.
 //!
 //! Accounting of an item's own header: every operation that rewrites an item's links or
-//! state charges that header write once (`header_bytes::LINKS`); the neighbours' link
-//! updates are charged by `lru.rs` and `slab.rs`. A freshly written item's header was
-//! charged with the whole item by `write_item`.
+//! state charges that header write once (`header_bytes::LINKS`), and hands the
+//! `HeaderWrite` view the charge made to the list functions that rewrite it; the
+//! neighbours' link updates are charged by `lru.rs` and `slab.rs`. A freshly written
+//! item's header was charged with the whole item by `Fresh::write_item`.
 
 use std::sync::atomic::Ordering;
 
@@ -15,7 +16,8 @@ use crate::engine::{Dead, Engine, Tier};
 use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::{Held, Index, ShardGuard};
 use crate::item::{
-    header_bytes, state, Fresh, ItemAddr, ItemMemory, ItemRef, ITEM_HEADER_BYTES, NIL,
+    header_bytes, state, Fresh, HeaderRead, HeaderWrite, ItemAddr, ItemMemory, ItemRef, Written,
+    ITEM_HEADER_BYTES, NIL,
 };
 use crate::policy::Policy;
 use crate::pool::LARGE_TAIL;
@@ -40,12 +42,12 @@ pub(crate) const TAIL_RECLAIM_TRIES: usize = 5;
 impl Engine {
     /// Takes a chunk (or a page run) for an item of `total_bytes` without evicting: the
     /// only place a [`Fresh`] chunk comes from (recovery aside).
-    pub(crate) fn take_chunk(
+    pub(crate) fn take_chunk<'t>(
         &self,
-        tier: &Tier,
+        tier: &'t Tier,
         cs: &mut ClassState,
         total_bytes: usize,
-    ) -> Option<Fresh> {
+    ) -> Option<Fresh<'t>> {
         if cs.id == self.geometry.large {
             let run = Geometry::large_run_pages(total_bytes);
             let first = tier.pool.lock().alloc_run(cs.id, run)?;
@@ -58,13 +60,11 @@ impl Engine {
             let addr = tier
                 .mem
                 .addr_at(first * crate::config::SLAB_PAGE_SIZE_BYTES);
-            tier.mem
-                .header(addr)
-                .state
-                .store(state::ALLOCATED, Ordering::Relaxed);
             // SAFETY: the page run was just given to this class (the pool handed it out
             // under its lock, and the class's lock is held): nothing else names it.
-            return Some(unsafe { Fresh::claim(addr) });
+            let chunk = unsafe { Fresh::claim(&tier.mem, addr) };
+            chunk.mark_allocated();
+            return Some(chunk);
         }
         // Expired items' chunks before fresh memory, as memcached's LRU maintainer
         // reclaims them: a cache of short-lived items reuses their chunks instead of
@@ -81,15 +81,17 @@ impl Engine {
         tier.page_used[page].fetch_add(1, Ordering::Relaxed);
         // SAFETY: the chunk just left its class's free list under the class lock: a free
         // chunk is in no index and no LRU list, and only the allocator pops it.
-        Some(unsafe { Fresh::claim(addr) })
+        let chunk = unsafe { Fresh::claim(&tier.mem, addr) };
+        chunk.mark_allocated();
+        Some(chunk)
     }
 
     /// Returns a chunk that is in no LRU and no index to its class (or the pool). The
-    /// caller has charged the chunk's header write (`LINKS`). In a persistent pool the
+    /// caller paid for the chunk's header write (`h`, `LINKS`). In a persistent pool the
     /// chunk's record is invalidated first, so it can never come back.
-    pub(crate) fn free_chunk(&self, tier: &Tier, cs: &mut ClassState, addr: ItemAddr) {
-        self.unseal(tier, addr, header_bytes::LINKS);
-        let h = tier.mem.header(addr);
+    pub(crate) fn free_chunk(&self, tier: &Tier, cs: &mut ClassState, h: HeaderWrite<'_>) {
+        let addr = h.addr();
+        self.unseal(tier, h.read(), header_bytes::LINKS);
         // item.rs, invariant 3 (b): a chunk leaves the index and its LRU before it is freed.
         debug_assert!(
             !h.has(state::LINKED),
@@ -98,7 +100,7 @@ impl Engine {
         let page = ItemMemory::page_of(addr);
         if cs.id == self.geometry.large {
             let run = tier.page_used[page].swap(0, Ordering::Relaxed) as usize;
-            h.state.store(0, Ordering::Relaxed);
+            h.store_state(0);
             if let Some(pos) = cs.pages.iter().position(|&p| p as usize == page) {
                 cs.pages.swap_remove(pos);
             }
@@ -112,9 +114,9 @@ impl Engine {
         debug_assert!(used > 0, "page {page} frees more chunks than it handed out");
         if cs.moving_page == Some(page as u32) {
             // The slab mover is emptying this page: keep the chunk off the free list.
-            h.state.store(0, Ordering::Relaxed);
+            h.store_state(0);
         } else {
-            cs.push_free(&tier.mem, addr);
+            cs.push_free(&tier.mem, h);
         }
     }
 
@@ -122,7 +124,12 @@ impl Engine {
     /// class has no free chunk, the policy makes room (memcached evicts its COLD tail,
     /// `do_item_alloc_pull`); if the class holds nothing at all, a page is taken from
     /// another class.
-    pub(crate) fn alloc(&self, tier: &Tier, class_id: usize, total_bytes: usize) -> Option<Fresh> {
+    pub(crate) fn alloc<'t>(
+        &self,
+        tier: &'t Tier,
+        class_id: usize,
+        total_bytes: usize,
+    ) -> Option<Fresh<'t>> {
         if tier.page_count == 0 {
             return None;
         }
@@ -160,12 +167,12 @@ impl Engine {
     }
 
     /// Takes a free chunk (or a free page) of `class_id` in `tier`, evicting nothing.
-    pub(crate) fn take_free(
+    pub(crate) fn take_free<'t>(
         &self,
-        tier: &Tier,
+        tier: &'t Tier,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<Fresh> {
+    ) -> Option<Fresh<'t>> {
         if tier.page_count == 0 {
             return None;
         }
@@ -173,57 +180,65 @@ impl Engine {
         self.take_chunk(tier, &mut cs, total_bytes)
     }
 
-    /// Frees a chunk that was allocated but never linked (a refused store, a migration
-    /// that lost its race). Its header was charged when the item was written.
-    pub(crate) fn free_unlinked(&self, chunk: Fresh) {
-        let addr = chunk.addr();
+    /// Frees an item that was written but never linked (a store refused under the lock, a
+    /// write-down that raced). Its header was charged when the item was written.
+    pub(crate) fn free_unlinked(&self, item: Written<'_>) {
+        self.free_chunk_of(item.addr(), item.into_freed());
+    }
+
+    /// Frees a chunk that was allocated but never written (a migration that lost its
+    /// race): the rewrite of its header is charged now (`Fresh::into_freed`).
+    pub(crate) fn free_unwritten(&self, chunk: Fresh<'_>) {
+        self.free_chunk_of(chunk.addr(), chunk.into_freed());
+    }
+
+    fn free_chunk_of(&self, addr: ItemAddr, h: HeaderWrite<'_>) {
         let tier = self.tier_of(addr);
         let class_id = tier.class_of(addr);
         let mut cs = tier.classes[class_id].0.lock();
-        self.free_chunk(tier, &mut cs, addr);
+        self.free_chunk(tier, &mut cs, h);
     }
 
     /// Removes a linked item from its LRU and frees it. The caller holds the item's
     /// shard lock and has already removed it from the index.
     pub(crate) fn unlink_from_class(&self, addr: ItemAddr) {
         let tier = self.tier_of(addr);
-        let h = tier.mem.header(addr);
-        tier.mem.charge_header_write(addr, header_bytes::LINKS);
+        let h = tier.mem.write_header(addr, header_bytes::LINKS);
         h.clear(state::LINKED);
         let mut cs = tier.classes[tier.class_of(addr)].0.lock();
-        cs.lru.unlink(&tier.mem, addr);
-        self.free_chunk(tier, &mut cs, addr);
+        cs.lru.unlink(&tier.mem, h);
+        self.free_chunk(tier, &mut cs, h);
     }
 
     /// Removes a linked item from index, LRU and memory when the caller already holds
     /// its class lock (`cs`) and its shard (`table`): eviction, reclaim of dead items,
-    /// page evacuation. Counting why is the caller's business.
+    /// page evacuation. `item`: its header, which the caller's scan paid to read; the
+    /// header's rewrite is charged here. Counting why is the caller's business.
     pub(crate) fn remove_locked(
         &self,
         tier: &Tier,
         cs: &mut ClassState,
         table: &mut ShardGuard<'_>,
-        addr: ItemAddr,
+        item: HeaderRead<'_>,
     ) {
-        let h = tier.mem.header(addr);
-        Index::remove(table, h.key_hash.load(Ordering::Relaxed), addr);
-        tier.mem.charge_header_write(addr, header_bytes::LINKS);
+        Index::remove(table, item.key_hash(), item.addr());
+        let h = item.charge_write(header_bytes::LINKS);
         h.clear(state::LINKED);
-        cs.lru.unlink(&tier.mem, addr);
-        self.free_chunk(tier, cs, addr);
+        cs.lru.unlink(&tier.mem, h);
+        self.free_chunk(tier, cs, h);
     }
 
-    /// Reclaims a dead (expired or flushed) item found by a scan under the class lock,
-    /// if its shard is free. Returns whether it was removed.
+    /// Reclaims a dead (expired or flushed) item found by a scan under the class lock
+    /// (`h`: its header, which the scan paid to read), if its shard is free. Returns
+    /// whether it was removed.
     pub(crate) fn reclaim_dead(
         &self,
         tier: &Tier,
         cs: &mut ClassState,
-        addr: ItemAddr,
+        h: HeaderRead<'_>,
         by_crawler: bool,
     ) -> bool {
-        let h = tier.mem.header(addr);
-        let key_hash = h.key_hash.load(Ordering::Relaxed);
+        let key_hash = h.key_hash();
         let Some(mut table) = self.index.shard(key_hash).table.try_lock() else {
             cs.stats.lrutail_reflocked += 1;
             return false;
@@ -236,7 +251,7 @@ impl Engine {
         if !h.has(state::FETCHED) {
             cs.stats.expired_unfetched += 1;
         }
-        self.remove_locked(tier, cs, &mut table, addr);
+        self.remove_locked(tier, cs, &mut table, h);
         true
     }
 
@@ -254,10 +269,9 @@ impl Engine {
                 if addr == NIL {
                     break;
                 }
-                tier.mem.charge_header_read(addr, header_bytes::ALL);
-                let h = tier.mem.header(addr);
-                let prev = h.prev.load(Ordering::Relaxed);
-                if self.dead_reason(h, now).is_some() && self.reclaim_dead(tier, cs, addr, false) {
+                let h = tier.mem.read_header(addr, header_bytes::ALL);
+                let prev = h.prev();
+                if self.dead_reason(h, now).is_some() && self.reclaim_dead(tier, cs, h, false) {
                     reclaimed += 1;
                 }
                 addr = prev;
@@ -266,24 +280,25 @@ impl Engine {
         reclaimed
     }
 
-    /// Evicts the live item at `addr` (found at a COLD tail by the policy) if its shard
-    /// is free, with memcached's eviction statistics. Returns whether it was evicted.
+    /// Evicts the live item `h` (found at a COLD tail by the policy, whose search paid to
+    /// read its header) if its shard is free, with memcached's eviction statistics.
+    /// Returns whether it was evicted.
     pub(crate) fn evict_item(
         &self,
         tier: &Tier,
         cs: &mut ClassState,
-        addr: ItemAddr,
+        h: HeaderRead<'_>,
         now_s: u32,
     ) -> bool {
-        let h = tier.mem.header(addr);
-        let key_hash = h.key_hash.load(Ordering::Relaxed);
+        let addr = h.addr();
+        let key_hash = h.key_hash();
         let Some(mut table) = self.index.shard(key_hash).table.try_lock() else {
             cs.stats.lrutail_reflocked += 1;
             return false;
         };
         cs.stats.evicted += 1;
-        cs.stats.evicted_time_s = now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed));
-        if h.exptime_rel_s.load(Ordering::Relaxed) != 0 {
+        cs.stats.evicted_time_s = now_s.saturating_sub(h.last_access_s());
+        if h.exptime_rel_s() != 0 {
             cs.stats.evicted_nonzero += 1;
         }
         if !h.has(state::FETCHED) {
@@ -293,21 +308,20 @@ impl Engine {
             cs.stats.evicted_active += 1;
         }
         if self.events.wants(kind::EVICTIONS) {
-            let key_len = usize::from(h.key_len.load(Ordering::Relaxed));
-            tier.mem.charge_read(addr, ITEM_HEADER_BYTES, key_len);
             // Linked (we hold its class lock), so its shard holds it: a probe for the
-            // proof, on this watched path only.
+            // proof, on this watched path only. The key's read continues the search's
+            // read of the header.
             let item = Index::held(&mut table, key_hash, addr);
             debug_assert!(
                 item.is_some(),
                 "evicting {addr:#x}, which its shard does not hold"
             );
-            let key = item.as_ref().map_or(&[][..], |item| tier.mem.key(item));
+            let key = item.as_ref().map_or(&[][..], |item| h.read_key(item));
             let what = EventWhat::Evicted {
                 item: ItemFacts {
                     tier: tier.id,
                     class_id: cs.id as u8,
-                    value_bytes: h.value_len.load(Ordering::Relaxed),
+                    value_bytes: h.value_len(),
                 },
                 fetched: h.has(state::FETCHED),
                 ttl_s: Self::ttl_remaining(h, now_s),
@@ -315,7 +329,7 @@ impl Engine {
             };
             self.events.record(kind::EVICTIONS, key, what);
         }
-        self.remove_locked(tier, cs, &mut table, addr);
+        self.remove_locked(tier, cs, &mut table, h);
         true
     }
 
@@ -325,42 +339,47 @@ impl Engine {
         self.unlink_from_class(addr);
     }
 
-    /// Publishes a freshly written item: index (replacing `old`), the LRU segment the
-    /// policy names, then frees `old`. The caller holds the shard lock.
+    /// Publishes a freshly written item: index (replacing `old`, the live item of the
+    /// same key the caller's look-up found), the LRU segment the policy names, then frees
+    /// `old`. The caller holds the shard lock.
     pub(crate) fn link(
         &self,
         table: &mut ShardGuard<'_>,
         key_hash: u32,
-        item: Fresh,
-        old: Option<ItemAddr>,
+        item: Written<'_>,
+        old: Option<HeaderRead<'_>>,
     ) {
         let addr = item.addr();
         let tier = self.tier_of(addr);
-        let h = tier.mem.header(addr);
-        h.key_hash.store(key_hash, Ordering::Relaxed);
+        let h = item.view().header();
+        h.set_key_hash(key_hash);
         h.set(state::LINKED);
         // A persistent pool: the record being replaced is invalidated before the new one
         // is sealed, so a crash never leaves the old value valid and the new one not
         // (both valid is possible only before the client is answered; see pool.rs).
-        if let Some(old_addr) = old {
-            self.unseal(self.tier_of(old_addr), old_addr, header_bytes::LINKS);
+        if let Some(old) = old {
+            self.unseal(self.tier_of(old.addr()), old, header_bytes::LINKS);
         }
         self.seal(&item);
         match old {
-            Some(old_addr) => {
-                let replaced = Index::replace(table, key_hash, old_addr, item);
-                debug_assert!(replaced, "linking over {old_addr:#x}, which is not indexed");
+            Some(old) => {
+                let replaced = Index::replace(table, key_hash, old.addr(), item);
+                debug_assert!(
+                    replaced,
+                    "linking over {:#x}, which is not indexed",
+                    old.addr()
+                );
             }
             None => Index::insert_new(table, key_hash, item),
         }
         {
-            let segment = self.policy.on_link(self, table, key_hash, tier, addr, old);
+            let segment = self.policy.on_link(self, table, key_hash, tier, h, old);
             let mut cs = tier.classes[tier.class_of(addr)].0.lock();
-            cs.lru.link_head(&tier.mem, segment, addr);
+            cs.lru.link_head(&tier.mem, segment, h);
         }
-        self.note_expiry(h.exptime_rel_s.load(Ordering::Relaxed));
-        if let Some(old_addr) = old {
-            self.unlink_from_class(old_addr);
+        self.note_expiry(h.exptime_rel_s());
+        if let Some(old) = old {
+            self.unlink_from_class(old.addr());
         }
         self.counters.add(G::TotalItems, 1);
     }
@@ -434,7 +453,7 @@ impl Engine {
         client_flags: u32,
         exptime_rel_s: u32,
         now_s: u32,
-    ) -> Result<Fresh, StoreOutcome> {
+    ) -> Result<Written<'_>, StoreOutcome> {
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
         let class_id = self
             .geometry
@@ -462,29 +481,26 @@ impl Engine {
         client_flags: u32,
         exptime_rel_s: u32,
         now_s: u32,
-    ) -> Result<Fresh, StoreOutcome> {
+    ) -> Result<Written<'_>, StoreOutcome> {
         let value_len: usize = value_parts.iter().map(|p| p.len()).sum();
         let total = ITEM_HEADER_BYTES + key.len() + value_len;
         if !self.item_fits(key.len(), value_len) {
             return Err(StoreOutcome::TooLarge);
         }
         debug_assert_eq!(class_id, self.geometry.class_for(total));
-        let Some(mut chunk) = self.policy.alloc_new_item(self, key_hash, class_id, total) else {
+        let Some(chunk) = self.policy.alloc_new_item(self, key_hash, class_id, total) else {
             return Err(StoreOutcome::OutOfMemory);
         };
-        let addr = chunk.addr();
-        let tier = self.tier_of(addr);
         let capacity = self.chunk_capacity(class_id, total);
-        tier.mem.write_item(&mut chunk, capacity, key, value_parts);
-        let h = tier.mem.header(addr);
-        h.client_flags.store(client_flags, Ordering::Relaxed);
-        h.exptime_rel_s.store(exptime_rel_s, Ordering::Relaxed);
-        h.last_access_s.store(now_s, Ordering::Relaxed);
-        h.access
-            .store(self.policy.new_item_access(now_s), Ordering::Relaxed);
-        h.next.store(NIL, Ordering::Relaxed);
-        h.prev.store(NIL, Ordering::Relaxed);
-        h.cas.store(0, Ordering::Relaxed);
-        Ok(chunk)
+        let item = chunk.write_item(capacity, key, value_parts);
+        let h = item.view();
+        h.set_client_flags(client_flags);
+        h.set_exptime_rel_s(exptime_rel_s);
+        h.set_last_access_s(now_s);
+        h.set_access(self.policy.new_item_access(now_s));
+        h.set_next(NIL);
+        h.set_prev(NIL);
+        h.set_cas(0);
+        Ok(item)
     }
 }

@@ -29,15 +29,22 @@
 //! Who writes `QUEUED`. Between steps the mover holds no lock, so by the time it comes
 //! back the item may be gone and its chunk reused, even by another class's items (a page
 //! move): a write at the queued address is a write into whatever lives there now. So
-//! the bit changes only here (`ItemHeader::set`/`clear` refuse it in debug builds), in
-//! two places, and each says in its signature what keeps the address the item's:
+//! the bit changes only here, in two places, and each says in its signature what keeps
+//! the address the item's. The compiler holds the rest of the engine to that: the two
+//! header writes that can change the bit (`HeaderWrite::set_queued`, `clear_marked`)
+//! take a [`MarkRight`], which only this module can make, and `HeaderWrite::set`/`clear`
+//! refuse it in debug builds.
 //! - [`Queued::mark`] sets it, given an [`ItemLock`]: the item's shard guard (the item
 //!   was found in it) or its class state (the item is on that class's list). Either
-//!   lock keeps the chunk from being freed meanwhile.
+//!   lock keeps the chunk from being freed meanwhile. It also takes the header's write
+//!   view (`item.rs`), whose charge pays for the mark's state write: the caller's own
+//!   write of the header when it made one (a hit's edit, a relink), else a write of the
+//!   state alone (`Migration::offer_charged`, a page move, a promotion's demotion).
 //! - [`Engine::clear_state`] clears it (and `PROMOTE`), given an `index::Held`: the
 //!   shard lock is held and the index still maps the key to that address, so it is the
 //!   item, or at worst another live item of the same shard that reuses its chunk (whose
 //!   mark, cleared, only lets it be queued twice: harmless, see `move_item`'s checks).
+//!   The clear charges a write of the state.
 //!
 //! A mark is owned by a [`Queued`] (neither `Copy` nor `Clone`): a queue entry, or a page
 //! move's or a promotion's synchronous demotion. A `Queued` is moved only with a
@@ -66,7 +73,9 @@ use crate::api::MigrationCounts;
 use crate::engine::Engine;
 use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::{Held, Index, ShardGuard};
-use crate::item::{header_bytes, state, ItemAccess, ItemAddr, ItemMemory, NIL};
+use crate::item::{
+    header_bytes, state, HeaderRead, HeaderWrite, ItemAccess, ItemAddr, ItemMemory, NIL,
+};
 use crate::policy::{Candidate, Policy, Refusal};
 use crate::slab::ClassState;
 
@@ -91,13 +100,13 @@ pub(crate) struct MoveReq {
 }
 
 impl MoveReq {
-    /// The entry for the item at `addr` as it is now.
-    pub fn of(mem: &ItemMemory, addr: ItemAddr) -> MoveReq {
-        let h = mem.header(addr);
+    /// The entry for the item `h` (its header, which the caller paid to read) as it is
+    /// now.
+    pub fn of(h: HeaderRead<'_>) -> MoveReq {
         MoveReq {
-            addr,
-            cas: h.cas.load(Ordering::Relaxed),
-            key_hash: h.key_hash.load(Ordering::Relaxed),
+            addr: h.addr(),
+            cas: h.cas(),
+            key_hash: h.key_hash(),
         }
     }
 }
@@ -106,8 +115,9 @@ impl MoveReq {
 /// shard's (`ShardGuard`: the caller found the item in that shard) or its class's
 /// (`ClassState`: the item is on that class's list). Implemented for those two only.
 pub(crate) trait ItemLock: sealed::Sealed {
-    /// Debug builds: whether the item at `addr` is where this lock pins it.
-    fn pins(&self, mem: &ItemMemory, addr: ItemAddr) -> bool;
+    /// Debug builds: whether the item whose header `h` is (read by the caller, who paid
+    /// for it) is where this lock pins it.
+    fn pins(&self, h: HeaderRead<'_>) -> bool;
 }
 
 mod sealed {
@@ -117,20 +127,23 @@ mod sealed {
 }
 
 impl ItemLock for ShardGuard<'_> {
-    fn pins(&self, mem: &ItemMemory, addr: ItemAddr) -> bool {
-        let key_hash = mem.header(addr).key_hash.load(Ordering::Relaxed);
-        Index::contains(self, key_hash, addr)
+    fn pins(&self, h: HeaderRead<'_>) -> bool {
+        Index::contains(self, h.key_hash(), h.addr())
     }
 }
 
 impl ItemLock for ClassState {
-    fn pins(&self, mem: &ItemMemory, addr: ItemAddr) -> bool {
+    fn pins(&self, h: HeaderRead<'_>) -> bool {
         // Not `LINKED`: an unlink clears that under the shard lock before it waits for
         // the class lock to take the item off the list, which is what pins it here.
-        !mem.header(addr).has(state::FREE)
-            && self.pages.contains(&(ItemMemory::page_of(addr) as u32))
+        !h.has(state::FREE) && self.pages.contains(&(ItemMemory::page_of(h.addr()) as u32))
     }
 }
+
+/// The right to write `QUEUED` ([`HeaderWrite::set_queued`], `clear_marked`): made only
+/// in this module (its field is private), so the two places the module comment names
+/// are the only writers of the bit the compiler lets through.
+pub(crate) struct MarkRight(());
 
 /// A move that owns its item's `QUEUED` mark (see the module comment): made only by
 /// [`Queued::mark`], moved only by [`Engine::move_item`], which waits for the shard lock
@@ -142,19 +155,19 @@ pub(crate) struct Queued {
 }
 
 impl Queued {
-    /// Marks the item at `addr` `QUEUED` and takes the mark. `lock` is the lock the caller
-    /// holds that keeps the chunk the item's. The caller charges the state write with
-    /// whatever else it wrote to the header.
-    pub fn mark(mem: &ItemMemory, addr: ItemAddr, lock: &impl ItemLock) -> Queued {
+    /// Marks the item whose header `h` is `QUEUED` and takes the mark. `lock` is the lock
+    /// the caller holds that keeps the chunk the item's; `h` is the header's write view,
+    /// whose charge paid for the mark's state write (with whatever else the caller wrote
+    /// to the header).
+    pub fn mark(h: HeaderWrite<'_>, lock: &impl ItemLock) -> Queued {
         debug_assert!(
-            lock.pins(mem, addr),
-            "marking {addr:#x}, which the lock does not pin"
+            lock.pins(h.read()),
+            "marking {:#x}, which the lock does not pin",
+            h.addr()
         );
-        mem.header(addr)
-            .state
-            .fetch_or(state::QUEUED, Ordering::Relaxed);
+        h.set_queued(MarkRight(()));
         Queued {
-            req: MoveReq::of(mem, addr),
+            req: MoveReq::of(h.read()),
         }
     }
 }
@@ -254,17 +267,43 @@ impl Migration {
         self.queue(direction).len.load(Ordering::Relaxed)
     }
 
-    /// Queues the item at `addr` for a move and marks it `QUEUED` ([`Queued::mark`]:
-    /// `lock` is the caller's lock on the item's shard or class, so the item cannot be
-    /// freed meanwhile); the caller charges the state write with whatever else it wrote
-    /// to the header. With `wait == false` a busy queue lock is not waited for (the read
-    /// path). Returns whether the item was queued; a full queue counts a drop.
+    /// Queues the item `item` for a move and marks it `QUEUED` ([`Queued::mark`]: `lock`
+    /// is the caller's lock on the item's shard or class, so the item cannot be freed
+    /// meanwhile); the caller paid for the state write with whatever else it wrote to the
+    /// header (`item`). With `wait == false` a busy queue lock is not waited for (the
+    /// read path). Returns whether the item was queued; a full queue counts a drop.
     pub fn offer(
         &self,
         direction: Direction,
-        mem: &ItemMemory,
-        addr: ItemAddr,
+        item: HeaderWrite<'_>,
         wait: bool,
+        lock: &impl ItemLock,
+    ) -> bool {
+        self.offer_marking(direction, wait, || item, lock)
+    }
+
+    /// [`Migration::offer`] of an item whose header the caller only read (a maintainer's
+    /// scan): the `QUEUED` mark's state write is charged here, if the item is queued.
+    pub fn offer_charged(
+        &self,
+        direction: Direction,
+        item: HeaderRead<'_>,
+        wait: bool,
+        lock: &impl ItemLock,
+    ) -> bool {
+        self.offer_marking(
+            direction,
+            wait,
+            || item.charge_write(header_bytes::STATE),
+            lock,
+        )
+    }
+
+    fn offer_marking<'m>(
+        &self,
+        direction: Direction,
+        wait: bool,
+        mark: impl FnOnce() -> HeaderWrite<'m>,
         lock: &impl ItemLock,
     ) -> bool {
         let queue = self.queue(direction);
@@ -284,7 +323,7 @@ impl Migration {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return false;
         }
-        entries.push_back(Queued::mark(mem, addr, lock));
+        entries.push_back(Queued::mark(mark(), lock));
         queue.len.store(entries.len(), Ordering::Relaxed);
         true
     }
@@ -355,18 +394,18 @@ impl Engine {
 
     /// The item the move is for, if the shard still maps `req.key_hash` to `req.addr`
     /// and the item there is linked, alive and carries the request's CAS; with the proof
-    /// to read it. The caller holds the shard lock and has charged the item's header read.
+    /// to read it. The caller holds the shard lock; `h` is the item's header, which the
+    /// move paid to read (its first check).
     fn current_item<'g>(
         &self,
         table: &'g mut ShardGuard<'_>,
         req: &MoveReq,
+        h: HeaderRead<'_>,
         now_s: u32,
     ) -> Option<Held<'g>> {
         let item = Index::held(table, req.key_hash, req.addr)?;
-        let h = self.tier_of(req.addr).mem.header(req.addr);
-        let current = h.has(state::LINKED)
-            && h.cas.load(Ordering::Relaxed) == req.cas
-            && self.dead_reason(h, now_s).is_none();
+        let current =
+            h.has(state::LINKED) && h.cas() == req.cas && self.dead_reason(h, now_s).is_none();
         current.then_some(item)
     }
 
@@ -421,18 +460,19 @@ impl Engine {
             return Outcome::Raced;
         }
         let src = &src_tier.mem;
-        // 1. Still the queued item? Its size decides the destination class.
-        let (total_bytes, class_id, candidate) = {
+        // 1. Still the item? Its size decides the destination class. The header's read
+        // is the move's first check; step 3 re-checks the same header under this view
+        // (the copy then reads the whole item).
+        let (total_bytes, class_id, candidate, src_h) = {
             let Some(mut table) = self.lock_shard(req.key_hash, claim) else {
                 // Nothing written: an unmarked move has nothing to undo.
                 return Outcome::Busy;
             };
-            src.charge_header_read(req.addr, header_bytes::ALL);
-            let Some(item) = self.current_item(&mut table, &req, self.now_s()) else {
+            let h = src.read_header(req.addr, header_bytes::ALL);
+            let Some(item) = self.current_item(&mut table, &req, h, self.now_s()) else {
                 self.release(&mut table, &req, claim, state::QUEUED);
                 return Outcome::Raced;
             };
-            let h = src.header(req.addr);
             if direction == Direction::ToDram && !h.has(state::PROMOTE) {
                 // Not promoted (a stale entry): nothing to do.
                 if claim == Claim::Marked {
@@ -444,13 +484,14 @@ impl Engine {
                 h.total_bytes(),
                 src_tier.class_of(req.addr),
                 Candidate {
-                    access: h.access.load(Ordering::Relaxed),
-                    last_access_s: h.last_access_s.load(Ordering::Relaxed),
+                    access: h.access(),
+                    last_access_s: h.last_access_s(),
                 },
+                h,
             )
         };
         // 2. A destination chunk, allocated with no lock held.
-        let mut dst_chunk =
+        let dst_chunk =
             match self
                 .policy
                 .destination(self, direction, class_id, total_bytes, candidate)
@@ -478,55 +519,43 @@ impl Engine {
         let Some(mut table) = self.lock_shard(req.key_hash, claim) else {
             // The item may be gone and its chunk another's by now: nothing is written
             // at its address (an unmarked move has no mark to clear).
-            self.free_unlinked(dst_chunk);
+            self.free_unwritten(dst_chunk);
             return Outcome::Busy;
         };
         let now = self.now_s();
-        let src_h = src.header(req.addr);
         let src_item = self
-            .current_item(&mut table, &req, now)
+            .current_item(&mut table, &req, src_h, now)
             .filter(|_| src_h.total_bytes() == total_bytes);
         let Some(src_item) = src_item else {
             self.release(&mut table, &req, claim, state::QUEUED);
             drop(table);
-            self.free_unlinked(dst_chunk);
+            self.free_unwritten(dst_chunk);
             return Outcome::Raced;
         };
         let capacity = self.chunk_capacity(class_id, total_bytes);
         let dst = &dst_tier.mem;
-        let dst_addr = dst_chunk.addr();
-        src.charge_read(req.addr, 0, total_bytes);
-        // The destination was allocated for at least `total_bytes` (the same class
-        // geometry in both tiers).
-        dst.write_item(
-            &mut dst_chunk,
-            capacity,
-            src.key(&src_item),
-            &[src.value(&src_item)],
-        );
-        let dst_h = dst.header(dst_addr);
-        for (to, from) in [
-            (&dst_h.client_flags, &src_h.client_flags),
-            (&dst_h.exptime_rel_s, &src_h.exptime_rel_s),
-            (&dst_h.last_access_s, &src_h.last_access_s),
-            (&dst_h.key_hash, &src_h.key_hash),
-        ] {
-            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-        dst_h
-            .access
-            .store(src_h.access.load(Ordering::Relaxed), Ordering::Relaxed);
-        dst_h.cas.store(req.cas, Ordering::Relaxed);
-        dst_h.next.store(NIL, Ordering::Relaxed);
-        dst_h.prev.store(NIL, Ordering::Relaxed);
-        dst_h.set(
-            (src_h.state.load(Ordering::Relaxed) & state::CARRIED_BY_MIGRATION) | state::LINKED,
-        );
+        // The copy reads the whole item (charged once) and writes it (charged by the
+        // write). The destination was allocated for at least `total_bytes` (the same
+        // class geometry in both tiers).
+        let src_whole = src.read_item(req.addr);
+        let (key, value) = src_whole.key_and_value_parts(&src_item);
+        let copy = dst_chunk.write_item(capacity, key, &[value]);
+        let dst_addr = copy.addr();
+        let dst_h = copy.view();
+        dst_h.set_client_flags(src_h.client_flags());
+        dst_h.set_exptime_rel_s(src_h.exptime_rel_s());
+        dst_h.set_last_access_s(src_h.last_access_s());
+        dst_h.set_key_hash(src_h.key_hash());
+        dst_h.set_access(src_h.access());
+        dst_h.set_cas(req.cas);
+        dst_h.set_next(NIL);
+        dst_h.set_prev(NIL);
+        dst_h.set((src_h.state() & state::CARRIED_BY_MIGRATION) | state::LINKED);
         // A persistent pool: the demoted copy becomes a valid record before it is
         // published; a promoted item's slow record is invalidated when its chunk is freed
         // below.
-        self.seal(&dst_chunk);
-        let replaced = Index::replace(&mut table, req.key_hash, req.addr, dst_chunk);
+        self.seal(&copy);
+        let replaced = Index::replace(&mut table, req.key_hash, req.addr, copy);
         debug_assert!(replaced, "the queued item left its shard under its lock");
         {
             let segment = self.policy.after_move(
@@ -534,26 +563,26 @@ impl Engine {
                 req.key_hash,
                 direction,
                 dst_tier,
-                dst_addr,
+                dst_h.header(),
                 now,
             );
             let mut cs = dst_tier.classes[class_id].0.lock();
-            cs.lru.link_head(dst, segment, dst_addr);
+            cs.lru.link_head(dst, segment, dst_h.header());
         }
-        self.note_expiry(dst_h.exptime_rel_s.load(Ordering::Relaxed));
+        self.note_expiry(dst_h.exptime_rel_s());
         if self.events.wants(kind::MIGRATIONS) {
             // The copy's key was written above (and charged with it); a probe for the
             // proof, on this watched path only.
             let copy = Index::held(&mut table, req.key_hash, dst_addr);
-            let key = copy.as_ref().map_or(&[][..], |copy| dst.key(copy));
+            let key = copy.as_ref().map_or(&[][..], |copy| dst_h.key(copy));
             let what = EventWhat::Moved {
                 item: ItemFacts {
                     tier: dst_tier.id,
                     class_id: class_id as u8,
-                    value_bytes: dst_h.value_len.load(Ordering::Relaxed),
+                    value_bytes: dst_h.value_len(),
                 },
                 from: src_tier.id,
-                idle_s: now.saturating_sub(dst_h.last_access_s.load(Ordering::Relaxed)),
+                idle_s: now.saturating_sub(dst_h.last_access_s()),
             };
             self.events.record(kind::MIGRATIONS, key, what);
         }
@@ -563,14 +592,14 @@ impl Engine {
     }
 
     /// Clears state bits (`QUEUED`, `PROMOTE`) of the item `item` proves the caller holds
-    /// (its shard locked, the index re-checked), charging the state write. With `clear`
-    /// of `ItemHeader` refusing `QUEUED`, this is the one way a mark goes, and it cannot be
-    /// called with a bare address.
+    /// (its shard locked, the index re-checked), charging the state write. With
+    /// `HeaderWrite::clear` refusing `QUEUED`, this is the one way a mark goes, and it
+    /// cannot be called with a bare address.
     fn clear_state(&self, item: &Held<'_>, bits: u16) {
         let addr = item.item_addr();
-        let mem = &self.tier_of(addr).mem;
-        mem.charge_header_write(addr, header_bytes::STATE);
-        mem.header(addr).state.fetch_and(!bits, Ordering::Relaxed);
+        self.mem_of(addr)
+            .write_header(addr, header_bytes::STATE)
+            .clear_marked(bits, MarkRight(()));
     }
 
     /// Clears `bits` on the item at `req.addr` if it is still indexed (possibly changed

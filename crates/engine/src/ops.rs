@@ -10,7 +10,7 @@ use crate::api::*;
 use crate::engine::Engine;
 use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::ShardGuard;
-use crate::item::{header_bytes, state, ItemAddr, ItemHeader, ITEM_HEADER_BYTES};
+use crate::item::{header_bytes, state, HeaderRead, ITEM_HEADER_BYTES};
 use crate::lru::{HOT, WARM};
 use crate::memory::Found;
 use crate::policy::Policy;
@@ -61,18 +61,26 @@ impl Engine {
         let Found { tier, item } = found;
         let addr = item.addr();
         let h = item.header();
-        let retimed = touch_rel
-            .is_some_and(|rel| h.exptime_rel_s.load(Ordering::Relaxed) != rel.unwrap_or(1));
-        if retimed {
+        // What this request rewrites in the header besides the policy's access word (a
+        // touch's expiry, a recache token): charged once, when the edit ends, less the
+        // access word's line if the policy's hit charged it. Only a request that may
+        // rewrite them opens it (a plain `get` does not).
+        let mut edit =
+            (touch_rel.is_some() || opts.claim_recache_token).then(|| h.edit(header_bytes::TOUCH));
+        let mut retimed = false;
+        if let (Some(rel), Some(edit)) = (touch_rel, edit.as_mut()) {
             // A negative touch time still returns the item (memcached): it expires now.
-            // A pool record changes in place: unsealed first, sealed again below.
-            self.unseal(tier, addr, header_bytes::TOUCH);
-            let rel = touch_rel.flatten().unwrap_or(1);
-            h.exptime_rel_s.store(rel, Ordering::Relaxed);
-            self.note_expiry(rel);
+            let rel = rel.unwrap_or(1);
+            retimed = h.exptime_rel_s() != rel;
+            if retimed {
+                // A pool record changes in place: unsealed first, sealed again below.
+                self.unseal(tier, h, header_bytes::TOUCH);
+                edit.write().set_exptime_rel_s(rel);
+                self.note_expiry(rel);
+            }
+            edit.mark_dirty();
         }
-        let mut header_dirty = touch_rel.is_some();
-        let state_bits = h.state.load(Ordering::Relaxed);
+        let state_bits = h.state();
         let ttl_remaining_s = Self::ttl_remaining(h, now);
         let mut win = false;
         let mut win_token_already_sent = false;
@@ -84,23 +92,23 @@ impl Engine {
                     .recache_below_s
                     .is_some_and(|r| ttl_remaining_s.is_some_and(|t| i64::from(t) < r)))
         {
-            h.set(state::TOKEN_SENT);
-            header_dirty = true;
-            win = true;
+            // The edit is open: the request claims a token.
+            if let Some(edit) = edit.as_mut() {
+                edit.write().set(state::TOKEN_SENT);
+                win = true;
+            }
         }
         let class_id = tier.class_of(addr);
         let segment = h.segment();
-        let (item_key, value) = item.key_and_value_parts();
-        // The index probe charged header and key; the value continues that read.
-        let value_from = ITEM_HEADER_BYTES + item_key.len();
-        item.charge_read_continuing(value_from, value_from + value.len());
+        // The index probe charged header and key; the value's read continues it.
+        let (item_key, value) = item.read_key_and_value();
         let view = ItemView {
             key: item_key,
             value,
-            client_flags: h.client_flags.load(Ordering::Relaxed),
-            cas: self.visible_cas(h.cas.load(Ordering::Relaxed)),
+            client_flags: h.client_flags(),
+            cas: self.visible_cas(h.cas()),
             ttl_remaining_s,
-            last_access_ago_s: now.saturating_sub(h.last_access_s.load(Ordering::Relaxed)),
+            last_access_ago_s: now.saturating_sub(h.last_access_s()),
             fetched_before: state_bits & state::FETCHED != 0,
             stale: state_bits & state::STALE != 0,
             win,
@@ -124,24 +132,19 @@ impl Engine {
         }
         let result = on_hit(&view);
         if retimed {
-            self.reseal(item.proof());
+            self.reseal(h, item.proof());
         }
         let access_charged = !opts.no_bump
             && self
                 .policy
-                .on_access(self, tier, addr, class_id, now, &mut table, key_hash);
-        if header_dirty {
-            // A touch (`gat`, `mg T`) or a recache token rewrote expiry or state: the
-            // lines not already charged by the access update.
+                .on_access(self, tier, h, class_id, now, &mut table, key_hash);
+        if let Some(mut edit) = edit {
             if access_charged {
-                tier.mem.charge_header_write_except(
-                    addr,
-                    header_bytes::TOUCH,
-                    header_bytes::ACCESS,
-                );
-            } else {
-                tier.mem.charge_header_write(addr, header_bytes::TOUCH);
+                // A touch (`gat`, `mg T`) or a recache token rewrote expiry or state:
+                // the lines not already charged by the access update.
+                edit.except(header_bytes::ACCESS);
             }
+            edit.finish();
         }
         if count {
             if opts.is_touch_command {
@@ -176,13 +179,13 @@ impl Engine {
         rel: u32,
         now: u32,
     ) -> bool {
-        let Ok(chunk) = self.new_item(key, key_hash, &[], 0, rel, now) else {
+        let Ok(item) = self.new_item(key, key_hash, &[], 0, rel, now) else {
             return false;
         };
-        let h = self.tier_of(chunk.addr()).mem.header(chunk.addr());
-        h.cas.store(self.next_cas(), Ordering::Relaxed);
+        let h = item.view();
+        h.set_cas(self.next_cas());
         h.set(state::TOKEN_SENT);
-        self.link(table, key_hash, chunk, None);
+        self.link(table, key_hash, item, None);
         true
     }
 
@@ -282,11 +285,11 @@ impl Engine {
     }
 
     /// CAS and mode checks shared by every store, under the shard lock. `existing`: the
-    /// live item's header and class.
+    /// live item's header (its look-up paid for it).
     fn verdict(
         &self,
         opts: &StoreOptions,
-        existing: Option<(&ItemHeader, ItemAddr)>,
+        existing: Option<HeaderRead<'_>>,
         class_id: usize,
     ) -> Verdict {
         let mut stale = false;
@@ -296,13 +299,13 @@ impl Engine {
                     self.counters.add(G::CasMisses, 1);
                     return Verdict::Refuse(StoreOutcome::NotFound);
                 }
-                Some((h, existing_addr)) => {
-                    let current = self.visible_cas(h.cas.load(Ordering::Relaxed));
+                Some(h) => {
+                    let current = self.visible_cas(h.cas());
                     if current != expected {
                         if opts.invalidate && expected < current {
                             stale = true;
                         } else {
-                            let class_of_existing = self.class_of(existing_addr);
+                            let class_of_existing = self.class_of(h.addr());
                             self.counters.add_class(class_of_existing, C::CasBadval, 1);
                             return Verdict::Refuse(StoreOutcome::Exists);
                         }
@@ -350,28 +353,24 @@ impl Engine {
         };
         let mut table = self.index.shard(key_hash).table.lock();
         let now = self.now_s();
-        // The found item's header and address; its proof ends here (the header needs
-        // none: item.rs invariant 2).
-        let existing_header = self
+        // The found item's header (its look-up paid for it); its proof ends here (the
+        // header view needs none: item.rs invariant 2).
+        let existing = self
             .find_live_item(&mut table, key_hash, key, now, false)
-            .map(|found| (found.item.header(), found.item.addr()));
-        let existing = existing_header.map(|(_, addr)| addr);
-        let stale = match self.verdict(opts, existing_header, class_id) {
+            .map(|found| found.item.header());
+        let stale = match self.verdict(opts, existing, class_id) {
             Verdict::Refuse(outcome) => {
                 if outcome == StoreOutcome::NotStored && opts.mode == StoreMode::Add {
                     // memcached bumps the item an `add` collided with (its access time).
-                    if let Some(a) = existing {
-                        let mem = &self.tier_of(a).mem;
-                        let h = mem.header(a);
-                        if h.last_access_s.load(Ordering::Relaxed) != now {
-                            h.touch_last_access(now);
-                            mem.charge_header_write(a, header_bytes::ACCESS);
+                    if let Some(h) = existing {
+                        if h.last_access_s() != now {
+                            h.charge_write(header_bytes::ACCESS).touch_last_access(now);
                         }
                     }
                 }
                 drop(table);
-                if let Some(chunk) = new_item {
-                    self.free_unlinked(chunk);
+                if let Some(item) = new_item {
+                    self.free_unlinked(item);
                 }
                 return outcome;
             }
@@ -379,17 +378,17 @@ impl Engine {
         };
         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
         match new_item {
-            Some(chunk) => {
-                let h = self.tier_of(chunk.addr()).mem.header(chunk.addr());
-                h.cas.store(cas, Ordering::Relaxed);
+            Some(item) => {
+                let h = item.view();
+                h.set_cas(cas);
                 if stale {
                     h.set(state::STALE);
                 }
-                self.link(&mut table, key_hash, chunk, existing);
+                self.link(&mut table, key_hash, item, existing);
             }
             None => {
                 if let Some(old) = existing {
-                    self.unlink(&mut table, key_hash, old);
+                    self.unlink(&mut table, key_hash, old.addr());
                 }
             }
         }
@@ -403,8 +402,12 @@ impl Engine {
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
         let now = self.now_s();
-        let existing = self.find_live(&mut table, key_hash, key, now, false);
-        let Some(old_item) = existing else {
+        let existing = self.find_live_item(&mut table, key_hash, key, now, false);
+        let Some(Found {
+            tier: old_tier,
+            item: old_item,
+        }) = existing
+        else {
             if let Some(vivify) = opts.vivify_exptime {
                 // `ms` with N: an append to a missing item creates it.
                 let total = ITEM_HEADER_BYTES + key.len() + value.len();
@@ -419,14 +422,10 @@ impl Engine {
                     };
                 };
                 return match self.new_item(key, key_hash, &[value], opts.client_flags, rel, now) {
-                    Ok(chunk) => {
+                    Ok(item) => {
                         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
-                        self.tier_of(chunk.addr())
-                            .mem
-                            .header(chunk.addr())
-                            .cas
-                            .store(cas, Ordering::Relaxed);
-                        self.link(&mut table, key_hash, chunk, None);
+                        item.view().set_cas(cas);
+                        self.link(&mut table, key_hash, item, None);
                         StoreOutcome::Stored {
                             cas: self.visible_cas(cas),
                         }
@@ -440,20 +439,15 @@ impl Engine {
             }
             return StoreOutcome::NotStored;
         };
-        let old = old_item.addr();
-        let old_tier = self.tier_of(old);
-        let old_h = old_tier.mem.header(old);
-        let class_id = old_tier.class_of(old);
+        let old_h = old_item.header();
+        let class_id = old_tier.class_of(old_h.addr());
         self.counters.add_class(class_id, C::CmdSet, 1);
-        let stale = match self.verdict(opts, Some((old_h, old)), class_id) {
+        let stale = match self.verdict(opts, Some(old_h), class_id) {
             Verdict::Refuse(outcome) => return outcome,
             Verdict::Store { stale } => stale,
         };
-        let old_value = old_tier.mem.value(&old_item);
-        let value_from = ITEM_HEADER_BYTES + key.len();
-        old_tier
-            .mem
-            .charge_read_continuing(old, value_from, value_from + old_value.len());
+        // The look-up charged header and key; the value's read continues it.
+        let old_value = old_item.read_value();
         if !self.item_fits(key.len(), old_value.len() + value.len()) {
             // memcached 1.6 answers NOT_STORED when the result would be too large.
             return StoreOutcome::NotStored;
@@ -463,21 +457,21 @@ impl Engine {
         } else {
             [value, old_value]
         };
-        let flags = old_h.client_flags.load(Ordering::Relaxed);
-        let exptime = old_h.exptime_rel_s.load(Ordering::Relaxed);
-        let chunk = match self.new_item(key, key_hash, &parts, flags, exptime, now) {
-            Ok(chunk) => chunk,
+        let flags = old_h.client_flags();
+        let exptime = old_h.exptime_rel_s();
+        let item = match self.new_item(key, key_hash, &parts, flags, exptime, now) {
+            Ok(item) => item,
             Err(outcome) => return outcome,
         };
         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
-        let h = self.tier_of(chunk.addr()).mem.header(chunk.addr());
-        h.cas.store(cas, Ordering::Relaxed);
+        let h = item.view();
+        h.set_cas(cas);
         if stale {
             h.set(state::STALE);
         }
         // The allocation may have evicted the old item (only if its shard was free,
-        // which it is not: we hold it), so `old` is still linked here.
-        self.link(&mut table, key_hash, chunk, Some(old));
+        // which it is not: we hold it), so the old item is still linked here.
+        self.link(&mut table, key_hash, item, Some(old_h));
         StoreOutcome::Stored {
             cas: self.visible_cas(cas),
         }
@@ -487,15 +481,15 @@ impl Engine {
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
         let now = self.now_s();
-        let Some(item) = self.find_live(&mut table, key_hash, key, now, false) else {
+        let Some(Found { tier, item }) = self.find_live_item(&mut table, key_hash, key, now, false)
+        else {
             self.counters.add(G::DeleteMisses, 1);
             return DeleteOutcome::NotFound;
         };
         let addr = item.addr();
-        let tier = self.tier_of(addr);
-        let h = tier.mem.header(addr);
+        let h = item.header();
         if let Some(expected) = opts.compare_cas {
-            if expected != self.visible_cas(h.cas.load(Ordering::Relaxed)) {
+            if expected != self.visible_cas(h.cas()) {
                 return DeleteOutcome::Exists;
             }
         }
@@ -503,30 +497,30 @@ impl Engine {
             .add_class(tier.class_of(addr), C::DeleteHits, 1);
         if opts.invalidate {
             // memcached: mark stale, let the next reader win the token, bump the CAS.
-            tier.mem.charge_header_write(addr, header_bytes::TOUCH);
-            self.unseal(tier, addr, header_bytes::TOUCH);
-            h.set(state::STALE);
-            h.clear(state::TOKEN_SENT);
+            let w = h.charge_write(header_bytes::TOUCH);
+            self.unseal(tier, h, header_bytes::TOUCH);
+            w.set(state::STALE);
+            w.clear(state::TOKEN_SENT);
             if let Some(e) = opts.new_exptime {
                 let rel = self.exptime_to_rel(e).unwrap_or(1);
-                h.exptime_rel_s.store(rel, Ordering::Relaxed);
+                w.set_exptime_rel_s(rel);
                 self.note_expiry(rel);
             }
             let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
-            h.cas.store(cas, Ordering::Relaxed);
-            self.reseal(&item);
+            w.set_cas(cas);
+            self.reseal(h, item.proof());
             return DeleteOutcome::Deleted;
         }
         if opts.remove_value_only {
-            let exptime = h.exptime_rel_s.load(Ordering::Relaxed);
-            let cas = h.cas.load(Ordering::Relaxed);
-            let bits = h.state.load(Ordering::Relaxed) & (state::STALE | state::TOKEN_SENT);
+            let exptime = h.exptime_rel_s();
+            let cas = h.cas();
+            let bits = h.state() & (state::STALE | state::TOKEN_SENT);
             match self.new_item(key, key_hash, &[], 0, exptime, now) {
-                Ok(chunk) => {
-                    let nh = self.tier_of(chunk.addr()).mem.header(chunk.addr());
-                    nh.cas.store(cas, Ordering::Relaxed);
+                Ok(new) => {
+                    let nh = new.view();
+                    nh.set_cas(cas);
                     nh.set(bits);
-                    self.link(&mut table, key_hash, chunk, Some(addr));
+                    self.link(&mut table, key_hash, new, Some(h));
                 }
                 // No memory even for an empty item: removing it entirely is the
                 // closest outcome that never serves the old value.
@@ -547,7 +541,9 @@ impl Engine {
         } else {
             G::DecrMisses
         };
-        let Some(mut item) = self.find_live(&mut table, key_hash, key, now, false) else {
+        let Some(Found { tier, mut item }) =
+            self.find_live_item(&mut table, key_hash, key, now, false)
+        else {
             self.counters.add(miss_counter, 1);
             let Some((initial, exptime)) = opts.vivify else {
                 return ArithOutcome::NotFound;
@@ -555,14 +551,10 @@ impl Engine {
             let rel = self.exptime_to_rel(exptime).unwrap_or(1);
             let digits = DecimalBuf::new(initial);
             return match self.new_item(key, key_hash, &[digits.as_bytes()], 0, rel, now) {
-                Ok(chunk) => {
+                Ok(new) => {
                     let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
-                    self.tier_of(chunk.addr())
-                        .mem
-                        .header(chunk.addr())
-                        .cas
-                        .store(cas, Ordering::Relaxed);
-                    self.link(&mut table, key_hash, chunk, None);
+                    new.view().set_cas(cas);
+                    self.link(&mut table, key_hash, new, None);
                     ArithOutcome::Value {
                         value: initial,
                         cas: self.visible_cas(cas),
@@ -577,17 +569,14 @@ impl Engine {
             };
         };
         let addr = item.addr();
-        let tier = self.tier_of(addr);
-        let h = tier.mem.header(addr);
+        let h = item.header();
         if let Some(expected) = opts.compare_cas {
-            if expected != self.visible_cas(h.cas.load(Ordering::Relaxed)) {
+            if expected != self.visible_cas(h.cas()) {
                 return ArithOutcome::Exists;
             }
         }
-        let old_value = tier.mem.value(&item);
-        let value_from = ITEM_HEADER_BYTES + key.len();
-        tier.mem
-            .charge_read_continuing(addr, value_from, value_from + old_value.len());
+        // The look-up charged header and key; the value's read continues it.
+        let old_value = item.read_value();
         let Some(current) = parse_counter(old_value) else {
             return ArithOutcome::NonNumeric;
         };
@@ -611,44 +600,39 @@ impl Engine {
             .touch_exptime
             .map(|e| self.exptime_to_rel(e).unwrap_or(1));
         let old_value_len = old_value.len();
+        // The header of the item that holds the new value, with its write paid for.
         let target = if digits.len() <= old_value_len {
             // memcached rewrites in place, padding with spaces, when the number fits. A
             // pool record is unsealed first and sealed again after.
-            self.unseal(tier, addr, header_bytes::TOUCH);
-            tier.mem
-                .overwrite_value_padded(&mut item, digits.as_bytes());
+            self.unseal(tier, h, header_bytes::TOUCH);
+            item.overwrite_value_padded(digits.as_bytes());
             // CAS, access time and (with `ma T`) expiry: one header update.
-            tier.mem.charge_header_write(addr, header_bytes::TOUCH);
-            h.cas.store(cas, Ordering::Relaxed);
+            let w = h.charge_write(header_bytes::TOUCH);
+            w.set_cas(cas);
             if let Some(rel) = new_exptime {
-                h.exptime_rel_s.store(rel, Ordering::Relaxed);
+                w.set_exptime_rel_s(rel);
                 self.note_expiry(rel);
             }
-            self.reseal(&item);
-            addr
+            self.reseal(h, item.proof());
+            w
         } else {
-            let flags = h.client_flags.load(Ordering::Relaxed);
-            let exptime = new_exptime.unwrap_or(h.exptime_rel_s.load(Ordering::Relaxed));
+            let flags = h.client_flags();
+            let exptime = new_exptime.unwrap_or(h.exptime_rel_s());
             match self.new_item(key, key_hash, &[digits.as_bytes()], flags, exptime, now) {
-                Ok(chunk) => {
-                    let new_addr = chunk.addr();
-                    self.tier_of(new_addr)
-                        .mem
-                        .header(new_addr)
-                        .cas
-                        .store(cas, Ordering::Relaxed);
-                    self.link(&mut table, key_hash, chunk, Some(addr));
-                    new_addr
+                Ok(new) => {
+                    let w = new.view().header();
+                    w.set_cas(cas);
+                    self.link(&mut table, key_hash, new, Some(h));
+                    w
                 }
                 Err(_) => return ArithOutcome::OutOfMemory,
             }
         };
-        let th = self.tier_of(target).mem.header(target);
-        th.touch_last_access(now);
+        target.touch_last_access(now);
         ArithOutcome::Value {
             value,
             cas: self.visible_cas(cas),
-            ttl_remaining_s: Self::ttl_remaining(th, now),
+            ttl_remaining_s: Self::ttl_remaining(target.read(), now),
         }
     }
 
@@ -658,41 +642,40 @@ impl Engine {
         let key_hash = self.index.hash(key);
         let mut table = self.index.shard(key_hash).table.lock();
         let now = self.now_s();
-        let Some(item) = self.find_live(&mut table, key_hash, key, now, false) else {
+        let Some(Found { tier, item }) = self.find_live_item(&mut table, key_hash, key, now, false)
+        else {
             self.counters.add(G::TouchMisses, 1);
             return TouchOutcome::NotFound;
         };
         let addr = item.addr();
-        let tier = self.tier_of(addr);
-        let h = tier.mem.header(addr);
+        let h = item.header();
         self.counters
             .add_class(tier.class_of(addr), C::TouchHits, 1);
         match rel {
             Some(rel) => {
-                if h.exptime_rel_s.load(Ordering::Relaxed) != rel {
+                // A touch rewrites expiry and access time: charged once when the edit
+                // ends, less the access word's line if the policy's hit charged it.
+                let mut edit = h.edit(header_bytes::TOUCH);
+                edit.mark_dirty();
+                if h.exptime_rel_s() != rel {
                     // A pool record changes in place: unsealed, retimed, sealed again.
-                    self.unseal(tier, addr, header_bytes::TOUCH);
-                    h.exptime_rel_s.store(rel, Ordering::Relaxed);
-                    self.reseal(&item);
+                    self.unseal(tier, h, header_bytes::TOUCH);
+                    edit.write().set_exptime_rel_s(rel);
+                    self.reseal(h, item.proof());
                     self.note_expiry(rel);
                 }
                 if self.policy.on_access(
                     self,
                     tier,
-                    addr,
+                    h,
                     tier.class_of(addr),
                     now,
                     &mut table,
                     key_hash,
                 ) {
-                    tier.mem.charge_header_write_except(
-                        addr,
-                        header_bytes::TOUCH,
-                        header_bytes::ACCESS,
-                    );
-                } else {
-                    tier.mem.charge_header_write(addr, header_bytes::TOUCH);
+                    edit.except(header_bytes::ACCESS);
                 }
+                edit.finish();
             }
             None => self.unlink(&mut table, key_hash, addr),
         }

@@ -51,12 +51,11 @@ impl Engine {
             }
             if src == self.geometry.large {
                 let addr = tier.mem.addr_at(page * SLAB_PAGE_SIZE_BYTES);
-                tier.mem.charge_header_read(addr, header_bytes::ALL);
-                let h = tier.mem.header(addr);
+                let h = tier.mem.read_header(addr, header_bytes::ALL);
                 if h.has(state::LINKED) && evict_live {
-                    let key_hash = h.key_hash.load(Ordering::Relaxed);
+                    let key_hash = h.key_hash();
                     if let Some(mut table) = self.index.shard(key_hash).table.try_lock() {
-                        self.remove_locked(tier, &mut cs, &mut table, addr);
+                        self.remove_locked(tier, &mut cs, &mut table, h);
                         self.rare
                             .slab_reassign_evictions_nomem
                             .fetch_add(1, Ordering::Relaxed);
@@ -76,18 +75,19 @@ impl Engine {
                 let mut busy = 0u64;
                 for i in 0..cs.per_page {
                     let addr = tier.mem.addr_at(base + i * cs.chunk_bytes);
-                    tier.mem.charge_header_read(addr, header_bytes::ALL);
-                    let h = tier.mem.header(addr);
-                    let bits = h.state.load(Ordering::Relaxed);
+                    let h = tier.mem.read_header(addr, header_bytes::ALL);
+                    let bits = h.state();
                     if bits & state::FREE != 0 {
-                        cs.unlink_free(&tier.mem, addr);
+                        // Off the free list: its state is rewritten (kept off it while
+                        // the page moves).
+                        cs.unlink_free(&tier.mem, h.charge_write(header_bytes::STATE));
                     } else if bits & state::LINKED != 0 && !evict_live {
                         busy += 1;
                     } else if bits & state::LINKED != 0 {
-                        let key_hash = h.key_hash.load(Ordering::Relaxed);
+                        let key_hash = h.key_hash();
                         match self.index.shard(key_hash).table.try_lock() {
                             Some(mut table) => {
-                                self.remove_locked(tier, &mut cs, &mut table, addr);
+                                self.remove_locked(tier, &mut cs, &mut table, h);
                                 self.rare
                                     .slab_reassign_evictions_nomem
                                     .fetch_add(1, Ordering::Relaxed);
@@ -120,8 +120,9 @@ impl Engine {
                     cs.moving_page = None;
                     for i in 0..cs.per_page {
                         let addr = tier.mem.addr_at(base + i * cs.chunk_bytes);
-                        if tier.mem.header(addr).state.load(Ordering::Relaxed) == 0 {
-                            cs.push_free(&tier.mem, addr);
+                        let h = tier.mem.read_header(addr, header_bytes::STATE);
+                        if h.state() == 0 {
+                            cs.push_free(&tier.mem, h.charge_write(header_bytes::LINKS));
                         }
                     }
                     return false;
@@ -305,15 +306,15 @@ impl Engine {
             let mut reqs = Vec::with_capacity(chunks);
             for i in 0..chunks {
                 let addr = tier.mem.addr_at(base + i * cs.chunk_bytes);
-                tier.mem.charge_header_read(addr, header_bytes::ALL);
-                let h = tier.mem.header(addr);
-                let bits = h.state.load(Ordering::Relaxed);
+                let h = tier.mem.read_header(addr, header_bytes::ALL);
+                let bits = h.state();
                 if bits & state::FREE != 0 && src != self.geometry.large {
-                    cs.unlink_free(&tier.mem, addr);
+                    cs.unlink_free(&tier.mem, h.charge_write(header_bytes::STATE));
                 } else if bits & state::LINKED != 0 && self.dead_reason(h, now).is_none() {
                     // Even if already queued: a second entry for the same item is
-                    // harmless (the address + CAS check of `move_item`).
-                    reqs.push(Queued::mark(&tier.mem, addr, &*cs));
+                    // harmless (the address + CAS check of `move_item`). The mark is a
+                    // write of its state.
+                    reqs.push(Queued::mark(h.charge_write(header_bytes::STATE), &*cs));
                 }
             }
             reqs

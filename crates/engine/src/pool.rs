@@ -68,7 +68,7 @@
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use crate::config::{EngineConfig, PoolMismatch, SLAB_CLASSES_MAX};
-use crate::item::{ItemHeader, ITEM_HEADER_BYTES};
+use crate::item::{HeaderRead, ITEM_HEADER_BYTES};
 use crate::slab::Geometry;
 
 const MAGIC: &[u8; 8] = b"FOGCPOOL";
@@ -868,13 +868,13 @@ impl Pool {
 
 /// The checksum that makes the item with header `h` and key-and-value bytes `key_value`
 /// a valid record of the pool of `generation`. Never 0 (0 marks "not a record").
-pub(crate) fn record_checksum(generation: u64, h: &ItemHeader, key_value: &[u8]) -> u64 {
+pub(crate) fn record_checksum(generation: u64, h: HeaderRead<'_>, key_value: &[u8]) -> u64 {
     let mut fixed = [0u8; 21];
-    fixed[0] = h.key_len.load(Ordering::Relaxed);
-    fixed[1..5].copy_from_slice(&h.value_len.load(Ordering::Relaxed).to_le_bytes());
-    fixed[5..9].copy_from_slice(&h.client_flags.load(Ordering::Relaxed).to_le_bytes());
-    fixed[9..13].copy_from_slice(&h.exptime_rel_s.load(Ordering::Relaxed).to_le_bytes());
-    fixed[13..21].copy_from_slice(&h.cas.load(Ordering::Relaxed).to_le_bytes());
+    fixed[0] = h.key_len();
+    fixed[1..5].copy_from_slice(&h.value_len().to_le_bytes());
+    fixed[5..9].copy_from_slice(&h.client_flags().to_le_bytes());
+    fixed[9..13].copy_from_slice(&h.exptime_rel_s().to_le_bytes());
+    fixed[13..21].copy_from_slice(&h.cas().to_le_bytes());
     let fields = xxhash_rust::xxh3::xxh3_64_with_seed(&fixed, generation);
     match xxhash_rust::xxh3::xxh3_64_with_seed(key_value, fields) {
         0 => 1,

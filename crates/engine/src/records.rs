@@ -8,74 +8,69 @@ use std::sync::atomic::Ordering;
 use crate::config::Durability;
 use crate::engine::{Engine, Tier};
 use crate::index::Held;
-use crate::item::{header_bytes, ItemAccess, ItemAddr, ITEM_HEADER_BYTES};
+use crate::item::{header_bytes, HeaderRead, HeaderWrite, Written, ITEM_HEADER_BYTES};
 use crate::pool::record_checksum;
 
 impl Engine {
-    /// Seals the item `item` names as a record of its tier's pool: computes the checksum
-    /// over the header fields, key and value, and writes it last. `item`: a fresh chunk
-    /// about to be published, or the item under its shard lock; nothing happens outside a
-    /// pool.
+    /// Seals the written item `item` as a record of its tier's pool, about to be
+    /// published: computes the checksum over the header fields, key and value, and
+    /// writes it last. Nothing is charged: the item's write paid for the whole item.
+    /// Nothing happens outside a pool.
     #[inline]
-    pub(crate) fn seal(&self, item: &impl ItemAccess) {
-        let addr = item.item_addr();
-        let tier = self.tier_of(addr);
+    pub(crate) fn seal(&self, item: &Written<'_>) {
+        let tier = self.tier_of(item.addr());
         // Inlined to here: most items are in no pool (DRAM), and the call cost more
         // than this test.
         if let Some(pool) = &tier.pool_file {
-            self.seal_in(tier, pool, item);
+            self.seal_in(tier, pool, item.view().header(), item.key_and_value());
         }
     }
 
-    /// [`Engine::seal`] of an item of a pool's tier.
+    /// [`Engine::seal`] of an item of a pool's tier: `h` its header's write view, which
+    /// the caller paid for, and `key_value` its key and value, read through a view the
+    /// caller paid for.
     #[inline(never)]
-    fn seal_in(&self, tier: &Tier, pool: &crate::pool::Pool, item: &impl ItemAccess) {
-        let addr = item.item_addr();
-        let h = tier.mem.header(addr);
-        let key_value = tier.mem.key_and_value(item);
-        let checksum = record_checksum(pool.generation(), h, key_value);
+    fn seal_in(&self, tier: &Tier, pool: &crate::pool::Pool, h: HeaderWrite<'_>, key_value: &[u8]) {
+        let checksum = record_checksum(pool.generation(), h.read(), key_value);
         let synced = tier.mem.region().map_mode() == &tier::MapMode::SharedSync;
         if synced {
             // DAX: the record's lines reach persistence before the checksum that vouches
             // for them.
-            let _ = tier
-                .mem
-                .persist(addr, 0, ITEM_HEADER_BYTES + key_value.len());
+            let _ = h.persist(0, ITEM_HEADER_BYTES + key_value.len());
         }
-        h.checksum.store(checksum, Ordering::Release);
+        h.set_checksum(checksum, Ordering::Release);
         if synced {
-            let _ = tier.mem.persist(addr, header_bytes::CHECKSUM.start, 8);
+            let _ = h.persist(header_bytes::CHECKSUM.start, 8);
         }
     }
 
-    /// Zeroes the checksum of the item at `addr` if it is a sealed record: before it
-    /// changes in place (the caller seals it again after) or its chunk is freed. The
-    /// write is charged beyond the lines of `already` (header bytes the operation has
-    /// charged). Returns whether a record was invalidated.
+    /// Zeroes the checksum of the item `h` if it is a sealed record: before it changes
+    /// in place (the caller seals it again after) or its chunk is freed. `h`: its header,
+    /// which the operation paid to read; the write is charged beyond the lines of
+    /// `already` (header bytes the operation has charged). Returns whether a record was
+    /// invalidated.
     #[inline]
     pub(crate) fn unseal(
         &self,
         tier: &Tier,
-        addr: ItemAddr,
+        h: HeaderRead<'_>,
         already: std::ops::Range<usize>,
     ) -> bool {
         // Inlined to here, as `seal`.
-        tier.pool_file.is_some() && self.unseal_in(tier, addr, already)
+        tier.pool_file.is_some() && self.unseal_in(tier, h, already)
     }
 
     /// [`Engine::unseal`] of an item of a pool's tier.
     #[inline(never)]
-    fn unseal_in(&self, tier: &Tier, addr: ItemAddr, already: std::ops::Range<usize>) -> bool {
-        let h = tier.mem.header(addr);
-        if h.checksum.load(Ordering::Relaxed) == 0 {
+    fn unseal_in(&self, tier: &Tier, h: HeaderRead<'_>, already: std::ops::Range<usize>) -> bool {
+        if h.checksum(Ordering::Relaxed) == 0 {
             return false;
         }
-        tier.mem
-            .charge_header_write_except(addr, header_bytes::CHECKSUM, already);
-        h.checksum.store(0, Ordering::Release);
+        let h = h.charge_write_except(header_bytes::CHECKSUM, already);
+        h.set_checksum(0, Ordering::Release);
         match tier.mem.region().map_mode() {
             tier::MapMode::SharedSync => {
-                let _ = tier.mem.persist(addr, header_bytes::CHECKSUM.start, 8);
+                let _ = h.persist(header_bytes::CHECKSUM.start, 8);
             }
             tier::MapMode::SharedFallback { .. } if self.durability() == Durability::Power => {
                 self.pending_flush.changes.fetch_add(1, Ordering::Release);
@@ -86,22 +81,18 @@ impl Engine {
     }
 
     /// Seals again an item changed in place (`touch`, `incr`, `md I`), which the caller
-    /// unsealed before the change: the checksum covers the key and value, which are read
-    /// back from the tier for it (charged), then written (charged beyond the header's
-    /// `TOUCH` lines the caller charged).
-    pub(crate) fn reseal(&self, item: &Held<'_>) {
-        let addr = item.addr();
-        let tier = self.tier_of(addr);
-        if tier.pool_file.is_none() {
+    /// unsealed before the change (`h`: its header, `item`: the proof to read it): the
+    /// checksum covers the key and value, which are read back from the tier for it
+    /// (charged), then written (charged beyond the header's `TOUCH` lines the caller
+    /// charged).
+    pub(crate) fn reseal(&self, h: HeaderRead<'_>, item: &Held<'_>) {
+        let tier = self.tier_of(h.addr());
+        let Some(pool) = &tier.pool_file else {
             return;
-        }
-        let h = tier.mem.header(addr);
-        let total = h.total_bytes();
-        tier.mem
-            .charge_read_continuing(addr, ITEM_HEADER_BYTES, total);
-        tier.mem
-            .charge_header_write_except(addr, header_bytes::CHECKSUM, header_bytes::TOUCH);
-        self.seal(item);
+        };
+        let whole = h.read_rest();
+        let w = h.charge_write_except(header_bytes::CHECKSUM, header_bytes::TOUCH);
+        self.seal_in(tier, pool, w, whole.key_and_value(item));
     }
 
     /// Makes the pool's record invalidations so far persistent (`--slow-durability

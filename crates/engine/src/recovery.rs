@@ -20,7 +20,7 @@ use crate::config::ConfigError;
 use crate::config::SLAB_PAGE_SIZE_BYTES;
 use crate::engine::{Engine, Tier};
 use crate::index::Index;
-use crate::item::{header_bytes, state, Fresh, ItemAddr, ItemMemory, ITEM_HEADER_BYTES, NIL};
+use crate::item::{header_bytes, state, HeaderRead, ItemAddr, ItemMemory, ItemRead, Written, NIL};
 use crate::lru::{COLD, SEGMENTS};
 use crate::pool::{record_checksum, LARGE_TAIL};
 use crate::slab::{ClassState, Geometry};
@@ -53,13 +53,15 @@ pub struct RecoveryReport {
 /// Threads that check a pool's pages at start-up.
 const RECOVERY_THREADS_MAX: usize = 8;
 
-/// A valid record recovery found.
-#[derive(Clone, Copy, Debug)]
-struct Found {
+/// A valid record recovery found, with the view of its read (phase 1 paid to read the
+/// whole record; the later phases read its key and rewrite its header through it).
+#[derive(Clone, Copy)]
+struct Found<'m> {
     addr: ItemAddr,
     key_hash: u32,
     cas: u64,
     class_id: usize,
+    read: ItemRead<'m>,
 }
 
 /// Pages a recovery thread gives to a class.
@@ -72,8 +74,8 @@ struct Claim {
 
 /// What one recovery thread found in its share of the pages.
 #[derive(Default)]
-struct PageScan {
-    records: Vec<Found>,
+struct PageScan<'m> {
+    records: Vec<Found<'m>>,
     claims: Vec<Claim>,
     free_chunks: Vec<(usize, ItemAddr)>,
     dead: u64,
@@ -209,16 +211,13 @@ impl Engine {
             Index::reserve(&mut table, found.len());
             let mut indexed: Vec<Found> = Vec::with_capacity(found.len());
             for record in found {
-                let h = tier.mem.header(record.addr);
-                h.key_hash.store(record.key_hash, Ordering::Relaxed);
                 // SAFETY: nothing is served during recovery, and this thread is the only
                 // one handling this record (each record is in one shard's list); its
-                // chunk lies in the region (`scan_record` checked it).
-                let chunk = unsafe { Fresh::claim(record.addr) };
-                let key = tier.mem.key(&chunk);
-                let found_other =
-                    Index::find(&mut table, |a| &self.tier_of(a).mem, record.key_hash, key)
-                        .map(|other| other.addr());
+                // chunk lies in the region and was read whole (`check_record`).
+                let item = unsafe { Written::recovered(record.read) };
+                let key = item.key();
+                let found_other = Index::find(&mut table, |a| self.mem_of(a), record.key_hash, key)
+                    .map(|other| other.addr());
                 match found_other {
                     Some(other) => {
                         report.items_dropped_duplicate += 1;
@@ -229,12 +228,12 @@ impl Engine {
                         if indexed[pos].cas >= record.cas {
                             losers.push(record);
                         } else {
-                            Index::replace(&mut table, record.key_hash, other, chunk);
+                            Index::replace(&mut table, record.key_hash, other, item);
                             losers.push(std::mem::replace(&mut indexed[pos], record));
                         }
                     }
                     None => {
-                        Index::insert_new(&mut table, record.key_hash, chunk);
+                        Index::insert_new(&mut table, record.key_hash, item);
                         indexed.push(record);
                     }
                 }
@@ -251,12 +250,12 @@ impl Engine {
             }
             let mut cs = tier.classes[class_id].0.lock();
             for record in records {
-                let h = tier.mem.header(record.addr);
-                h.state.store(state::LINKED, Ordering::Relaxed);
-                h.access.store(0, Ordering::Relaxed);
-                tier.mem
-                    .charge_header_write(record.addr, header_bytes::LINKS);
-                cs.lru.link_head(&tier.mem, COLD, record.addr);
+                // Key hash, state, access byte and links: one header write.
+                let h = record.read.charge_write(header_bytes::LINKS);
+                h.set_key_hash(record.key_hash);
+                h.store_state(state::LINKED);
+                h.set_access(0);
+                cs.lru.link_head(&tier.mem, COLD, h);
                 if class_id != self.geometry.large {
                     tier.page_used[ItemMemory::page_of(record.addr)]
                         .fetch_add(1, Ordering::Relaxed);
@@ -267,12 +266,11 @@ impl Engine {
         for loser in losers {
             if loser.class_id == self.geometry.large {
                 let mut cs = tier.classes[loser.class_id].0.lock();
-                tier.mem
-                    .charge_header_write(loser.addr, header_bytes::LINKS);
+                let h = loser.read.charge_write(header_bytes::LINKS);
                 // Its state is whatever the previous process left: it was never linked
                 // in this one.
-                tier.mem.header(loser.addr).clear(state::LINKED);
-                self.free_chunk(tier, &mut cs, loser.addr);
+                h.clear(state::LINKED);
+                self.free_chunk(tier, &mut cs, h);
             } else {
                 free_chunks.push((loser.class_id, loser.addr));
             }
@@ -297,7 +295,12 @@ impl Engine {
 
     /// Phase 1 of recovery for the pages `pages`: reads only (the page table may be
     /// corrected for pages that cannot be right).
-    fn scan_pages(&self, tier: &Tier, pages: std::ops::Range<usize>, now_s: u32) -> PageScan {
+    fn scan_pages<'t>(
+        &self,
+        tier: &'t Tier,
+        pages: std::ops::Range<usize>,
+        now_s: u32,
+    ) -> PageScan<'t> {
         let mut scan = PageScan::default();
         let Some(pool) = &tier.pool_file else {
             return scan;
@@ -315,8 +318,9 @@ impl Engine {
             let base = page * SLAB_PAGE_SIZE_BYTES;
             if class_id == self.geometry.large {
                 let addr = tier.mem.addr_at(base);
-                let run = Geometry::large_run_pages(tier.mem.header(addr).total_bytes());
-                match self.check_record(tier, class_id, addr, now_s, &mut scan) {
+                let h = tier.mem.read_header(addr, header_bytes::ALL);
+                let run = Geometry::large_run_pages(h.total_bytes());
+                match self.check_record(tier, class_id, h, now_s, &mut scan) {
                     Some(found) if page + run <= tier.page_count => {
                         scan.claims.push(Claim {
                             class_id,
@@ -327,8 +331,9 @@ impl Engine {
                     }
                     found => {
                         scan.damaged += u64::from(found.is_some());
-                        if tier.mem.header(addr).checksum.load(Ordering::Relaxed) != 0 {
-                            tier.mem.header(addr).checksum.store(0, Ordering::Release);
+                        if h.checksum(Ordering::Relaxed) != 0 {
+                            h.charge_write(header_bytes::CHECKSUM)
+                                .set_checksum(0, Ordering::Release);
                         }
                         pool.page_class(page).store(0, Ordering::Relaxed);
                     }
@@ -343,7 +348,8 @@ impl Engine {
             let chunk_bytes = self.geometry.chunk_bytes[class_id];
             for i in 0..self.geometry.chunks_per_page(class_id) {
                 let addr = tier.mem.addr_at(base + i * chunk_bytes);
-                match self.check_record(tier, class_id, addr, now_s, &mut scan) {
+                let h = tier.mem.read_header(addr, header_bytes::ALL);
+                match self.check_record(tier, class_id, h, now_s, &mut scan) {
                     Some(found) => scan.records.push(found),
                     None => scan.free_chunks.push((class_id, addr)),
                 }
@@ -352,22 +358,21 @@ impl Engine {
         scan
     }
 
-    /// Whether the chunk at `addr` of a page of class `class_id` holds a valid, live
-    /// record (what recovery needs of it if so). A valid but dead record is counted and
-    /// dropped.
-    fn check_record(
+    /// Whether the chunk whose header `h` the caller read (a page of class `class_id`)
+    /// holds a valid, live record (what recovery needs of it if so). A valid but dead
+    /// record is counted and dropped.
+    fn check_record<'m>(
         &self,
         tier: &Tier,
         class_id: usize,
-        addr: ItemAddr,
+        h: HeaderRead<'m>,
         now_s: u32,
-        scan: &mut PageScan,
-    ) -> Option<Found> {
+        scan: &mut PageScan<'m>,
+    ) -> Option<Found<'m>> {
         let pool = tier.pool_file.as_ref()?;
-        tier.mem.charge_header_read(addr, header_bytes::ALL);
-        let h = tier.mem.header(addr);
-        let checksum = h.checksum.load(Ordering::Acquire);
-        let key_len = h.key_len.load(Ordering::Relaxed) as usize;
+        let addr = h.addr();
+        let checksum = h.checksum(Ordering::Acquire);
+        let key_len = usize::from(h.key_len());
         let total = h.total_bytes();
         let capacity = self.chunk_capacity(class_id, total);
         let offset = ItemMemory::offset_of(addr);
@@ -386,12 +391,12 @@ impl Engine {
             scan.not_valid += 1;
             return None;
         }
-        tier.mem
-            .charge_read_continuing(addr, ITEM_HEADER_BYTES, total);
+        let read = h.read_rest();
         // SAFETY: recovery runs before the engine serves anyone, and each page is scanned
-        // by one thread; the chunk lies in the region (checked just above).
-        let chunk = unsafe { Fresh::claim(addr) };
-        let key_value = tier.mem.key_and_value(&chunk);
+        // by one thread; the chunk lies in the region (checked just above) and was just
+        // read whole.
+        let record = unsafe { Written::recovered(read) };
+        let key_value = record.key_and_value();
         if record_checksum(pool.generation(), h, key_value) != checksum {
             scan.not_valid += 1;
             return None;
@@ -403,19 +408,19 @@ impl Engine {
         Some(Found {
             addr,
             key_hash: self.index.hash(&key_value[..key_len]),
-            cas: h.cas.load(Ordering::Relaxed),
+            cas: h.cas(),
             class_id,
+            read,
         })
     }
 
     /// A chunk recovery does not keep: invalidated and put on the free list.
     fn free_recovered_chunk(&self, tier: &Tier, cs: &mut ClassState, addr: ItemAddr) {
-        let h = tier.mem.header(addr);
-        if h.checksum.load(Ordering::Relaxed) != 0 {
-            h.checksum.store(0, Ordering::Release);
+        let h = tier.mem.write_header(addr, header_bytes::ALL);
+        if h.checksum(Ordering::Relaxed) != 0 {
+            h.set_checksum(0, Ordering::Release);
         }
-        tier.mem.charge_header_write(addr, header_bytes::ALL);
-        cs.push_free(&tier.mem, addr);
+        cs.push_free(&tier.mem, h);
     }
 
     /// A clean stop (SIGTERM, SIGUSR1, `shutdown`), after the server stopped serving:
@@ -442,9 +447,10 @@ impl Engine {
             for segment in 0..SEGMENTS {
                 let mut addr = cs.lru.head[segment];
                 while addr != NIL {
-                    let h = dram.mem.header(addr);
-                    items.push((h.last_access_s.load(Ordering::Relaxed), addr));
-                    addr = h.next.load(Ordering::Relaxed);
+                    // The walk reads each header's links and access time.
+                    let h = dram.mem.read_header(addr, header_bytes::LINKS);
+                    items.push((h.last_access_s(), addr));
+                    addr = h.next();
                 }
             }
         }
@@ -473,8 +479,8 @@ impl Engine {
         let Some(slow) = self.slow() else {
             return false;
         };
-        let h = dram.mem.header(addr);
-        let key_hash = h.key_hash.load(Ordering::Relaxed);
+        let h = dram.mem.read_header(addr, header_bytes::ALL);
+        let key_hash = h.key_hash();
         let mut table = self.index.shard(key_hash).table.lock();
         if !h.has(state::LINKED) {
             return true;
@@ -484,36 +490,26 @@ impl Engine {
         };
         let total = h.total_bytes();
         let class_id = dram.class_of(addr);
-        let Some(mut dst_chunk) = self.take_free(slow, class_id, total) else {
+        let Some(dst_chunk) = self.take_free(slow, class_id, total) else {
             return false;
         };
-        let dst = dst_chunk.addr();
         let capacity = self.chunk_capacity(class_id, total);
-        slow.mem.write_item(
-            &mut dst_chunk,
-            capacity,
-            dram.mem.key(&item),
-            &[dram.mem.value(&item)],
-        );
-        let dh = slow.mem.header(dst);
-        for (to, from) in [
-            (&dh.client_flags, &h.client_flags),
-            (&dh.exptime_rel_s, &h.exptime_rel_s),
-            (&dh.last_access_s, &h.last_access_s),
-            (&dh.key_hash, &h.key_hash),
-        ] {
-            to.store(from.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-        dh.cas
-            .store(h.cas.load(Ordering::Relaxed), Ordering::Relaxed);
-        dh.next.store(NIL, Ordering::Relaxed);
-        dh.prev.store(NIL, Ordering::Relaxed);
+        let (key, value) = h.read_rest().key_and_value_parts(&item);
+        let copy = dst_chunk.write_item(capacity, key, &[value]);
+        let dh = copy.view();
+        dh.set_client_flags(h.client_flags());
+        dh.set_exptime_rel_s(h.exptime_rel_s());
+        dh.set_last_access_s(h.last_access_s());
+        dh.set_key_hash(h.key_hash());
+        dh.set_cas(h.cas());
+        dh.set_next(NIL);
+        dh.set_prev(NIL);
         dh.set(state::LINKED);
-        self.seal(&dst_chunk);
-        Index::replace(&mut table, key_hash, addr, dst_chunk);
+        self.seal(&copy);
+        Index::replace(&mut table, key_hash, addr, copy);
         {
             let mut cs = slow.classes[class_id].0.lock();
-            cs.lru.link_head(&slow.mem, COLD, dst);
+            cs.lru.link_head(&slow.mem, COLD, dh.header());
         }
         self.unlink_from_class(addr);
         true

@@ -7,6 +7,7 @@ use crate::api::StatValue;
 use crate::api::TierId;
 use crate::config::SLAB_PAGE_SIZE_BYTES;
 use crate::engine::{Engine, Tier};
+use crate::item::header_bytes;
 use crate::lru::{COLD, HOT, WARM};
 use crate::policy::Policy;
 use crate::stats::{ClassStats, C, G};
@@ -224,12 +225,15 @@ impl Engine {
             e("number_hot", cs.lru.count[HOT]);
             e("number_warm", cs.lru.count[WARM]);
             e("number_cold", cs.lru.count[COLD]);
-            e("age_hot", u64::from(cs.lru.tail_age_s(&tier.mem, HOT, now)));
-            e(
-                "age_warm",
-                u64::from(cs.lru.tail_age_s(&tier.mem, WARM, now)),
-            );
-            e("age", u64::from(cs.lru.tail_age_s(&tier.mem, COLD, now)));
+            // Each age reads the segment's tail item's access time: a header read of its
+            // tier (the access word), charged.
+            let age_s = |segment: usize| {
+                let tail = cs.lru.tail_header(&tier.mem, segment, header_bytes::ACCESS);
+                u64::from(crate::lru::age_s(tail, now))
+            };
+            e("age_hot", age_s(HOT));
+            e("age_warm", age_s(WARM));
+            e("age", age_s(COLD));
             e("mem_requested", cs.lru.total_bytes());
             e("evicted", s.evicted);
             e("evicted_nonzero", s.evicted_nonzero);

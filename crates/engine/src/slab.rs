@@ -11,7 +11,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use crate::config::{EngineConfig, CHUNK_ALIGN_BYTES, SLAB_CLASSES_MAX, SLAB_PAGE_SIZE_BYTES};
-use crate::item::{header_bytes, state, ItemAddr, ItemMemory, NIL};
+use crate::item::{header_bytes, state, HeaderRead, HeaderWrite, ItemAddr, ItemMemory, NIL};
 use crate::lru::Lru;
 use crate::stats::ClassStats;
 
@@ -245,57 +245,56 @@ impl ClassState {
         (self.pages.len() * self.per_page) as u64 - self.free_chunks
     }
 
-    /// Puts a chunk on the free list. The caller charges the chunk's own header write
-    /// (it has just unlinked it, or is splitting a fresh page); the old head's link
-    /// update is charged here.
-    pub fn push_free(&mut self, mem: &ItemMemory, addr: ItemAddr) {
-        let h = mem.header(addr);
-        h.state.store(state::FREE, Ordering::Relaxed);
-        h.prev.store(NIL, Ordering::Relaxed);
-        h.next.store(self.free_head, Ordering::Relaxed);
+    /// Puts a chunk on the free list. The caller paid for the chunk's own header write
+    /// (`chunk`: it has just unlinked it, or is giving back a chunk it took); the old
+    /// head's link update is charged here.
+    pub fn push_free(&mut self, mem: &ItemMemory, chunk: HeaderWrite<'_>) {
+        let addr = chunk.addr();
+        chunk.store_state(state::FREE);
+        chunk.set_prev(NIL);
+        chunk.set_next(self.free_head);
         if self.free_head != NIL {
-            mem.header_write_field(self.free_head, 8..16);
-            mem.header(self.free_head)
-                .prev
-                .store(addr, Ordering::Relaxed);
+            mem.write_neighbour_prev(self.free_head, addr);
         }
         self.free_head = addr;
         self.free_chunks += 1;
     }
 
-    /// Removes a specific free chunk from the free list (its neighbours' links are
-    /// charged; the chunk's own header is rewritten by whoever takes it).
-    pub fn unlink_free(&mut self, mem: &ItemMemory, addr: ItemAddr) {
-        let h = mem.header(addr);
-        let prev = h.prev.load(Ordering::Relaxed);
-        let next = h.next.load(Ordering::Relaxed);
+    /// Removes a specific free chunk from the free list (page evacuation): its
+    /// neighbours' links are charged here, and its own state is cleared through
+    /// `chunk`, whose write the caller paid for.
+    pub fn unlink_free(&mut self, mem: &ItemMemory, chunk: HeaderWrite<'_>) {
+        self.detach_free(mem, chunk.read());
+        chunk.store_state(0);
+    }
+
+    /// Takes the free chunk `chunk` out of the list: its neighbours' links are charged
+    /// here; the chunk's own header is the caller's.
+    fn detach_free(&mut self, mem: &ItemMemory, chunk: HeaderRead<'_>) {
+        let prev = chunk.prev();
+        let next = chunk.next();
         if prev != NIL {
-            mem.header_write_field(prev, 0..8);
-            mem.header(prev).next.store(next, Ordering::Relaxed);
+            mem.write_neighbour_next(prev, next);
         } else {
             self.free_head = next;
         }
         if next != NIL {
-            mem.header_write_field(next, 8..16);
-            mem.header(next).prev.store(prev, Ordering::Relaxed);
+            mem.write_neighbour_prev(next, prev);
         }
-        h.state.store(0, Ordering::Relaxed);
         debug_assert!(self.free_chunks > 0, "free list and free_chunks disagree");
         self.free_chunks -= 1;
     }
 
-    /// Takes a chunk from the free list, marked ALLOCATED. Reading the head's links is
-    /// a read of its header.
+    /// Takes a chunk from the free list. Reading the head's links is a read of its
+    /// header; the chunk's own header is rewritten by whoever takes it (`Engine::take_chunk`
+    /// marks it allocated, as a `Fresh` chunk, which its item's write pays for).
     pub fn pop_free(&mut self, mem: &ItemMemory) -> Option<ItemAddr> {
         let addr = self.free_head;
         if addr == NIL {
             return None;
         }
-        mem.charge_header_read(addr, header_bytes::LINKS);
-        self.unlink_free(mem, addr);
-        mem.header(addr)
-            .state
-            .store(state::ALLOCATED, Ordering::Relaxed);
+        let head = mem.read_header(addr, header_bytes::LINKS);
+        self.detach_free(mem, head);
         Some(addr)
     }
 
@@ -315,35 +314,33 @@ impl ClassState {
         }
         page_class.store(self.id as u8, Ordering::Relaxed);
         let base = page * SLAB_PAGE_SIZE_BYTES;
-        let chunk_addr = |i: usize| mem.addr_at(base + i * self.chunk_bytes);
+        let (chunk_bytes, per_page) = (self.chunk_bytes, self.per_page);
+        let chunk_addr = |i: usize| mem.addr_at(base + i * chunk_bytes);
         // The page's chunks go in front of the free list in address order, so allocation
-        // walks the page upwards. Each chunk header is written once.
+        // walks the page upwards. Each chunk header is written once, back to back: one
+        // burst. (Zeroing the checksum keeps a record the page held in another life from
+        // ever checking out.)
         let old_head = self.free_head;
-        // Every chunk header is written once, back to back: one burst. (Zeroing the
-        // checksum keeps a record the page held in another life from ever checking out.)
-        mem.charge_header_write_burst((0..self.per_page).map(chunk_addr), header_bytes::ALL);
-        for i in 0..self.per_page {
-            let addr = chunk_addr(i);
-            let h = mem.header(addr);
-            h.checksum.store(0, Ordering::Relaxed);
-            h.state.store(state::FREE, Ordering::Relaxed);
+        let mut i = 0;
+        mem.write_headers_burst((0..per_page).map(chunk_addr), header_bytes::ALL, |h| {
+            h.set_checksum(0, Ordering::Relaxed);
+            h.store_state(state::FREE);
             let prev = if i == 0 { NIL } else { chunk_addr(i - 1) };
-            let next = if i + 1 == self.per_page {
+            let next = if i + 1 == per_page {
                 old_head
             } else {
                 chunk_addr(i + 1)
             };
-            h.prev.store(prev, Ordering::Relaxed);
-            h.next.store(next, Ordering::Relaxed);
-        }
-        if self.per_page > 0 {
+            h.set_prev(prev);
+            h.set_next(next);
+            i += 1;
+        });
+        if per_page > 0 {
             if old_head != NIL {
-                let last = chunk_addr(self.per_page - 1);
-                mem.header_write_field(old_head, 8..16);
-                mem.header(old_head).prev.store(last, Ordering::Relaxed);
+                mem.write_neighbour_prev(old_head, chunk_addr(per_page - 1));
             }
             self.free_head = chunk_addr(0);
-            self.free_chunks += self.per_page as u64;
+            self.free_chunks += per_page as u64;
         }
     }
 }
@@ -546,14 +543,11 @@ mod tests {
             let mut at = cs.free_head;
             let mut prev = NIL;
             while at != NIL {
-                assert_eq!(
-                    mem.header(at).prev.load(Ordering::Relaxed),
-                    prev,
-                    "prev of {at:#x}"
-                );
+                let h = mem.read_header(at, header_bytes::LINKS);
+                assert_eq!(h.prev(), prev, "prev of {at:#x}");
                 forward.push(at);
                 prev = at;
-                at = mem.header(at).next.load(Ordering::Relaxed);
+                at = h.next();
             }
             forward
         };
@@ -562,8 +556,9 @@ mod tests {
             .chain((0..per_page).map(|i| chunk(2, i)))
             .collect();
         assert_eq!(walk(&cs), expected);
-        cs.unlink_free(&mem, chunk(0, per_page / 2));
-        cs.unlink_free(&mem, chunk(2, 0));
+        for at in [chunk(0, per_page / 2), chunk(2, 0)] {
+            cs.unlink_free(&mem, mem.write_header(at, header_bytes::STATE));
+        }
         let left: Vec<ItemAddr> = expected
             .iter()
             .copied()

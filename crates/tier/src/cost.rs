@@ -525,12 +525,12 @@ mod tests {
         busy_wait_ns(1);
         let start = Instant::now();
         for _ in 0..ACCESSES {
-            region.charge_read(base, 64);
+            region.count_and_wait_read(base, 64);
         }
         let reads_took = start.elapsed();
         let start = Instant::now();
         for _ in 0..ACCESSES {
-            region.charge_write(base, 64);
+            region.count_and_wait_write(base, 64);
         }
         let writes_took = start.elapsed();
         assert!(

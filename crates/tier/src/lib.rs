@@ -5,8 +5,10 @@
 //! [`RegionSpec`]: anonymous memory (DRAM), heap (tests), a file or DAX device mapped
 //! shared, or memory bound to a NUMA node (CXL). The engine carves slab chunks out of
 //! pages; this crate knows nothing about what is stored in them. Every access the engine
-//! makes is reported with [`Region::charge_read`] / [`Region::charge_write`], which count
-//! bytes and 64-byte lines and busy-wait the region's emulated [`CostModel`].
+//! makes is reported with [`Region::count_and_wait_read`] / [`Region::count_and_wait_write`],
+//! which count bytes and 64-byte lines and busy-wait the region's emulated [`CostModel`]
+//! (the engine calls them only from `engine::item`, whose views make the charge part of
+//! the access).
 
 mod accounting;
 mod cost;

@@ -427,9 +427,12 @@ impl Region {
         );
     }
 
-    /// Counts the 64-byte lines of [ptr, ptr+len) as read, and busy-waits the cost.
-    #[inline]
-    pub fn charge_read(&self, ptr: *const u8, len: usize) {
+    /// Counts the 64-byte lines of [ptr, ptr+len) as read, and busy-waits the emulated
+    /// cost of that read (both: the name says so, so that no caller mistakes it for a
+    /// plain counter). Always inlined: it is a few instructions for a costless region
+    /// (the wait is out of line), on every item access of a request.
+    #[inline(always)]
+    pub fn count_and_wait_read(&self, ptr: *const u8, len: usize) {
         self.debug_assert_inside(ptr, len);
         let lines = lines_touched(ptr as usize, len);
         self.counters.add_read(len as u64, lines);
@@ -438,9 +441,10 @@ impl Region {
         }
     }
 
-    /// Counts the 64-byte lines of [ptr, ptr+len) as written, and busy-waits the cost.
-    #[inline]
-    pub fn charge_write(&self, ptr: *const u8, len: usize) {
+    /// Counts the 64-byte lines of [ptr, ptr+len) as written, and busy-waits the emulated
+    /// cost of that write. Always inlined, as [`Region::count_and_wait_read`].
+    #[inline(always)]
+    pub fn count_and_wait_write(&self, ptr: *const u8, len: usize) {
         self.debug_assert_inside(ptr, len);
         let lines = lines_touched(ptr as usize, len);
         self.counters.add_write(len as u64, lines);
@@ -470,7 +474,7 @@ impl Region {
     /// Counts a burst of `lines` 64-byte lines holding `bytes` bytes as written (a page
     /// being formatted: scattered small writes issued back to back), and busy-waits one
     /// access latency plus the transfer of `lines` whole lines.
-    pub fn charge_write_burst(&self, lines: u64, bytes: u64) {
+    pub fn count_and_wait_write_burst(&self, lines: u64, bytes: u64) {
         self.counters.add_write(bytes, lines);
         if !self.costless {
             let line_bytes = usize::try_from(lines)
@@ -2110,7 +2114,7 @@ mod tests {
         .unwrap();
         let base = region.base_ptr().as_ptr();
         // 100 bytes from offset 60: lines 0, 1 and 2 (the base is 4096-aligned).
-        region.charge_read(base.wrapping_add(60), 100);
+        region.count_and_wait_read(base.wrapping_add(60), 100);
         assert_eq!(
             region.access_counts(),
             AccessCounts {
@@ -2120,8 +2124,8 @@ mod tests {
                 lines_written: 0
             }
         );
-        region.charge_write(base.wrapping_add(64), 64);
-        region.charge_write(base.wrapping_add(127), 2);
+        region.count_and_wait_write(base.wrapping_add(64), 64);
+        region.count_and_wait_write(base.wrapping_add(127), 2);
         assert_eq!(
             region.access_counts(),
             AccessCounts {
@@ -2146,8 +2150,8 @@ mod tests {
         })
         .unwrap();
         let base = region.base_ptr().as_ptr();
-        region.charge_read(base, 1000);
-        region.charge_write(base, 1000);
+        region.count_and_wait_read(base, 1000);
+        region.count_and_wait_write(base, 1000);
         assert_eq!(region.emulated_wait_ns(), (10 + 1000) + (20 + 2000));
         assert_eq!(region.access_counts().lines_read, 16);
         assert_eq!(region.access_counts().lines_written, 16);
@@ -2159,8 +2163,8 @@ mod tests {
         assert_eq!(region.cost_model(), CostModel::NONE);
         let base = region.base_ptr().as_ptr();
         for i in 0..1000 {
-            region.charge_read(base.wrapping_add(i), 64);
-            region.charge_write(base.wrapping_add(i), 1);
+            region.count_and_wait_read(base.wrapping_add(i), 64);
+            region.count_and_wait_write(base.wrapping_add(i), 1);
         }
         let counts = region.access_counts();
         assert_eq!(counts.bytes_read, 64_000);
@@ -2180,7 +2184,7 @@ mod tests {
                 let region = &region;
                 scope.spawn(move || {
                     for i in 0..500usize {
-                        region.charge_read((base + (t * 500 + i) * 64) as *const u8, 64);
+                        region.count_and_wait_read((base + (t * 500 + i) * 64) as *const u8, 64);
                     }
                 });
             }

@@ -18,7 +18,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use crate::engine::Engine;
-use crate::item::ItemHeader;
+use crate::item::{HeaderEdit, HeaderRead};
 use crate::stats::G;
 
 /// Count bits of the policy byte.
@@ -155,37 +155,37 @@ impl Periods {
         (now_bits | after, step)
     }
 
-    /// Records one access of the item with header `h` at `now_s`: the counter and the
-    /// access time. Returns whether either changed (the header word is dirty).
-    pub fn record(&self, h: &ItemHeader, now_s: u32) -> bool {
-        self.record_step(h, now_s).0
+    /// Records one access of the item whose header `edit` updates at `now_s`: the
+    /// counter and the access time, written through the edit (which charges them once)
+    /// only if they change. Returns whether either changed (the header word is dirty).
+    #[inline(always)]
+    pub fn record(&self, edit: &mut HeaderEdit<'_>, now_s: u32) -> bool {
+        self.record_step(edit, now_s).0
     }
 
     /// [`Periods::record`], and what the access did to the count (its `after` is the
     /// count the item has now).
-    #[inline]
-    pub fn record_step(&self, h: &ItemHeader, now_s: u32) -> (bool, CountStep) {
-        let last_access_s = h.last_access_s.load(Ordering::Relaxed);
-        let old = h.access.load(Ordering::Relaxed);
+    #[inline(always)]
+    pub fn record_step(&self, edit: &mut HeaderEdit<'_>, now_s: u32) -> (bool, CountStep) {
+        let h = edit.read();
+        let last_access_s = h.last_access_s();
+        let old = h.access();
         let (new, step) = self.accessed_step(old, last_access_s);
         let mut dirty = false;
         if new != old {
-            h.access.store(new, Ordering::Relaxed);
+            edit.write().set_access(new);
             dirty = true;
         }
         if last_access_s != now_s {
-            h.last_access_s.store(now_s, Ordering::Relaxed);
+            edit.write().set_last_access_s(now_s);
             dirty = true;
         }
         (dirty, step)
     }
 
     /// The count of the item with header `h` now.
-    pub fn count_of(&self, h: &ItemHeader) -> u8 {
-        self.decayed(
-            h.access.load(Ordering::Relaxed),
-            h.last_access_s.load(Ordering::Relaxed),
-        )
+    pub fn count_of(&self, h: HeaderRead<'_>) -> u8 {
+        self.decayed(h.access(), h.last_access_s())
     }
 
     /// The policy byte of a new item: one access in the current period.

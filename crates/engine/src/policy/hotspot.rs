@@ -62,7 +62,7 @@ use crate::api::TierId;
 use crate::config::{EngineConfig, SLAB_CLASSES_MAX};
 use crate::engine::{Engine, Tier};
 use crate::index::{Index, ShardGuard};
-use crate::item::{header_bytes, state, Fresh, ItemAddr, ItemHeader, NIL};
+use crate::item::{header_bytes, state, Fresh, HeaderRead, HeaderWrite, NIL};
 use crate::lru::COLD;
 use crate::moves::Direction;
 use crate::slab::ClassState;
@@ -271,8 +271,14 @@ impl Hotspot {
     /// tail item that is live, not queued for a move, not ACTIVE and not due to move
     /// down a queue. ACTIVE items get a second chance at their queue's head; decayed
     /// ones move down; dead ones met on the way are reclaimed (the caller finds their
-    /// chunks free). Charges what it reads (DRAM). The caller holds the class lock.
-    fn dram_victim(&self, e: &Engine, cs: &mut ClassState, now_s: u32) -> Option<ItemAddr> {
+    /// chunks free). Charges what it reads (DRAM); the victim's header comes back as the
+    /// view of that read. The caller holds the class lock.
+    fn dram_victim<'e>(
+        &self,
+        e: &'e Engine,
+        cs: &mut ClassState,
+        now_s: u32,
+    ) -> Option<HeaderRead<'e>> {
         if self.hyperbolic {
             return self.hyperbolic_victim(e, cs, now_s);
         }
@@ -290,23 +296,22 @@ impl Hotspot {
                 if search == NIL {
                     break;
                 }
-                dram.mem.charge_header_read(search, header_bytes::ALL);
-                let h = dram.mem.header(search);
-                let prev = h.prev.load(Ordering::Relaxed);
+                let h = dram.mem.read_header(search, header_bytes::ALL);
+                let prev = h.prev();
                 if !h.has(state::LINKED) {
                     search = prev;
                     continue;
                 }
                 if e.dead_reason(h, now_s).is_some() {
                     // Expired or flushed: its chunk is room already, no demotion needed.
-                    e.reclaim_dead(dram, cs, search, false);
+                    e.reclaim_dead(dram, cs, h, false);
                     search = prev;
                     continue;
                 }
                 if h.has(state::QUEUED) {
                     // Already on its way out (the demotion the maintainer queued): the
                     // same move, done now, if nothing better is found.
-                    fallback.get_or_insert(search);
+                    fallback.get_or_insert(h);
                     queued_passed += 1;
                     search = prev;
                     continue;
@@ -314,12 +319,13 @@ impl Hotspot {
                 tries -= 1;
                 let due = queue_of(self.periods.count_of(h), self.queues);
                 if h.has(state::ACTIVE) || due < queue {
-                    h.clear(state::ACTIVE);
-                    super::slru::move_to(dram, cs, search, due.min(queue));
+                    let w = h.charge_write(header_bytes::LINKS);
+                    w.clear(state::ACTIVE);
+                    cs.lru.move_to(&dram.mem, w, due.min(queue));
                     search = prev;
                     continue;
                 }
-                return Some(search);
+                return Some(h);
             }
         }
         fallback
@@ -336,10 +342,9 @@ impl Hotspot {
             if addr == NIL {
                 return false;
             }
-            tier.mem.charge_header_read(addr, header_bytes::ALL);
-            let h = tier.mem.header(addr);
-            let prev = h.prev.load(Ordering::Relaxed);
-            if !h.has(state::QUEUED) && e.evict_item(tier, cs, addr, now_s) {
+            let h = tier.mem.read_header(addr, header_bytes::ALL);
+            let prev = h.prev();
+            if !h.has(state::QUEUED) && e.evict_item(tier, cs, h, now_s) {
                 return true;
             }
             addr = prev;
@@ -360,15 +365,14 @@ impl Hotspot {
                 if search == NIL {
                     break;
                 }
-                dram.mem.charge_header_read(search, header_bytes::ALL);
-                let h = dram.mem.header(search);
-                let prev = h.prev.load(Ordering::Relaxed);
+                let h = dram.mem.read_header(search, header_bytes::ALL);
+                let prev = h.prev();
                 let due = queue_of(self.periods.count_of(h), self.queues);
                 if due >= queue {
                     // The tail is still hot enough for its queue: so is most of the rest.
                     break;
                 }
-                super::slru::move_to(dram, cs, search, due);
+                super::slru::move_to(dram, cs, h, due);
                 search = prev;
             }
         }
@@ -443,11 +447,10 @@ impl Hotspot {
                     return 0;
                 }
             }
-            mem.charge_header_read(addr, header_bytes::ALL);
-            let h = mem.header(addr);
-            cs.lru.hand = h.prev.load(Ordering::Relaxed);
+            let h = mem.read_header(addr, header_bytes::ALL);
+            cs.lru.hand = h.prev();
             if e.dead_reason(h, now_s).is_some() {
-                if e.reclaim_dead(tier, cs, addr, false) {
+                if e.reclaim_dead(tier, cs, h, false) {
                     return 1;
                 }
                 continue;
@@ -458,7 +461,7 @@ impl Hotspot {
             if !e.config.evictions_enabled {
                 return 0;
             }
-            let key_hash = h.key_hash.load(Ordering::Relaxed);
+            let key_hash = h.key_hash();
             let referenced = {
                 let Some(mut table) = e.index.shard(key_hash).table.try_lock() else {
                     cs.stats.lrutail_reflocked += 1;
@@ -471,7 +474,7 @@ impl Hotspot {
             };
             // Bounded: after CLOCK_TRIES - 1 referenced items the hand evicts the next
             // one anyway, so a store never fails because every item was just read.
-            if (!referenced || attempt == CLOCK_TRIES) && e.evict_item(tier, cs, addr, now_s) {
+            if (!referenced || attempt == CLOCK_TRIES) && e.evict_item(tier, cs, h, now_s) {
                 return 1;
             }
         }
@@ -516,9 +519,9 @@ impl Hotspot {
     }
 
     /// A DRAM item's access count as the counters see it.
-    fn dram_count(&self, h: &ItemHeader) -> u8 {
+    fn dram_count(&self, h: HeaderRead<'_>) -> u8 {
         if self.hyperbolic {
-            h.access.load(Ordering::Relaxed).min(COUNT_MAX)
+            h.access().min(COUNT_MAX)
         } else {
             self.periods.count_of(h)
         }
@@ -542,11 +545,16 @@ impl Hotspot {
     /// HM-HC's DRAM victim: among chunks of the class sampled at random, the live item
     /// with the fewest accesses per period spent in DRAM. Dead items met are reclaimed.
     /// The caller holds the class lock (shards are only tried).
-    fn hyperbolic_victim(&self, e: &Engine, cs: &mut ClassState, now_s: u32) -> Option<ItemAddr> {
+    fn hyperbolic_victim<'e>(
+        &self,
+        e: &'e Engine,
+        cs: &mut ClassState,
+        now_s: u32,
+    ) -> Option<HeaderRead<'e>> {
         let dram = e.dram();
         let now_period = self.entry_period();
         let large = cs.id == e.geometry.large;
-        let mut best: Option<(ItemAddr, u64, u64)> = None;
+        let mut best: Option<(HeaderRead<'e>, u64, u64)> = None;
         for _ in 0..HYPERBOLIC_SAMPLES {
             if cs.pages.is_empty() {
                 return None;
@@ -561,16 +569,15 @@ impl Hotspot {
             let addr = dram
                 .mem
                 .addr_at(page * crate::config::SLAB_PAGE_SIZE_BYTES + chunk * cs.chunk_bytes);
-            dram.mem.charge_header_read(addr, header_bytes::ALL);
-            let h = dram.mem.header(addr);
+            let h = dram.mem.read_header(addr, header_bytes::ALL);
             if !h.has(state::LINKED) || h.has(state::QUEUED) {
                 continue;
             }
             if e.dead_reason(h, now_s).is_some() {
-                e.reclaim_dead(dram, cs, addr, false);
+                e.reclaim_dead(dram, cs, h, false);
                 continue;
             }
-            let key_hash = h.key_hash.load(Ordering::Relaxed);
+            let key_hash = h.key_hash();
             let Some(mut table) = e.index.shard(key_hash).table.try_lock() else {
                 continue;
             };
@@ -579,16 +586,16 @@ impl Hotspot {
                 continue;
             };
             let periods_in_dram = u64::from(now_period.wrapping_sub(entered)) + 1;
-            let accesses = u64::from(h.access.load(Ordering::Relaxed));
+            let accesses = u64::from(h.access());
             // accesses / periods_in_dram, compared without division.
             let lower = best.is_none_or(|(_, best_accesses, best_periods)| {
                 accesses * best_periods < best_accesses * periods_in_dram
             });
             if lower {
-                best = Some((addr, accesses, periods_in_dram));
+                best = Some((h, accesses, periods_in_dram));
             }
         }
-        best.map(|(addr, _, _)| addr)
+        best.map(|(h, _, _)| h)
     }
 
     fn count_migration(&self, class_id: usize, direction: Direction) {
@@ -611,17 +618,18 @@ impl Hotspot {
     /// checks (a relink changes only the queue bits). Hyperbolic DRAM and slow-tier
     /// items take [`Hotspot::other_access`].
     #[inline(always)]
-    fn dram_hit(&self, tier: &Tier, addr: ItemAddr, class_id: usize, now_s: u32) -> bool {
-        let h = tier.mem.header(addr);
+    fn dram_hit(&self, tier: &Tier, h: HeaderRead<'_>, class_id: usize, now_s: u32) -> bool {
+        // The hit's header writes, charged once (the access word) when the edit ends.
+        let mut edit = h.edit(header_bytes::ACCESS);
         // The step's `after` is the count now (reading it back would decay the byte
         // twice more, ~50 instructions a hit).
-        let (mut dirty, step) = self.periods.record_step(h, now_s);
-        let bits = h.state.load(Ordering::Relaxed);
+        let (_, step) = self.periods.record_step(&mut edit, now_s);
+        let bits = h.state();
         let segment = usize::from((bits & state::SEG_MASK) >> state::SEG_SHIFT);
         let due = queue_of(step.after, self.queues);
         let mut set = 0;
         if due != segment {
-            self.relink_hit(tier, addr, class_id, h, due);
+            self.relink_hit(tier, h, class_id, due);
         } else if bits & state::ACTIVE == 0 {
             set |= state::ACTIVE;
         }
@@ -629,23 +637,19 @@ impl Hotspot {
             set |= state::FETCHED;
         }
         if set != 0 {
-            h.set(set);
-            dirty = true;
+            edit.write().set(set);
         }
         self.record_reached(class_id, step);
-        if dirty {
-            tier.mem.charge_header_write(addr, header_bytes::ACCESS);
-        }
-        dirty
+        edit.finish()
     }
 
     /// A hit moved a DRAM item's counter to queue `due`: relinks it there if the class
-    /// lock is free (out of line: most hits stay in their queue).
+    /// lock is free (out of line: most hits stay in their queue), charging the links.
     #[inline(never)]
-    fn relink_hit(&self, tier: &Tier, addr: ItemAddr, class_id: usize, h: &ItemHeader, due: usize) {
+    fn relink_hit(&self, tier: &Tier, h: HeaderRead<'_>, class_id: usize, due: usize) {
         if let Some(mut cs) = tier.classes[class_id].0.try_lock() {
             if h.has(state::LINKED) {
-                super::slru::move_to(tier, &mut cs, addr, due);
+                super::slru::move_to(tier, &mut cs, h, due);
             }
         }
     }
@@ -660,23 +664,22 @@ impl Hotspot {
         &self,
         e: &Engine,
         tier: &Tier,
-        addr: ItemAddr,
+        h: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
         table: &mut ShardGuard<'_>,
         key_hash: u32,
     ) -> bool {
-        let item = tier.mem.item(addr);
-        let h = item.header();
+        let addr = h.addr();
+        // The hit's header writes, charged once (the access word) when the edit ends.
+        let mut edit = h.edit(header_bytes::ACCESS);
         if tier.id == TierId::Dram {
             debug_assert!(self.hyperbolic, "a multi-queue DRAM hit takes dram_hit");
-            let accesses = h.access.load(Ordering::Relaxed);
-            h.access
-                .store(accesses.saturating_add(1), Ordering::Relaxed);
-            h.last_access_s.store(now_s, Ordering::Relaxed);
-            h.set(state::FETCHED);
-            item.charge_header_write(header_bytes::ACCESS);
-            return true;
+            let w = edit.write();
+            w.set_access(h.access().saturating_add(1));
+            w.set_last_access_s(now_s);
+            w.set(state::FETCHED);
+            return edit.finish();
         }
         // A slow-tier item: the counter and the reference bit live in DRAM.
         let step = Index::with_policy_bits(table, key_hash, addr, |byte, referenced| {
@@ -687,41 +690,33 @@ impl Hotspot {
             step
         });
         let count = step.map_or(0, |s| s.after);
-        let mut dirty = false;
         if !h.has(state::FETCHED) {
-            h.set(state::FETCHED);
-            h.last_access_s.store(now_s, Ordering::Relaxed);
-            dirty = true;
-        } else if now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed))
-            >= ITEM_UPDATE_INTERVAL_S
-        {
-            h.last_access_s.store(now_s, Ordering::Relaxed);
-            dirty = true;
+            let w = edit.write();
+            w.set(state::FETCHED);
+            w.set_last_access_s(now_s);
+        } else if now_s.saturating_sub(h.last_access_s()) >= ITEM_UPDATE_INTERVAL_S {
+            edit.write().set_last_access_s(now_s);
         }
         if let Some(step) = step {
             self.record_reached(class_id, step);
         }
         if e.migrating() && !h.has(state::QUEUED) && count > self.threshold(class_id) {
-            h.set(state::PROMOTE);
-            e.moves
-                .offer(Direction::ToDram, &tier.mem, addr, false, &*table);
-            dirty = true;
+            let w = edit.write();
+            w.set(state::PROMOTE);
+            e.moves.offer(Direction::ToDram, w, false, &*table);
         }
-        if dirty {
-            item.charge_header_write(header_bytes::ACCESS);
-        }
-        dirty
+        edit.finish()
     }
 }
 
 impl Policy for Hotspot {
-    fn alloc_new_item(
+    fn alloc_new_item<'e>(
         &self,
-        e: &Engine,
+        e: &'e Engine,
         _key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<Fresh> {
+    ) -> Option<Fresh<'e>> {
         let dram = e.dram();
         let Some(slow) = e.slow() else {
             return e.alloc(dram, class_id, total_bytes);
@@ -744,9 +739,10 @@ impl Policy for Hotspot {
         table: &mut ShardGuard<'_>,
         key_hash: u32,
         tier: &Tier,
-        addr: ItemAddr,
-        old: Option<ItemAddr>,
+        item: HeaderWrite<'_>,
+        old: Option<HeaderRead<'_>>,
     ) -> usize {
+        let addr = item.addr();
         // A SET is an access: an overwrite carries the key's counter on.
         let first_access = |before: u8| CountStep {
             first_in_period: true,
@@ -754,17 +750,11 @@ impl Policy for Hotspot {
             after: before.saturating_add(1).min(COUNT_MAX),
         };
         let step = match old {
-            Some(old_addr) if e.tier_of(old_addr).id == TierId::Dram => {
-                let h = e.dram().mem.header(old_addr);
+            Some(h) if e.tier_of(h.addr()).id == TierId::Dram => {
                 if self.hyperbolic {
                     first_access(self.dram_count(h))
                 } else {
-                    self.periods
-                        .accessed_step(
-                            h.access.load(Ordering::Relaxed),
-                            h.last_access_s.load(Ordering::Relaxed),
-                        )
-                        .1
+                    self.periods.accessed_step(h.access(), h.last_access_s()).1
                 }
             }
             // The descriptor (kept by the index's `replace`) holds a slow item's counter.
@@ -781,7 +771,7 @@ impl Policy for Hotspot {
         let byte = self.periods.with_count(count);
         match tier.id {
             TierId::Dram if self.hyperbolic => {
-                tier.mem.header(addr).access.store(count, Ordering::Relaxed);
+                item.set_access(count);
                 let entered = self.entry_period();
                 Index::with_policy_bits(table, key_hash, addr, |b, referenced| {
                     *b = entered;
@@ -790,7 +780,7 @@ impl Policy for Hotspot {
                 0
             }
             TierId::Dram => {
-                tier.mem.header(addr).access.store(byte, Ordering::Relaxed);
+                item.set_access(byte);
                 Index::with_policy_bits(table, key_hash, addr, |b, referenced| {
                     *b = 0;
                     *referenced = false;
@@ -815,16 +805,16 @@ impl Policy for Hotspot {
         &self,
         e: &Engine,
         tier: &Tier,
-        addr: ItemAddr,
+        item: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
         table: &mut ShardGuard<'_>,
         key_hash: u32,
     ) -> bool {
         if tier.id == TierId::Dram && !self.hyperbolic {
-            return self.dram_hit(tier, addr, class_id, now_s);
+            return self.dram_hit(tier, item, class_id, now_s);
         }
-        self.other_access(e, tier, addr, class_id, now_s, table, key_hash)
+        self.other_access(e, tier, item, class_id, now_s, table, key_hash)
     }
 
     fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
@@ -840,8 +830,8 @@ impl Policy for Hotspot {
                     // None: every item looked at was active or belonged to a lower
                     // queue, and was moved there (its ACTIVE bit cleared): the next
                     // search starts from a different tail.
-                    if let Some(addr) = self.dram_victim(e, cs, now_s) {
-                        if e.evict_item(tier, cs, addr, now_s) {
+                    if let Some(h) = self.dram_victim(e, cs, now_s) {
+                        if e.evict_item(tier, cs, h, now_s) {
                             return 1;
                         }
                         // Its shard is locked by a request in flight (a hot key's, most
@@ -849,8 +839,8 @@ impl Policy for Hotspot {
                         // to its queue's head so that the next search finds another.
                         // (Hyperbolic sampling draws another by itself.)
                         if !self.hyperbolic {
-                            let count = self.periods.count_of(tier.mem.header(addr));
-                            super::slru::move_to(tier, cs, addr, queue_of(count, self.queues));
+                            let count = self.periods.count_of(h);
+                            super::slru::move_to(tier, cs, h, queue_of(count, self.queues));
                         }
                     }
                     if cs.free_chunks > free_before {
@@ -865,21 +855,20 @@ impl Policy for Hotspot {
         }
     }
 
-    fn destination(
+    fn destination<'e>(
         &self,
-        e: &Engine,
+        e: &'e Engine,
         direction: Direction,
         class_id: usize,
         total_bytes: usize,
         _candidate: Candidate,
-    ) -> Result<Fresh, Refusal> {
+    ) -> Result<Fresh<'e>, Refusal> {
         match direction {
             Direction::ToSlow => {
                 tiering::slow_chunk(e, class_id, total_bytes).ok_or(Refusal::NoSpace)
             }
             Direction::ToDram => {
-                let victim =
-                    |e: &Engine, cs: &mut ClassState, now_s: u32| self.dram_victim(e, cs, now_s);
+                let victim = |cs: &mut ClassState, now_s: u32| self.dram_victim(e, cs, now_s);
                 match tiering::dram_chunk_by_demoting_with(e, class_id, total_bytes, victim, |_| {
                     true
                 }) {
@@ -896,19 +885,19 @@ impl Policy for Hotspot {
         key_hash: u32,
         direction: Direction,
         dst_tier: &Tier,
-        dst_addr: ItemAddr,
+        h: HeaderWrite<'_>,
         now_s: u32,
     ) -> usize {
+        let dst_addr = h.addr();
         let class_id = dst_tier.class_of(dst_addr);
         self.count_migration(class_id, direction);
-        let h = dst_tier.mem.header(dst_addr);
         match direction {
             Direction::ToDram => {
                 // The counter moves from the descriptor into the DRAM header.
                 // The access that made the item hot was just now; the slow copy's time
                 // may be a minute old (written at most once a minute), and a counter
                 // read against it would look idle.
-                h.last_access_s.store(now_s, Ordering::Relaxed);
+                h.set_last_access_s(now_s);
                 let entered = self.entry_period();
                 let hyperbolic = self.hyperbolic;
                 let byte = Index::with_policy_bits(table, key_hash, dst_addr, |b, referenced| {
@@ -919,20 +908,18 @@ impl Policy for Hotspot {
                 })
                 .unwrap_or(0);
                 if self.hyperbolic {
-                    h.access
-                        .store(self.slow_count(byte, now_s), Ordering::Relaxed);
+                    h.set_access(self.slow_count(byte, now_s));
                     return 0;
                 }
-                h.access.store(byte, Ordering::Relaxed);
-                queue_of(self.periods.count_of(h), self.queues)
+                h.set_access(byte);
+                queue_of(self.periods.count_of(h.read()), self.queues)
             }
             Direction::ToSlow => {
                 // ... and back: the copy's header holds the DRAM counter.
                 let byte = if self.hyperbolic {
-                    self.periods
-                        .with_count(h.access.load(Ordering::Relaxed).min(COUNT_MAX))
+                    self.periods.with_count(h.access().min(COUNT_MAX))
                 } else {
-                    h.access.load(Ordering::Relaxed)
+                    h.access()
                 };
                 Index::with_policy_bits(table, key_hash, dst_addr, |b, referenced| {
                     *b = byte;
@@ -979,10 +966,8 @@ impl Policy for Hotspot {
             let Some(victim) = self.dram_victim(e, &mut cs, now_s) else {
                 break;
             };
-            if tier.mem.header(victim).has(state::QUEUED)
-                || !e
-                    .moves
-                    .offer(Direction::ToSlow, &tier.mem, victim, true, &*cs)
+            if victim.has(state::QUEUED)
+                || !e.moves.offer_charged(Direction::ToSlow, victim, true, &*cs)
             {
                 break;
             }

@@ -33,7 +33,7 @@ use crate::api::TierId;
 use crate::config::{EngineConfig, PlacementPolicy};
 use crate::engine::{Engine, Tier};
 use crate::index::ShardGuard;
-use crate::item::{Fresh, ItemAddr};
+use crate::item::{Fresh, HeaderRead, HeaderWrite};
 use crate::moves::Direction;
 use crate::slab::ClassState;
 
@@ -65,13 +65,13 @@ pub(crate) struct Candidate {
 pub(crate) trait Policy {
     /// The chunk for a new item of `class_id` (a store): which tier, and what to give
     /// up when it is full. The caller may hold a shard lock, so shards are only tried.
-    fn alloc_new_item(
+    fn alloc_new_item<'e>(
         &self,
-        e: &Engine,
+        e: &'e Engine,
         key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<Fresh>;
+    ) -> Option<Fresh<'e>>;
 
     /// The policy byte a new item starts with.
     fn new_item_access(&self, _now_s: u32) -> u8 {
@@ -83,8 +83,9 @@ pub(crate) trait Policy {
         crate::lru::HOT
     }
 
-    /// A newly stored item at `addr` is being published (its descriptor is in `table`,
-    /// replacing `old`'s if the key had one; `old` is still allocated). Returns the LRU
+    /// A newly stored item (`item`: its header, written with the item and paid for) is
+    /// being published (its descriptor is in `table`, replacing `old`'s if the key had
+    /// one; `old`, the header its look-up paid for, is still allocated). Returns the LRU
     /// segment it is linked at. The caller holds the shard lock.
     fn on_link(
         &self,
@@ -92,23 +93,24 @@ pub(crate) trait Policy {
         _table: &mut ShardGuard<'_>,
         _key_hash: u32,
         tier: &Tier,
-        _addr: ItemAddr,
-        _old: Option<ItemAddr>,
+        _item: HeaderWrite<'_>,
+        _old: Option<HeaderRead<'_>>,
     ) -> usize {
         self.segment_for_new_item(tier.id)
     }
 
-    /// A read or touch of the live item at `addr`, of slab class `class_id` (the caller
-    /// holds its shard lock, `table`, and looked the class up already): update what the
-    /// policy tracks, maybe offer the item for a move.
-    /// Returns whether it charged a write of the header's access word
-    /// (`header_bytes::ACCESS`).
+    /// A read or touch of the live item `item` (its header, which the look-up paid to
+    /// read), of slab class `class_id` (the caller holds its shard lock, `table`, and
+    /// looked the class up already): update what the policy tracks, maybe offer the item
+    /// for a move. What it writes it writes through an edit of the header
+    /// (`HeaderRead::edit`), charged once. Returns whether it charged a write of the
+    /// header's access word (`header_bytes::ACCESS`).
     #[allow(clippy::too_many_arguments)]
     fn on_access(
         &self,
         e: &Engine,
         tier: &Tier,
-        addr: ItemAddr,
+        item: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
         table: &mut ShardGuard<'_>,
@@ -122,25 +124,25 @@ pub(crate) trait Policy {
 
     /// The destination chunk of a move of an item of `total_bytes` in `class_id`, or
     /// why there is none. No lock is held.
-    fn destination(
+    fn destination<'e>(
         &self,
-        e: &Engine,
+        e: &'e Engine,
         direction: Direction,
         class_id: usize,
         total_bytes: usize,
         candidate: Candidate,
-    ) -> Result<Fresh, Refusal>;
+    ) -> Result<Fresh<'e>, Refusal>;
 
-    /// A moved item's copy at `dst_addr` is published (its descriptor in `table` now
-    /// points at it; the caller holds the shard lock). Returns the LRU segment it is
-    /// linked at in its new tier.
+    /// A moved item's copy (`dst`: its header, written with the copy and paid for) is
+    /// published (its descriptor in `table` now points at it; the caller holds the
+    /// shard lock). Returns the LRU segment it is linked at in its new tier.
     fn after_move(
         &self,
         _table: &mut ShardGuard<'_>,
         _key_hash: u32,
         direction: Direction,
         _dst_tier: &Tier,
-        _dst_addr: ItemAddr,
+        _dst: HeaderWrite<'_>,
         _now_s: u32,
     ) -> usize {
         match direction {
@@ -217,13 +219,13 @@ macro_rules! dispatch {
 
 impl Policy for AnyPolicy {
     #[inline]
-    fn alloc_new_item(
+    fn alloc_new_item<'e>(
         &self,
-        e: &Engine,
+        e: &'e Engine,
         key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<Fresh> {
+    ) -> Option<Fresh<'e>> {
         dispatch!(self, p => p.alloc_new_item(e, key_hash, class_id, total_bytes))
     }
     #[inline]
@@ -241,10 +243,10 @@ impl Policy for AnyPolicy {
         table: &mut ShardGuard<'_>,
         key_hash: u32,
         tier: &Tier,
-        addr: ItemAddr,
-        old: Option<ItemAddr>,
+        item: HeaderWrite<'_>,
+        old: Option<HeaderRead<'_>>,
     ) -> usize {
-        dispatch!(self, p => p.on_link(e, table, key_hash, tier, addr, old))
+        dispatch!(self, p => p.on_link(e, table, key_hash, tier, item, old))
     }
     // Always inlined (into `Engine::read`): the hotspot policy's DRAM hit is a few
     // dozen instructions, and a call in between cost ~30 of them a hit.
@@ -253,27 +255,27 @@ impl Policy for AnyPolicy {
         &self,
         e: &Engine,
         tier: &Tier,
-        addr: ItemAddr,
+        item: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
         table: &mut ShardGuard<'_>,
         key_hash: u32,
     ) -> bool {
-        dispatch!(self, p => p.on_access(e, tier, addr, class_id, now_s, table, key_hash))
+        dispatch!(self, p => p.on_access(e, tier, item, class_id, now_s, table, key_hash))
     }
     #[inline]
     fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
         dispatch!(self, p => p.make_room(e, tier, cs, now_s))
     }
     #[inline]
-    fn destination(
+    fn destination<'e>(
         &self,
-        e: &Engine,
+        e: &'e Engine,
         direction: Direction,
         class_id: usize,
         total_bytes: usize,
         candidate: Candidate,
-    ) -> Result<Fresh, Refusal> {
+    ) -> Result<Fresh<'e>, Refusal> {
         dispatch!(self, p => p.destination(e, direction, class_id, total_bytes, candidate))
     }
     #[inline]
@@ -283,10 +285,10 @@ impl Policy for AnyPolicy {
         key_hash: u32,
         direction: Direction,
         dst_tier: &Tier,
-        dst_addr: ItemAddr,
+        dst: HeaderWrite<'_>,
         now_s: u32,
     ) -> usize {
-        dispatch!(self, p => p.after_move(table, key_hash, direction, dst_tier, dst_addr, now_s))
+        dispatch!(self, p => p.after_move(table, key_hash, direction, dst_tier, dst, now_s))
     }
     #[inline]
     fn migrates(&self) -> bool {

@@ -9,14 +9,13 @@
 //! Every policy here keeps these rules in each tier; what happens at a tail beyond them
 //! (a promotion offer, a demotion) comes through [`TailHooks`].
 //!
-//! Accounting: every header looked at from a tail is charged as a read of its tier;
-//! every move charges the item's own header write (links and state) and, in `lru.rs`,
-//! its neighbours'.
-
-use std::sync::atomic::Ordering;
+//! Accounting: every header looked at from a tail is charged as a read of its tier (the
+//! `HeaderRead` view handed to the hooks and to eviction is that read's); every move
+//! charges the item's own header write (links and state) and, in `lru.rs`, its
+//! neighbours'.
 
 use crate::engine::{Engine, Tier};
-use crate::item::{header_bytes, state, ItemAddr, ItemHeader, NIL};
+use crate::item::{header_bytes, state, HeaderEdit, HeaderRead, NIL};
 use crate::lru::{COLD, HOT, WARM};
 use crate::slab::ClassState;
 
@@ -35,7 +34,7 @@ pub(crate) trait TailHooks {
         _e: &Engine,
         _tier: &Tier,
         _cs: &mut ClassState,
-        _addr: ItemAddr,
+        _item: HeaderRead<'_>,
         _now_s: u32,
     ) -> bool {
         false
@@ -48,7 +47,7 @@ pub(crate) trait TailHooks {
         _e: &Engine,
         _tier: &Tier,
         _cs: &mut ClassState,
-        _addr: ItemAddr,
+        _item: HeaderRead<'_>,
         _now_s: u32,
     ) -> bool {
         false
@@ -59,10 +58,13 @@ pub(crate) trait TailHooks {
 pub(crate) struct NoHooks;
 impl TailHooks for NoHooks {}
 
-/// Moves `addr` to the head of `segment` and charges the item's header write.
-pub(crate) fn move_to(tier: &Tier, cs: &mut ClassState, addr: ItemAddr, segment: usize) {
-    tier.mem.charge_header_write(addr, header_bytes::LINKS);
-    cs.lru.move_to(&tier.mem, addr, segment);
+/// Moves the item `item` (its header, which the caller paid to read) to the head of
+/// `segment` and charges the item's header write. A caller that rewrites other state
+/// bits in the same move charges `header_bytes::LINKS` itself and calls `Lru::move_to`
+/// with the write view.
+pub(crate) fn move_to(tier: &Tier, cs: &mut ClassState, item: HeaderRead<'_>, segment: usize) {
+    let h = item.charge_write(header_bytes::LINKS);
+    cs.lru.move_to(&tier.mem, h, segment);
 }
 
 /// What memcached's `do_item_bump` did to an item on a read.
@@ -75,33 +77,40 @@ pub(crate) struct Bump {
 }
 
 /// memcached's `do_item_bump`: the first read sets FETCHED, the second ACTIVE; an item
-/// turning ACTIVE in COLD is moved to WARM if the class lock is free. Nothing is
-/// charged here: the caller charges the header words it rewrote, once.
-pub(crate) fn bump(tier: &Tier, addr: ItemAddr, h: &ItemHeader) -> Bump {
-    bump_with(tier, addr, h, true)
+/// turning ACTIVE in COLD is moved to WARM if the class lock is free. The writes go
+/// through the caller's edit of the header, which charges them once (widened to the
+/// links when the caller sees `moved_to_warm`).
+#[inline(always)]
+pub(crate) fn bump(tier: &Tier, edit: &mut HeaderEdit<'_>) -> Bump {
+    bump_with(tier, edit, true)
 }
 
 /// [`bump`], moving an item that turns ACTIVE in COLD to WARM only if `may_move`. A
 /// policy that keeps a tier's LRU order lazily passes `false`: the item stays in COLD
 /// with ACTIVE set (as in memcached when its asynchronous bump queue is full), and the
 /// maintainer's COLD pull rescues it to WARM once the order matters.
-pub(crate) fn bump_with(tier: &Tier, addr: ItemAddr, h: &ItemHeader, may_move: bool) -> Bump {
+/// Always inlined into each policy's hit, so that the hit's edit is not passed by
+/// reference to a call (a Dual-LRU GET took 6 instructions more as a call).
+#[inline(always)]
+pub(crate) fn bump_with(tier: &Tier, edit: &mut HeaderEdit<'_>, may_move: bool) -> Bump {
     let mut bump = Bump::default();
+    let h = edit.read();
     if h.has(state::ACTIVE) {
         return bump;
     }
     if !h.has(state::FETCHED) {
-        h.set(state::FETCHED);
+        edit.write().set(state::FETCHED);
         bump.flags_changed = true;
         return bump;
     }
-    h.set(state::ACTIVE);
+    edit.write().set(state::ACTIVE);
     bump.flags_changed = true;
     if may_move && h.segment() == COLD {
-        if let Some(mut cs) = tier.classes[tier.class_of(addr)].0.try_lock() {
+        if let Some(mut cs) = tier.classes[tier.class_of(h.addr())].0.try_lock() {
             if h.has(state::LINKED) && h.segment() == COLD {
-                h.clear(state::ACTIVE);
-                cs.lru.move_to(&tier.mem, addr, WARM);
+                let w = edit.write();
+                w.clear(state::ACTIVE);
+                cs.lru.move_to(&tier.mem, w, WARM);
                 cs.stats.moves_to_warm += 1;
                 bump.moved_to_warm = true;
             }
@@ -125,17 +134,46 @@ pub(crate) fn pull_tail(
     now_s: u32,
     hooks: &impl TailHooks,
 ) -> usize {
+    pull_tail_from(
+        e,
+        tier,
+        cs,
+        segment,
+        total_bytes,
+        max_age_s,
+        now_s,
+        hooks,
+        None,
+    )
+}
+
+/// [`pull_tail`], when the caller's pass paid to read the segment's tail header already
+/// (`tail_read`: used if that item is still the tail, so the pass reads it once).
+#[allow(clippy::too_many_arguments)]
+fn pull_tail_from(
+    e: &Engine,
+    tier: &Tier,
+    cs: &mut ClassState,
+    segment: usize,
+    total_bytes: u64,
+    max_age_s: u32,
+    now_s: u32,
+    hooks: &impl TailHooks,
+    mut tail_read: Option<HeaderRead<'_>>,
+) -> usize {
     let mem = &tier.mem;
     let mut removed = 0;
     let mut search = cs.lru.tail[segment];
     let mut tries = PULL_TAIL_TRIES;
     while tries > 0 && search != NIL {
         tries -= 1;
-        mem.charge_header_read(search, header_bytes::ALL);
-        let h = mem.header(search);
-        let prev = h.prev.load(Ordering::Relaxed);
+        let h = match tail_read.take() {
+            Some(h) if h.addr() == search => h,
+            _ => mem.read_header(search, header_bytes::ALL),
+        };
+        let prev = h.prev();
         if e.dead_reason(h, now_s).is_some() {
-            if e.reclaim_dead(tier, cs, search, false) {
+            if e.reclaim_dead(tier, cs, h, false) {
                 removed += 1;
             }
             search = prev;
@@ -143,7 +181,7 @@ pub(crate) fn pull_tail(
         }
         match segment {
             HOT | WARM => {
-                if hooks.at_hot_or_warm_tail(e, tier, cs, search, now_s) {
+                if hooks.at_hot_or_warm_tail(e, tier, cs, h, now_s) {
                     removed += 1;
                     break;
                 }
@@ -153,20 +191,21 @@ pub(crate) fn pull_tail(
                     e.tuning.warm_lru_pct()
                 };
                 let limit = total_bytes * u64::from(pct) / 100;
-                let age = now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed));
+                let age = now_s.saturating_sub(h.last_access_s());
                 if h.has(state::ACTIVE) {
                     // Active items are rescued: HOT flows to WARM, WARM stays WARM.
-                    h.clear(state::ACTIVE);
+                    let w = h.charge_write(header_bytes::LINKS);
+                    w.clear(state::ACTIVE);
                     if segment == WARM {
                         cs.stats.moves_within_lru += 1;
                     } else {
                         cs.stats.moves_to_warm += 1;
                     }
-                    move_to(tier, cs, search, WARM);
+                    cs.lru.move_to(mem, w, WARM);
                     removed += 1;
                 } else if cs.lru.bytes[segment] > limit || age > max_age_s {
                     cs.stats.moves_to_cold += 1;
-                    move_to(tier, cs, search, COLD);
+                    move_to(tier, cs, h, COLD);
                     removed += 1;
                 }
                 break;
@@ -178,11 +217,12 @@ pub(crate) fn pull_tail(
                     continue;
                 }
                 if h.has(state::ACTIVE) {
-                    h.clear(state::ACTIVE);
+                    let w = h.charge_write(header_bytes::LINKS);
+                    w.clear(state::ACTIVE);
                     cs.stats.moves_to_warm += 1;
-                    move_to(tier, cs, search, WARM);
+                    cs.lru.move_to(mem, w, WARM);
                     removed += 1;
-                } else if hooks.at_cold_tail(e, tier, cs, search, now_s) {
+                } else if hooks.at_cold_tail(e, tier, cs, h, now_s) {
                     removed += 1;
                 }
                 break;
@@ -201,16 +241,20 @@ pub(crate) fn juggle_class(
     hooks: &impl TailHooks,
 ) -> usize {
     let now = e.now_s();
-    let (hot_age, warm_age, total_bytes) = {
+    // COLD's tail is read for its age here, and again by the first round's COLD pull:
+    // one read of the pass, charged here and handed to that pull.
+    let (hot_age, warm_age, total_bytes, mut cold_tail) = {
         let cs = tier.classes[class_id].0.lock();
         if cs.lru.items() == 0 {
             return 0;
         }
-        let cold_age = cs.lru.tail_age_s(&tier.mem, COLD, now);
+        let cold_tail = cs.lru.tail_header(&tier.mem, COLD, header_bytes::ALL);
+        let cold_age = crate::lru::age_s(cold_tail, now);
         (
             (f64::from(cold_age) * e.tuning.hot_max_factor()) as u32,
             (f64::from(cold_age) * e.tuning.warm_max_factor()) as u32,
             cs.lru.total_bytes(),
+            cold_tail,
         )
     };
     let mut rounds = 0;
@@ -218,7 +262,8 @@ pub(crate) fn juggle_class(
         let mut cs = tier.classes[class_id].0.lock();
         let mut moved = pull_tail(e, tier, &mut cs, HOT, total_bytes, hot_age, now, hooks);
         moved += pull_tail(e, tier, &mut cs, WARM, total_bytes, warm_age, now, hooks);
-        moved += pull_tail(e, tier, &mut cs, COLD, 0, 0, now, hooks);
+        let cold = cold_tail.take();
+        moved += pull_tail_from(e, tier, &mut cs, COLD, 0, 0, now, hooks, cold);
         if moved == 0 {
             break;
         }
@@ -238,17 +283,16 @@ pub(crate) fn evict_cold_tail(e: &Engine, tier: &Tier, cs: &mut ClassState, now_
     let mut tries = PULL_TAIL_TRIES;
     while tries > 0 && search != NIL {
         tries -= 1;
-        mem.charge_header_read(search, header_bytes::ALL);
-        let h = mem.header(search);
-        let prev = h.prev.load(Ordering::Relaxed);
+        let h = mem.read_header(search, header_bytes::ALL);
+        let prev = h.prev();
         if e.dead_reason(h, now_s).is_some() {
-            if e.reclaim_dead(tier, cs, search, false) {
+            if e.reclaim_dead(tier, cs, h, false) {
                 removed += 1;
             }
         } else if !e.config.evictions_enabled {
             // `-M`: nothing live may be evicted.
             break;
-        } else if e.evict_item(tier, cs, search, now_s) {
+        } else if e.evict_item(tier, cs, h, now_s) {
             removed += 1;
             break;
         }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use crate::config::SLAB_PAGE_SIZE_BYTES;
 use crate::engine::{Engine, Tier};
-use crate::item::{header_bytes, state, Fresh, ItemAddr, ItemHeader, NIL};
+use crate::item::{header_bytes, state, Fresh, HeaderRead, NIL};
 use crate::lru::{COLD, HOT, WARM};
 use crate::moves::{Direction, MoveReq, Queued};
 use crate::slab::ClassState;
@@ -97,8 +97,13 @@ pub(crate) fn dram_above_low_water(e: &Engine) -> bool {
 /// HOT and WARM tails flow into it first, as memcached's allocation does (ACTIVE items
 /// are rescued to WARM); if every item was just used and COLD stays empty, the WARM
 /// tail, then the HOT tail, is the least recently used choice. Charges the headers it
-/// looks at. The caller holds the class lock.
-pub(crate) fn dram_victim(e: &Engine, cs: &mut ClassState, now_s: u32) -> Option<ItemAddr> {
+/// looks at (the victim's comes back as the view of that read). The caller holds the
+/// class lock.
+pub(crate) fn dram_victim<'e>(
+    e: &'e Engine,
+    cs: &mut ClassState,
+    now_s: u32,
+) -> Option<HeaderRead<'e>> {
     let dram = e.dram();
     for _ in 0..FEED_COLD_PULLS {
         if cs.lru.tail[COLD] != NIL {
@@ -116,12 +121,11 @@ pub(crate) fn dram_victim(e: &Engine, cs: &mut ClassState, now_s: u32) -> Option
             if search == NIL {
                 break;
             }
-            dram.mem.charge_header_read(search, header_bytes::ALL);
-            let h = dram.mem.header(search);
+            let h = dram.mem.read_header(search, header_bytes::ALL);
             if h.has(state::LINKED) && e.dead_reason(h, now_s).is_none() {
-                return Some(search);
+                return Some(h);
             }
-            search = h.prev.load(Ordering::Relaxed);
+            search = h.prev();
         }
     }
     None
@@ -135,19 +139,25 @@ pub(crate) fn make_dram_room(
     e: &Engine,
     class_id: usize,
     locking: ShardLocking,
-    admit: impl Fn(&ItemHeader) -> bool,
+    admit: impl Fn(HeaderRead<'_>) -> bool,
 ) -> Room {
-    make_dram_room_with(e, class_id, locking, dram_victim, admit)
+    make_dram_room_with(
+        e,
+        class_id,
+        locking,
+        |cs, now| dram_victim(e, cs, now),
+        admit,
+    )
 }
 
 /// [`make_dram_room`] with the policy's own choice of victim (`victim`, called under the
-/// class lock).
-pub(crate) fn make_dram_room_with(
-    e: &Engine,
+/// class lock; the victim's header comes back with its read paid for).
+pub(crate) fn make_dram_room_with<'e>(
+    e: &'e Engine,
     class_id: usize,
     locking: ShardLocking,
-    victim: impl Fn(&Engine, &mut ClassState, u32) -> Option<ItemAddr>,
-    admit: impl Fn(&ItemHeader) -> bool,
+    victim: impl Fn(&mut ClassState, u32) -> Option<HeaderRead<'e>>,
+    admit: impl Fn(HeaderRead<'_>) -> bool,
 ) -> Room {
     /// The victim's move, decided under the class lock.
     enum Demotion {
@@ -158,18 +168,22 @@ pub(crate) fn make_dram_room_with(
     let demotion = {
         let mut cs = dram.classes[class_id].0.lock();
         let now = e.now_s();
-        let victim = victim(e, &mut cs, now);
-        if let Some(addr) = victim {
-            if !admit(dram.mem.header(addr)) {
+        let victim = victim(&mut cs, now);
+        if let Some(h) = victim {
+            if !admit(h) {
                 return Room::Refused;
             }
         }
         // The caller found no free DRAM chunk for the class and needs one: tell the
         // automover (not for a refused promotion, which needs no room).
         cs.dram_pressure += 1;
-        victim.map(|addr| match locking {
-            ShardLocking::Wait => Demotion::Marked(Queued::mark(&dram.mem, addr, &*cs)),
-            ShardLocking::Try => Demotion::Tried(MoveReq::of(&dram.mem, addr)),
+        victim.map(|h| match locking {
+            // The queue mark is a write of the victim's state.
+            ShardLocking::Wait => {
+                Demotion::Marked(Queued::mark(h.charge_write(header_bytes::STATE), &*cs))
+            }
+            // Not marked, so nothing written: nothing to charge.
+            ShardLocking::Try => Demotion::Tried(MoveReq::of(h)),
         })
     };
     let demoted = match demotion {
@@ -191,19 +205,25 @@ pub(crate) fn dram_chunk_by_demoting(
     e: &Engine,
     class_id: usize,
     total_bytes: usize,
-    admit: impl Fn(&ItemHeader) -> bool,
-) -> Result<Option<Fresh>, ()> {
-    dram_chunk_by_demoting_with(e, class_id, total_bytes, dram_victim, admit)
+    admit: impl Fn(HeaderRead<'_>) -> bool,
+) -> Result<Option<Fresh<'_>>, ()> {
+    dram_chunk_by_demoting_with(
+        e,
+        class_id,
+        total_bytes,
+        |cs, now| dram_victim(e, cs, now),
+        admit,
+    )
 }
 
 /// [`dram_chunk_by_demoting`] with the policy's own choice of victim.
-pub(crate) fn dram_chunk_by_demoting_with(
-    e: &Engine,
+pub(crate) fn dram_chunk_by_demoting_with<'e>(
+    e: &'e Engine,
     class_id: usize,
     total_bytes: usize,
-    victim: impl Fn(&Engine, &mut ClassState, u32) -> Option<ItemAddr>,
-    admit: impl Fn(&ItemHeader) -> bool,
-) -> Result<Option<Fresh>, ()> {
+    victim: impl Fn(&mut ClassState, u32) -> Option<HeaderRead<'e>>,
+    admit: impl Fn(HeaderRead<'_>) -> bool,
+) -> Result<Option<Fresh<'e>>, ()> {
     let dram = e.dram();
     if let Some(addr) = e.take_free(dram, class_id, total_bytes) {
         return Ok(Some(addr));
@@ -230,7 +250,7 @@ pub(crate) fn dram_chunk_for_store(
     e: &Engine,
     class_id: usize,
     total_bytes: usize,
-) -> Option<Fresh> {
+) -> Option<Fresh<'_>> {
     if make_dram_room(e, class_id, ShardLocking::Try, |_| true) == Room::Demoted {
         e.take_free(e.dram(), class_id, total_bytes)
     } else {
@@ -240,7 +260,7 @@ pub(crate) fn dram_chunk_for_store(
 
 /// The destination of a demotion: a slow-tier chunk, evicting from the slow tier's own
 /// COLD tail when it is full (the only place a tiered cache loses items).
-pub(crate) fn slow_chunk(e: &Engine, class_id: usize, total_bytes: usize) -> Option<Fresh> {
+pub(crate) fn slow_chunk(e: &Engine, class_id: usize, total_bytes: usize) -> Option<Fresh<'_>> {
     e.slow()
         .and_then(|slow| e.alloc(slow, class_id, total_bytes))
 }
@@ -253,14 +273,12 @@ pub(crate) fn wants_demotion(
     e: &Engine,
     tier: &Tier,
     cs: &ClassState,
-    h: &ItemHeader,
+    h: HeaderRead<'_>,
     now_s: u32,
 ) -> bool {
     if dram_needs_room(tier, cs) {
         return true;
     }
     let limit_s = e.config.dram_residency_max_s;
-    limit_s > 0
-        && now_s.saturating_sub(h.last_access_s.load(Ordering::Relaxed)) > limit_s
-        && dram_above_low_water(e)
+    limit_s > 0 && now_s.saturating_sub(h.last_access_s()) > limit_s && dram_above_low_water(e)
 }

@@ -7,7 +7,7 @@
 use crate::api::TierId;
 use crate::engine::{Engine, Tier};
 use crate::index::ShardGuard;
-use crate::item::{header_bytes, state, Fresh, ItemAddr};
+use crate::item::{header_bytes, state, Fresh, HeaderRead};
 use crate::moves::Direction;
 use crate::slab::ClassState;
 
@@ -19,13 +19,13 @@ use super::{Candidate, Policy, Refusal};
 pub(crate) struct TwoLevel;
 
 impl Policy for TwoLevel {
-    fn alloc_new_item(
+    fn alloc_new_item<'e>(
         &self,
-        e: &Engine,
+        e: &'e Engine,
         _key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<Fresh> {
+    ) -> Option<Fresh<'e>> {
         let dram = e.dram();
         let Some(slow) = e.slow() else {
             return e.alloc(dram, class_id, total_bytes);
@@ -49,53 +49,46 @@ impl Policy for TwoLevel {
         &self,
         e: &Engine,
         tier: &Tier,
-        addr: ItemAddr,
+        item: HeaderRead<'_>,
         _class_id: usize,
         now_s: u32,
         table: &mut ShardGuard<'_>,
         _key_hash: u32,
     ) -> bool {
-        let h = tier.mem.header(addr);
-        let mut dirty = false;
-        if h.last_access_s.load(std::sync::atomic::Ordering::Relaxed) != now_s {
-            h.touch_last_access(now_s);
-            dirty = true;
+        let h = item;
+        // The hit's header writes, charged once when the edit ends (see `DualLru`).
+        let mut edit = h.edit(header_bytes::ACCESS);
+        if h.last_access_s() != now_s {
+            edit.write().set_last_access_s(now_s);
         }
         if tier.id == TierId::Slow && e.migrating() {
             // Every access pulls the item into DRAM.
             if !h.has(state::QUEUED) {
-                h.set(state::PROMOTE);
-                e.moves
-                    .offer(Direction::ToDram, &tier.mem, addr, false, &*table);
-                dirty = true;
+                let w = edit.write();
+                w.set(state::PROMOTE);
+                e.moves.offer(Direction::ToDram, w, false, &*table);
             }
         } else {
-            let bump = slru::bump(tier, addr, h);
+            let bump = slru::bump(tier, &mut edit);
             if bump.moved_to_warm {
-                tier.mem
-                    .charge_header_write(addr, header_bytes::LINKS.start..header_bytes::ACCESS.end);
-                return true;
+                edit.widen(header_bytes::LINKS.start..header_bytes::ACCESS.end);
             }
-            dirty |= bump.flags_changed;
         }
-        if dirty {
-            tier.mem.charge_header_write(addr, header_bytes::ACCESS);
-        }
-        dirty
+        edit.finish()
     }
 
     fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
         slru::evict_cold_tail(e, tier, cs, now_s)
     }
 
-    fn destination(
+    fn destination<'e>(
         &self,
-        e: &Engine,
+        e: &'e Engine,
         direction: Direction,
         class_id: usize,
         total_bytes: usize,
         _candidate: Candidate,
-    ) -> Result<Fresh, Refusal> {
+    ) -> Result<Fresh<'e>, Refusal> {
         match direction {
             Direction::ToSlow => {
                 tiering::slow_chunk(e, class_id, total_bytes).ok_or(Refusal::NoSpace)

@@ -10,7 +10,7 @@
 use crate::api::TierId;
 use crate::engine::{Engine, Tier};
 use crate::index::ShardGuard;
-use crate::item::{header_bytes, Fresh, ItemAddr};
+use crate::item::{header_bytes, Fresh, HeaderRead};
 use crate::moves::Direction;
 use crate::slab::ClassState;
 use crate::SLAB_PAGE_SIZE_BYTES;
@@ -40,13 +40,13 @@ impl Uniform {
 }
 
 impl Policy for Uniform {
-    fn alloc_new_item(
+    fn alloc_new_item<'e>(
         &self,
-        e: &Engine,
+        e: &'e Engine,
         key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<Fresh> {
+    ) -> Option<Fresh<'e>> {
         let dram = e.dram();
         let Some(slow) = e.slow() else {
             return e.alloc(dram, class_id, total_bytes);
@@ -70,43 +70,36 @@ impl Policy for Uniform {
         &self,
         _e: &Engine,
         tier: &Tier,
-        addr: ItemAddr,
+        item: HeaderRead<'_>,
         _class_id: usize,
         now_s: u32,
         _table: &mut ShardGuard<'_>,
         _key_hash: u32,
     ) -> bool {
-        let h = tier.mem.header(addr);
-        let mut dirty = false;
-        if h.last_access_s.load(std::sync::atomic::Ordering::Relaxed) != now_s {
-            h.touch_last_access(now_s);
-            dirty = true;
+        // The hit's header writes, charged once when the edit ends (see `DualLru`).
+        let mut edit = item.edit(header_bytes::ACCESS);
+        if item.last_access_s() != now_s {
+            edit.write().set_last_access_s(now_s);
         }
-        let bump = slru::bump(tier, addr, h);
+        let bump = slru::bump(tier, &mut edit);
         if bump.moved_to_warm {
-            tier.mem
-                .charge_header_write(addr, header_bytes::LINKS.start..header_bytes::ACCESS.end);
-            return true;
+            edit.widen(header_bytes::LINKS.start..header_bytes::ACCESS.end);
         }
-        dirty |= bump.flags_changed;
-        if dirty {
-            tier.mem.charge_header_write(addr, header_bytes::ACCESS);
-        }
-        dirty
+        edit.finish()
     }
 
     fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
         slru::evict_cold_tail(e, tier, cs, now_s)
     }
 
-    fn destination(
+    fn destination<'e>(
         &self,
-        _e: &Engine,
+        _e: &'e Engine,
         _direction: Direction,
         _class_id: usize,
         _total_bytes: usize,
         _candidate: Candidate,
-    ) -> Result<Fresh, Refusal> {
+    ) -> Result<Fresh<'e>, Refusal> {
         // Nothing is ever queued under this policy.
         Err(Refusal::NotAdmitted)
     }
