@@ -458,6 +458,17 @@ impl Engine {
         Some(now.saturating_add(exptime as u32).max(1))
     }
 
+    /// The TTL meta `t` reports for an item just given `exptime` (`None`: it never
+    /// expires; 0: it already has), for a reply that shows an expiry its request set
+    /// before replacing it with another (`mg k N100 t T50` reports 100).
+    pub fn ttl_for_exptime(&self, exptime: ClientExptime) -> Option<u32> {
+        match self.exptime_to_rel(exptime) {
+            Some(0) => None,
+            Some(rel) => Some(rel.saturating_sub(self.now_s())),
+            None => Some(0),
+        }
+    }
+
     /// Why the item with header `h` is dead at `now_s`, if it is (expired or flushed).
     /// Reads header fields only: the caller has charged the header read.
     #[inline]

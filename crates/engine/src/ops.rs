@@ -53,7 +53,9 @@ impl Engine {
                 self.events.record(kind::FETCHES, key, what);
             }
             let vivified = match opts.vivify_exptime.map(|e| self.exptime_to_rel(e)) {
-                Some(Some(rel)) => self.vivify(&mut table, key_hash, key, rel, now),
+                Some(Some(rel)) => {
+                    self.vivify(&mut table, key_hash, key, rel, now, opts.vivify_key_binary)
+                }
                 _ => false,
             };
             return ReadOutcome::Miss { vivified };
@@ -61,6 +63,7 @@ impl Engine {
         let Found { tier, item } = found;
         let addr = item.addr();
         let h = item.header();
+        let ttl_before_touch_s = Self::ttl_remaining(h, now);
         let retimed = touch_rel
             .is_some_and(|rel| h.exptime_rel_s.load(Ordering::Relaxed) != rel.unwrap_or(1));
         if retimed {
@@ -74,6 +77,12 @@ impl Engine {
         let mut header_dirty = touch_rel.is_some();
         let state_bits = h.state.load(Ordering::Relaxed);
         let ttl_remaining_s = Self::ttl_remaining(h, now);
+        // `R` sees the TTL as it is where `R` stands among the request's flags.
+        let recache_ttl_s = if opts.recache_before_touch {
+            ttl_before_touch_s
+        } else {
+            ttl_remaining_s
+        };
         let mut win = false;
         let mut win_token_already_sent = false;
         if state_bits & state::TOKEN_SENT != 0 {
@@ -82,7 +91,7 @@ impl Engine {
             && (state_bits & state::STALE != 0
                 || opts
                     .recache_below_s
-                    .is_some_and(|r| ttl_remaining_s.is_some_and(|t| i64::from(t) < r)))
+                    .is_some_and(|r| recache_ttl_s.is_some_and(|t| i64::from(t) < r)))
         {
             h.set(state::TOKEN_SENT);
             header_dirty = true;
@@ -100,11 +109,13 @@ impl Engine {
             client_flags: h.client_flags.load(Ordering::Relaxed),
             cas: self.visible_cas(h.cas.load(Ordering::Relaxed)),
             ttl_remaining_s,
+            ttl_before_touch_s,
             last_access_ago_s: now.saturating_sub(h.last_access_s.load(Ordering::Relaxed)),
             fetched_before: state_bits & state::FETCHED != 0,
             stale: state_bits & state::STALE != 0,
             win,
             win_token_already_sent,
+            key_binary: state_bits & state::KEY_BINARY != 0,
             slab_class: class_id as u8,
             total_size_bytes: h.total_bytes(),
             tier: tier.id,
@@ -175,13 +186,14 @@ impl Engine {
         key: &[u8],
         rel: u32,
         now: u32,
+        key_binary: bool,
     ) -> bool {
         let Ok(chunk) = self.new_item(key, key_hash, &[], 0, rel, now) else {
             return false;
         };
         let h = self.tier_of(chunk.addr()).mem.header(chunk.addr());
         h.cas.store(self.next_cas(), Ordering::Relaxed);
-        h.set(state::TOKEN_SENT);
+        h.set(state::TOKEN_SENT | key_binary_bit(key_binary));
         self.link(table, key_hash, chunk, None);
         true
     }
@@ -382,8 +394,16 @@ impl Engine {
             Some(chunk) => {
                 let h = self.tier_of(chunk.addr()).mem.header(chunk.addr());
                 h.cas.store(cas, Ordering::Relaxed);
-                if stale {
-                    h.set(state::STALE);
+                h.set(key_binary_bit(opts.key_binary));
+                if let (true, Some((old_h, _))) = (stale, existing_header) {
+                    // memcached's `do_store_item`: a value stored stale (an `ms I` with an
+                    // older CAS) keeps the old item's expiry and its "token sent" mark, so
+                    // the recache already handed out is not handed out again.
+                    h.exptime_rel_s.store(
+                        old_h.exptime_rel_s.load(Ordering::Relaxed),
+                        Ordering::Relaxed,
+                    );
+                    h.set(state::STALE | (old_h.state.load(Ordering::Relaxed) & state::TOKEN_SENT));
                 }
                 self.link(&mut table, key_hash, chunk, existing);
             }
@@ -421,11 +441,9 @@ impl Engine {
                 return match self.new_item(key, key_hash, &[value], opts.client_flags, rel, now) {
                     Ok(chunk) => {
                         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
-                        self.tier_of(chunk.addr())
-                            .mem
-                            .header(chunk.addr())
-                            .cas
-                            .store(cas, Ordering::Relaxed);
+                        let h = self.tier_of(chunk.addr()).mem.header(chunk.addr());
+                        h.cas.store(cas, Ordering::Relaxed);
+                        h.set(key_binary_bit(opts.key_binary));
                         self.link(&mut table, key_hash, chunk, None);
                         StoreOutcome::Stored {
                             cas: self.visible_cas(cas),
@@ -472,6 +490,9 @@ impl Engine {
         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
         let h = self.tier_of(chunk.addr()).mem.header(chunk.addr());
         h.cas.store(cas, Ordering::Relaxed);
+        // The key is the old item's, and so is how it was given (memcached's new item
+        // forgets it and echoes a base64 key's raw bytes).
+        h.set(old_h.state.load(Ordering::Relaxed) & state::KEY_BINARY);
         if stale {
             h.set(state::STALE);
         }
@@ -557,11 +578,9 @@ impl Engine {
             return match self.new_item(key, key_hash, &[digits.as_bytes()], 0, rel, now) {
                 Ok(chunk) => {
                     let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
-                    self.tier_of(chunk.addr())
-                        .mem
-                        .header(chunk.addr())
-                        .cas
-                        .store(cas, Ordering::Relaxed);
+                    let h = self.tier_of(chunk.addr()).mem.header(chunk.addr());
+                    h.cas.store(cas, Ordering::Relaxed);
+                    h.set(key_binary_bit(opts.key_binary));
                     self.link(&mut table, key_hash, chunk, None);
                     ArithOutcome::Value {
                         value: initial,
@@ -571,6 +590,7 @@ impl Engine {
                         } else {
                             Some(rel.saturating_sub(now))
                         },
+                        ttl_before_touch_s: None,
                     }
                 }
                 Err(_) => ArithOutcome::OutOfMemory,
@@ -606,6 +626,7 @@ impl Engine {
             1,
         );
         let digits = DecimalBuf::new(value);
+        let ttl_before_touch_s = Self::ttl_remaining(h, now);
         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
         let new_exptime = opts
             .touch_exptime
@@ -629,14 +650,13 @@ impl Engine {
         } else {
             let flags = h.client_flags.load(Ordering::Relaxed);
             let exptime = new_exptime.unwrap_or(h.exptime_rel_s.load(Ordering::Relaxed));
+            let key_binary = h.state.load(Ordering::Relaxed) & state::KEY_BINARY;
             match self.new_item(key, key_hash, &[digits.as_bytes()], flags, exptime, now) {
                 Ok(chunk) => {
                     let new_addr = chunk.addr();
-                    self.tier_of(new_addr)
-                        .mem
-                        .header(new_addr)
-                        .cas
-                        .store(cas, Ordering::Relaxed);
+                    let nh = self.tier_of(new_addr).mem.header(new_addr);
+                    nh.cas.store(cas, Ordering::Relaxed);
+                    nh.set(key_binary);
                     self.link(&mut table, key_hash, chunk, Some(addr));
                     new_addr
                 }
@@ -649,6 +669,7 @@ impl Engine {
             value,
             cas: self.visible_cas(cas),
             ttl_remaining_s: Self::ttl_remaining(th, now),
+            ttl_before_touch_s,
         }
     }
 
@@ -733,6 +754,15 @@ impl Engine {
                 eprintln!("fogcached: cannot persist flush_all in the pool: {e}");
             }
         }
+    }
+}
+
+/// The state bit a new item gets for a request whose key came base64-encoded.
+fn key_binary_bit(key_binary: bool) -> u16 {
+    if key_binary {
+        state::KEY_BINARY
+    } else {
+        0
     }
 }
 

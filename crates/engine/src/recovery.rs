@@ -252,7 +252,10 @@ impl Engine {
             let mut cs = tier.classes[class_id].0.lock();
             for record in records {
                 let h = tier.mem.header(record.addr);
-                h.state.store(state::LINKED, Ordering::Relaxed);
+                // How the key was given (meta `b`) is part of the item; the rest of the
+                // state is the last process's.
+                let key_binary = h.state.load(Ordering::Relaxed) & state::KEY_BINARY;
+                h.state.store(state::LINKED | key_binary, Ordering::Relaxed);
                 h.access.store(0, Ordering::Relaxed);
                 tier.mem
                     .charge_header_write(record.addr, header_bytes::LINKS);
@@ -508,7 +511,7 @@ impl Engine {
             .store(h.cas.load(Ordering::Relaxed), Ordering::Relaxed);
         dh.next.store(NIL, Ordering::Relaxed);
         dh.prev.store(NIL, Ordering::Relaxed);
-        dh.set(state::LINKED);
+        dh.set(state::LINKED | (h.state.load(Ordering::Relaxed) & state::KEY_BINARY));
         self.seal(&dst_chunk);
         Index::replace(&mut table, key_hash, addr, dst_chunk);
         {
