@@ -141,6 +141,11 @@ pub(crate) struct RareStats {
     pub slab_reassign_running: AtomicBool,
     pub slab_reassign_evictions_nomem: AtomicU64,
     pub slab_reassign_busy_items: AtomicU64,
+    /// Live items a page move kept: copied to a free chunk of their class (memcached's
+    /// rescue) or, from a tiered DRAM page, demoted to the slow tier.
+    pub slab_reassign_rescues: AtomicU64,
+    /// Free chunks of a moving page that a rescue took off the free list.
+    pub slab_reassign_inline_reclaim: AtomicU64,
 }
 
 /// Why an item found in the index is not live.
