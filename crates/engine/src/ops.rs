@@ -425,6 +425,14 @@ impl Engine {
         let now = self.now_s();
         let existing = self.find_live(&mut table, key_hash, key, now, false);
         let Some(old_item) = existing else {
+            // memcached allocates the appended data before it looks for the item: with
+            // `-M` and no room for it, the answer is "out of memory", found or not.
+            if opts.vivify_exptime.is_none()
+                && !self.config.evictions_enabled
+                && !self.room_for(key, key_hash, value, now)
+            {
+                return StoreOutcome::OutOfMemory;
+            }
             if let Some(vivify) = opts.vivify_exptime {
                 // `ms` with N: an append to a missing item creates it.
                 let total = ITEM_HEADER_BYTES + key.len() + value.len();
@@ -485,6 +493,12 @@ impl Engine {
         let exptime = old_h.exptime_rel_s.load(Ordering::Relaxed);
         let chunk = match self.new_item(key, key_hash, &parts, flags, exptime, now) {
             Ok(chunk) => chunk,
+            // memcached allocates the appended data alone first, then the whole item: a
+            // refusal once the data found room is NOT_STORED (`do_store_item`), not "out
+            // of memory", and keeps the old item.
+            Err(StoreOutcome::OutOfMemory) if self.room_for(key, key_hash, value, now) => {
+                return StoreOutcome::NotStored;
+            }
             Err(outcome) => return outcome,
         };
         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
@@ -501,6 +515,18 @@ impl Engine {
         self.link(&mut table, key_hash, chunk, Some(old));
         StoreOutcome::Stored {
             cas: self.visible_cas(cas),
+        }
+    }
+
+    /// Whether an item of `key` and `value` could be allocated now (memcached's first
+    /// allocation of an append, which holds the data alone): allocated and freed again.
+    fn room_for(&self, key: &[u8], key_hash: u32, value: &[u8], now: u32) -> bool {
+        match self.new_item(key, key_hash, &[value], 0, 0, now) {
+            Ok(chunk) => {
+                self.free_unlinked(chunk);
+                true
+            }
+            Err(outcome) => outcome != StoreOutcome::OutOfMemory,
         }
     }
 

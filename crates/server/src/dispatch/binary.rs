@@ -152,7 +152,20 @@ fn execute(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usi
                 ArithOutcome::NotFound => error(session, header, Status::KeyNotFound),
                 ArithOutcome::NonNumeric => error(session, header, Status::NonNumeric),
                 ArithOutcome::Exists => error(session, header, Status::KeyExists),
-                ArithOutcome::OutOfMemory => error(session, header, Status::OutOfMemory),
+                ArithOutcome::OutOfMemory => {
+                    // memcached names what it could not allocate: the item a miss would
+                    // have created, or the longer number of an increment.
+                    let creating = opts.vivify.is_some() && !exists(session, key);
+                    out_of_memory(
+                        session,
+                        header,
+                        if creating {
+                            b"Out of memory allocating new item"
+                        } else {
+                            b"Out of memory incrementing value"
+                        },
+                    );
+                }
             }
         }
         Command::Flush { exptime, quiet } => {
@@ -210,6 +223,36 @@ fn success(session: &mut Session<'_>, header: &RequestHeader, cas: u64) {
 
 fn error(session: &mut Session<'_>, header: &RequestHeader, status: Status) {
     binary::encode_error(session.out, header.opcode, header.opaque, status);
+}
+
+/// "Out of memory" with memcached's words for what could not be allocated (its
+/// `out_of_memory` sends the text error's message, `SERVER_ERROR ` dropped).
+fn out_of_memory(session: &mut Session<'_>, header: &RequestHeader, message: &[u8]) {
+    binary::encode_response(
+        session.out,
+        &binary::Response {
+            opcode: header.opcode,
+            status: Status::OutOfMemory,
+            opaque: header.opaque,
+            cas: 0,
+            extras: b"",
+            key: b"",
+            value: message,
+        },
+    );
+}
+
+/// Whether `key` has a live item (read without counting or bumping it).
+fn exists(session: &Session<'_>, key: &[u8]) -> bool {
+    let peek = ReadOptions {
+        no_bump: true,
+        no_stats: true,
+        ..ReadOptions::default()
+    };
+    matches!(
+        session.engine.read(key, &peek, |_| ()),
+        engine::ReadOutcome::Hit(())
+    )
 }
 
 /// A CAS of 0 in a request header means "no compare".
@@ -357,7 +400,10 @@ fn store(
             Status::NotStored
         }
         StoreOutcome::TooLarge => Status::TooLarge,
-        StoreOutcome::OutOfMemory => Status::OutOfMemory,
+        StoreOutcome::OutOfMemory => {
+            out_of_memory(session, header, b"Out of memory allocating item");
+            return;
+        }
     };
     error(session, header, status);
 }
