@@ -32,6 +32,9 @@ pub struct ItemView<'a> {
     pub cas: u64,
     /// Seconds until expiry, or `None` when the item never expires.
     pub ttl_remaining_s: Option<u32>,
+    /// [`ItemView::ttl_remaining_s`] before this request's touch (`mg T`): memcached
+    /// applies meta flags in the order sent, so a `t` before the `T` reports this one.
+    pub ttl_before_touch_s: Option<u32>,
     /// Seconds since the item was last accessed (before this access).
     pub last_access_ago_s: u32,
     /// Whether the item had been fetched before this request (meta `h`).
@@ -42,6 +45,9 @@ pub struct ItemView<'a> {
     pub win: bool,
     /// Another request already holds the recache token (meta `Z`).
     pub win_token_already_sent: bool,
+    /// The item was stored with a base64 key (meta `b`): meta `k` and `me` echo its key
+    /// base64-encoded, whatever the encoding of the request that reads it.
+    pub key_binary: bool,
     /// Slab class of the item (meta `me` prints it as `cls=`).
     pub slab_class: u8,
     /// Total bytes the item occupies in its slab chunk (header + key + value).
@@ -59,9 +65,14 @@ pub struct ReadOptions {
     /// On a miss, create an empty placeholder with this exptime and hand the caller the
     /// recache token (`mg N`).
     pub vivify_exptime: Option<ClientExptime>,
+    /// The placeholder `vivify_exptime` creates was asked for with a base64 key (`mg b`).
+    pub vivify_key_binary: bool,
     /// If the remaining TTL is below this many seconds, the first caller wins the
     /// recache token (`mg R`).
     pub recache_below_s: Option<i64>,
+    /// `recache_below_s` compares the TTL before `touch_exptime` applies (an `mg` whose
+    /// `R` comes before its `T`: memcached applies meta flags in the order sent).
+    pub recache_before_touch: bool,
     /// Count this read as a touch (`gat`, `gats`, binary `touch`/`gat`, `mg T`) instead
     /// of a get: memcached counts `cmd_touch` and `touch_hits`/`touch_misses` for these,
     /// not `cmd_get`.
@@ -118,6 +129,9 @@ pub struct StoreOptions {
     pub invalidate: bool,
     /// `ms N`: an append/prepend on a missing item creates it with this exptime.
     pub vivify_exptime: Option<ClientExptime>,
+    /// The key came base64-encoded (`ms b`): a new item remembers it (see
+    /// [`ItemView::key_binary`]); an append or prepend keeps the old item's.
+    pub key_binary: bool,
     /// Who asks, as the event log reports it (see [`ReadOptions::requester`]).
     pub requester: i32,
 }
@@ -132,6 +146,7 @@ impl StoreOptions {
             new_cas: None,
             invalidate: false,
             vivify_exptime: None,
+            key_binary: false,
             requester: 0,
         }
     }
@@ -189,6 +204,8 @@ pub struct ArithOptions {
     pub vivify: Option<(u64, ClientExptime)>,
     /// `ma T`: update the exptime on success.
     pub touch_exptime: Option<ClientExptime>,
+    /// The key came base64-encoded (`ma b`): an item `vivify` creates remembers it.
+    pub key_binary: bool,
 }
 
 impl ArithOptions {
@@ -200,6 +217,7 @@ impl ArithOptions {
             new_cas: None,
             vivify: None,
             touch_exptime: None,
+            key_binary: false,
         }
     }
 }
@@ -211,6 +229,9 @@ pub enum ArithOutcome {
         value: u64,
         cas: u64,
         ttl_remaining_s: Option<u32>,
+        /// The TTL before this request's `touch_exptime` (`None` for an item `vivify`
+        /// created, which memcached creates without an expiry before applying `N`/`T`).
+        ttl_before_touch_s: Option<u32>,
     },
     NotFound,
     /// The stored value is not a decimal number of at most 20 digits.

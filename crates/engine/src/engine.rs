@@ -141,6 +141,11 @@ pub(crate) struct RareStats {
     pub slab_reassign_running: AtomicBool,
     pub slab_reassign_evictions_nomem: AtomicU64,
     pub slab_reassign_busy_items: AtomicU64,
+    /// Live items a page move kept: copied to a free chunk of their class (memcached's
+    /// rescue) or, from a tiered DRAM page, demoted to the slow tier.
+    pub slab_reassign_rescues: AtomicU64,
+    /// Free chunks of a moving page that a rescue took off the free list.
+    pub slab_reassign_inline_reclaim: AtomicU64,
 }
 
 /// Why an item found in the index is not live.
@@ -467,6 +472,17 @@ impl Engine {
             return Some(rel.max(1));
         }
         Some(now.saturating_add(exptime as u32).max(1))
+    }
+
+    /// The TTL meta `t` reports for an item just given `exptime` (`None`: it never
+    /// expires; 0: it already has), for a reply that shows an expiry its request set
+    /// before replacing it with another (`mg k N100 t T50` reports 100).
+    pub fn ttl_for_exptime(&self, exptime: ClientExptime) -> Option<u32> {
+        match self.exptime_to_rel(exptime) {
+            Some(0) => None,
+            Some(rel) => Some(rel.saturating_sub(self.now_s())),
+            None => Some(0),
+        }
     }
 
     /// Why the item with header `h` is dead at `now_s`, if it is (expired or flushed).

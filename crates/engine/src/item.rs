@@ -317,6 +317,9 @@ pub(crate) mod state {
     pub const STALE: u16 = 1 << 3;
     /// A recache token (meta `W`) has been handed out.
     pub const TOKEN_SENT: u16 = 1 << 4;
+    /// Stored with a base64 key (meta `b`): meta `k` and `me` echo the key base64-encoded
+    /// (memcached's `ITEM_KEY_BINARY`).
+    pub const KEY_BINARY: u16 = 1 << 5;
     /// LRU segment (or multi-queue queue), three bits.
     pub const SEG_SHIFT: u16 = 11;
     pub const SEG_MASK: u16 = 0b111 << SEG_SHIFT;
@@ -335,7 +338,7 @@ pub(crate) mod state {
     /// through the two writes of a [`HeaderWrite`] that take a `moves::MarkRight`.
     pub const QUEUED: u16 = 1 << 10;
     /// Bits a migrated copy keeps: what the client or the protocol can observe.
-    pub const CARRIED_BY_MIGRATION: u16 = FETCHED | STALE | TOKEN_SENT;
+    pub const CARRIED_BY_MIGRATION: u16 = FETCHED | STALE | TOKEN_SENT | KEY_BINARY;
 }
 
 /// Byte ranges of the header that one kind of update rewrites. The accounting charges

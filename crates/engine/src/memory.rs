@@ -71,6 +71,12 @@ impl Engine {
         // growing to its limit (and then evicting live items for room it had).
         if cs.free_head == NIL {
             self.reclaim_dead_at_tails(tier, cs);
+        } else if !self.config.lru_maintainer {
+            // Without the LRU maintainer nothing else looks at the tails, so every
+            // allocation does, as memcached's does when its LRU is not segmented
+            // (`do_item_alloc_pull`'s `lru_pull_tail` before `slabs_alloc`): a store
+            // reuses the memory of what expired or was flushed, counted as `reclaimed`.
+            self.reclaim_dead_before_live_at_tails(tier, cs);
         }
         if cs.free_head == NIL {
             let page = tier.pool.lock().alloc_run(cs.id, 1)?;
@@ -84,6 +90,36 @@ impl Engine {
         let chunk = unsafe { Fresh::claim(&tier.mem, addr) };
         chunk.mark_allocated();
         Some(chunk)
+    }
+
+    /// A free chunk of `cs`'s class outside `page`, the page the slab mover is emptying;
+    /// never a fresh page (memcached's `slab_rebalance_alloc`). A free chunk of `page`
+    /// met on the way leaves the free list for good, as the mover would take it anyway
+    /// (memcached's `slab_reassign_inline_reclaim`). Bounded by the free list.
+    pub(crate) fn take_free_outside<'t>(
+        &self,
+        tier: &'t Tier,
+        cs: &mut ClassState,
+        page: usize,
+    ) -> Option<Fresh<'t>> {
+        debug_assert_eq!(cs.moving_page, Some(page as u32));
+        debug_assert_ne!(cs.id, self.geometry.large);
+        let chunk_bytes = cs.chunk_bytes;
+        while cs.free_head != NIL {
+            // The free list is not empty, so this pops its head and takes no page.
+            let chunk = self.take_chunk(tier, cs, chunk_bytes)?;
+            if ItemMemory::page_of(chunk.addr()) != page {
+                return Some(chunk);
+            }
+            // Back to what the mover makes of a free chunk of its page: emptied, and not
+            // a chunk in use.
+            tier.page_used[page].fetch_sub(1, Ordering::Relaxed);
+            chunk.into_freed().store_state(0);
+            self.rare
+                .slab_reassign_inline_reclaim
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        None
     }
 
     /// Returns a chunk that is in no LRU and no index to its class (or the pool). The
@@ -272,6 +308,35 @@ impl Engine {
                 let h = tier.mem.read_header(addr, header_bytes::ALL);
                 let prev = h.prev();
                 if self.dead_reason(h, now).is_some() && self.reclaim_dead(tier, cs, h, false) {
+                    reclaimed += 1;
+                }
+                addr = prev;
+            }
+        }
+        reclaimed
+    }
+
+    /// Reclaims the dead items at the tail of each LRU list of the class (the caller
+    /// holds its lock) up to the first live one, looking at [`TAIL_RECLAIM_TRIES`] items
+    /// a list at most: memcached's `lru_pull_tail` with no flags. Returns how many were
+    /// reclaimed (`reclaimed`).
+    fn reclaim_dead_before_live_at_tails(&self, tier: &Tier, cs: &mut ClassState) -> usize {
+        let now = self.now_s();
+        let mut reclaimed = 0;
+        for segment in 0..crate::lru::SEGMENTS {
+            let mut addr = cs.lru.tail[segment];
+            for _ in 0..TAIL_RECLAIM_TRIES {
+                if addr == NIL {
+                    break;
+                }
+                let h = tier.mem.read_header(addr, header_bytes::ALL);
+                let prev = h.prev();
+                if self.dead_reason(h, now).is_none() {
+                    break;
+                }
+                // A dead item whose shard is busy is passed over, as memcached passes
+                // over one it cannot lock.
+                if self.reclaim_dead(tier, cs, h, false) {
                     reclaimed += 1;
                 }
                 addr = prev;

@@ -53,7 +53,9 @@ impl Engine {
                 self.events.record(kind::FETCHES, key, what);
             }
             let vivified = match opts.vivify_exptime.map(|e| self.exptime_to_rel(e)) {
-                Some(Some(rel)) => self.vivify(&mut table, key_hash, key, rel, now),
+                Some(Some(rel)) => {
+                    self.vivify(&mut table, key_hash, key, rel, now, opts.vivify_key_binary)
+                }
                 _ => false,
             };
             return ReadOutcome::Miss { vivified };
@@ -61,6 +63,7 @@ impl Engine {
         let Found { tier, item } = found;
         let addr = item.addr();
         let h = item.header();
+        let ttl_before_touch_s = Self::ttl_remaining(h, now);
         // What this request rewrites in the header besides the policy's access word (a
         // touch's expiry, a recache token): charged once, when the edit ends, less the
         // access word's line if the policy's hit charged it. Only a request that may
@@ -82,6 +85,12 @@ impl Engine {
         }
         let state_bits = h.state();
         let ttl_remaining_s = Self::ttl_remaining(h, now);
+        // `R` sees the TTL as it is where `R` stands among the request's flags.
+        let recache_ttl_s = if opts.recache_before_touch {
+            ttl_before_touch_s
+        } else {
+            ttl_remaining_s
+        };
         let mut win = false;
         let mut win_token_already_sent = false;
         if state_bits & state::TOKEN_SENT != 0 {
@@ -90,7 +99,7 @@ impl Engine {
             && (state_bits & state::STALE != 0
                 || opts
                     .recache_below_s
-                    .is_some_and(|r| ttl_remaining_s.is_some_and(|t| i64::from(t) < r)))
+                    .is_some_and(|r| recache_ttl_s.is_some_and(|t| i64::from(t) < r)))
         {
             // The edit is open: the request claims a token.
             if let Some(edit) = edit.as_mut() {
@@ -108,11 +117,13 @@ impl Engine {
             client_flags: h.client_flags(),
             cas: self.visible_cas(h.cas()),
             ttl_remaining_s,
+            ttl_before_touch_s,
             last_access_ago_s: now.saturating_sub(h.last_access_s()),
             fetched_before: state_bits & state::FETCHED != 0,
             stale: state_bits & state::STALE != 0,
             win,
             win_token_already_sent,
+            key_binary: state_bits & state::KEY_BINARY != 0,
             slab_class: class_id as u8,
             total_size_bytes: h.total_bytes(),
             tier: tier.id,
@@ -178,13 +189,14 @@ impl Engine {
         key: &[u8],
         rel: u32,
         now: u32,
+        key_binary: bool,
     ) -> bool {
         let Ok(item) = self.new_item(key, key_hash, &[], 0, rel, now) else {
             return false;
         };
         let h = item.view();
         h.set_cas(self.next_cas());
-        h.set(state::TOKEN_SENT);
+        h.set(state::TOKEN_SENT | key_binary_bit(key_binary));
         self.link(table, key_hash, item, None);
         true
     }
@@ -381,8 +393,13 @@ impl Engine {
             Some(item) => {
                 let h = item.view();
                 h.set_cas(cas);
-                if stale {
-                    h.set(state::STALE);
+                h.set(key_binary_bit(opts.key_binary));
+                if let (true, Some(old_h)) = (stale, existing) {
+                    // memcached's `do_store_item`: a value stored stale (an `ms I` with an
+                    // older CAS) keeps the old item's expiry and its "token sent" mark, so
+                    // the recache already handed out is not handed out again.
+                    h.set_exptime_rel_s(old_h.exptime_rel_s());
+                    h.set(state::STALE | (old_h.state() & state::TOKEN_SENT));
                 }
                 self.link(&mut table, key_hash, item, existing);
             }
@@ -408,6 +425,14 @@ impl Engine {
             item: old_item,
         }) = existing
         else {
+            // memcached allocates the appended data before it looks for the item: with
+            // `-M` and no room for it, the answer is "out of memory", found or not.
+            if opts.vivify_exptime.is_none()
+                && !self.config.evictions_enabled
+                && !self.room_for(key, key_hash, value, now)
+            {
+                return StoreOutcome::OutOfMemory;
+            }
             if let Some(vivify) = opts.vivify_exptime {
                 // `ms` with N: an append to a missing item creates it.
                 let total = ITEM_HEADER_BYTES + key.len() + value.len();
@@ -424,7 +449,9 @@ impl Engine {
                 return match self.new_item(key, key_hash, &[value], opts.client_flags, rel, now) {
                     Ok(item) => {
                         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
-                        item.view().set_cas(cas);
+                        let h = item.view();
+                        h.set_cas(cas);
+                        h.set(key_binary_bit(opts.key_binary));
                         self.link(&mut table, key_hash, item, None);
                         StoreOutcome::Stored {
                             cas: self.visible_cas(cas),
@@ -461,11 +488,20 @@ impl Engine {
         let exptime = old_h.exptime_rel_s();
         let item = match self.new_item(key, key_hash, &parts, flags, exptime, now) {
             Ok(item) => item,
+            // memcached allocates the appended data alone first, then the whole item: a
+            // refusal once the data found room is NOT_STORED (`do_store_item`), not "out
+            // of memory", and keeps the old item.
+            Err(StoreOutcome::OutOfMemory) if self.room_for(key, key_hash, value, now) => {
+                return StoreOutcome::NotStored;
+            }
             Err(outcome) => return outcome,
         };
         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
         let h = item.view();
         h.set_cas(cas);
+        // The key is the old item's, and so is how it was given (memcached's new item
+        // forgets it and echoes a base64 key's raw bytes).
+        h.set(old_h.state() & state::KEY_BINARY);
         if stale {
             h.set(state::STALE);
         }
@@ -474,6 +510,18 @@ impl Engine {
         self.link(&mut table, key_hash, item, Some(old_h));
         StoreOutcome::Stored {
             cas: self.visible_cas(cas),
+        }
+    }
+
+    /// Whether an item of `key` and `value` could be allocated now (memcached's first
+    /// allocation of an append, which holds the data alone): allocated and freed again.
+    fn room_for(&self, key: &[u8], key_hash: u32, value: &[u8], now: u32) -> bool {
+        match self.new_item(key, key_hash, &[value], 0, 0, now) {
+            Ok(chunk) => {
+                self.free_unlinked(chunk);
+                true
+            }
+            Err(outcome) => outcome != StoreOutcome::OutOfMemory,
         }
     }
 
@@ -553,7 +601,9 @@ impl Engine {
             return match self.new_item(key, key_hash, &[digits.as_bytes()], 0, rel, now) {
                 Ok(new) => {
                     let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
-                    new.view().set_cas(cas);
+                    let h = new.view();
+                    h.set_cas(cas);
+                    h.set(key_binary_bit(opts.key_binary));
                     self.link(&mut table, key_hash, new, None);
                     ArithOutcome::Value {
                         value: initial,
@@ -563,6 +613,7 @@ impl Engine {
                         } else {
                             Some(rel.saturating_sub(now))
                         },
+                        ttl_before_touch_s: None,
                     }
                 }
                 Err(_) => ArithOutcome::OutOfMemory,
@@ -595,6 +646,7 @@ impl Engine {
             1,
         );
         let digits = DecimalBuf::new(value);
+        let ttl_before_touch_s = Self::ttl_remaining(h, now);
         let cas = opts.new_cas.unwrap_or_else(|| self.next_cas());
         let new_exptime = opts
             .touch_exptime
@@ -618,10 +670,12 @@ impl Engine {
         } else {
             let flags = h.client_flags();
             let exptime = new_exptime.unwrap_or(h.exptime_rel_s());
+            let key_binary = h.state() & state::KEY_BINARY;
             match self.new_item(key, key_hash, &[digits.as_bytes()], flags, exptime, now) {
                 Ok(new) => {
                     let w = new.view().header();
                     w.set_cas(cas);
+                    w.set(key_binary);
                     self.link(&mut table, key_hash, new, Some(h));
                     w
                 }
@@ -633,6 +687,7 @@ impl Engine {
             value,
             cas: self.visible_cas(cas),
             ttl_remaining_s: Self::ttl_remaining(target.read(), now),
+            ttl_before_touch_s,
         }
     }
 
@@ -716,6 +771,15 @@ impl Engine {
                 eprintln!("fogcached: cannot persist flush_all in the pool: {e}");
             }
         }
+    }
+}
+
+/// The state bit a new item gets for a request whose key came base64-encoded.
+fn key_binary_bit(key_binary: bool) -> u16 {
+    if key_binary {
+        state::KEY_BINARY
+    } else {
+        0
     }
 }
 

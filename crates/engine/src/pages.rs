@@ -9,8 +9,10 @@ use std::sync::atomic::Ordering;
 
 use crate::config::{ConfigError, SLAB_PAGE_SIZE_BYTES};
 use crate::engine::{Engine, ReassignError, Tier};
-use crate::item::{header_bytes, state};
+use crate::index::{Index, ShardGuard};
+use crate::item::{header_bytes, state, HeaderRead, NIL};
 use crate::moves::{Direction, Queued};
+use crate::slab::ClassState;
 
 /// Classes a failed allocation tries to take a page from, and how often it waits for
 /// busy items in the page before moving to the next class.
@@ -81,16 +83,21 @@ impl Engine {
                         // Off the free list: its state is rewritten (kept off it while
                         // the page moves).
                         cs.unlink_free(&tier.mem, h.charge_write(header_bytes::STATE));
-                    } else if bits & state::LINKED != 0 && !evict_live {
-                        busy += 1;
                     } else if bits & state::LINKED != 0 {
                         let key_hash = h.key_hash();
                         match self.index.shard(key_hash).table.try_lock() {
                             Some(mut table) => {
-                                self.remove_locked(tier, &mut cs, &mut table, h);
-                                self.rare
-                                    .slab_reassign_evictions_nomem
-                                    .fetch_add(1, Ordering::Relaxed);
+                                if self.rescue_item(tier, &mut cs, &mut table, h, page) {
+                                    // Kept, in a free chunk of its class elsewhere.
+                                } else if evict_live {
+                                    self.remove_locked(tier, &mut cs, &mut table, h);
+                                    self.rare
+                                        .slab_reassign_evictions_nomem
+                                        .fetch_add(1, Ordering::Relaxed);
+                                } else {
+                                    // A tiered DRAM page: left for its demotion.
+                                    busy += 1;
+                                }
                             }
                             None => busy += 1,
                         }
@@ -311,6 +318,16 @@ impl Engine {
                 if bits & state::FREE != 0 && src != self.geometry.large {
                     cs.unlink_free(&tier.mem, h.charge_write(header_bytes::STATE));
                 } else if bits & state::LINKED != 0 && self.dead_reason(h, now).is_none() {
+                    // A free chunk of the class in DRAM first, as memcached's mover
+                    // rescues items (a large item's run has no such chunk).
+                    let key_hash = h.key_hash();
+                    if src != self.geometry.large {
+                        if let Some(mut table) = self.index.shard(key_hash).table.try_lock() {
+                            if self.rescue_item(tier, &mut cs, &mut table, h, page) {
+                                continue;
+                            }
+                        }
+                    }
                     // Even if already queued: a second entry for the same item is
                     // harmless (the address + CAS check of `move_item`). The mark is a
                     // write of its state.
@@ -321,11 +338,78 @@ impl Engine {
         };
         let mut left_behind = false;
         for queued in reqs {
-            if !self.move_item(queued, Direction::ToSlow) {
+            if self.move_item(queued, Direction::ToSlow) {
+                // Kept, in the slow tier: memcached's page mover would have had to evict it.
+                self.rare
+                    .slab_reassign_rescues
+                    .fetch_add(1, Ordering::Relaxed);
+            } else {
                 left_behind = true;
             }
         }
         left_behind
+    }
+
+    /// memcached's page-mover rescue (`slab_rebalance_move`): copies the live item at
+    /// `addr`, in `page` (the class's moving page), to a free chunk of its class outside
+    /// that page and frees its chunk there. The caller holds the class lock (`cs`) and the
+    /// item's shard (`table`). Returns whether the item moved (false: no such free chunk,
+    /// or the item's page is not the one being emptied).
+    fn rescue_item(
+        &self,
+        tier: &Tier,
+        cs: &mut ClassState,
+        table: &mut ShardGuard<'_>,
+        h: HeaderRead<'_>,
+        page: usize,
+    ) -> bool {
+        if cs.moving_page != Some(page as u32) || cs.id == self.geometry.large {
+            return false;
+        }
+        let mem = &tier.mem;
+        let addr = h.addr();
+        let key_hash = h.key_hash();
+        let Some(item) = Index::held(table, key_hash, addr) else {
+            return false;
+        };
+        let Some(fresh) = self.take_free_outside(tier, cs, page) else {
+            return false;
+        };
+        // The copy reads the whole item (charged once; the caller paid for the header)
+        // and writes it (charged by the write).
+        let whole = mem.read_item(addr);
+        let (key, value) = whole.key_and_value_parts(&item);
+        let copy = fresh.write_item(cs.chunk_bytes, key, &[value]);
+        let ch = copy.view();
+        ch.set_client_flags(h.client_flags());
+        ch.set_exptime_rel_s(h.exptime_rel_s());
+        ch.set_last_access_s(h.last_access_s());
+        ch.set_key_hash(key_hash);
+        ch.set_access(h.access());
+        ch.set_cas(h.cas());
+        ch.set_next(NIL);
+        ch.set_prev(NIL);
+        // The same item in another chunk of its tier: every bit a client or the policy
+        // can observe, and its place (segment or queue) in the class's lists.
+        let keep = state::CARRIED_BY_MIGRATION | state::ACTIVE | state::PROMOTE;
+        ch.set((h.state() & keep) | state::LINKED);
+        let segment = h.segment();
+        // A persistent pool: the old record goes before the copy becomes valid, as a
+        // store replacing an item does (`Engine::link`).
+        self.unseal(tier, h, header_bytes::LINKS);
+        self.seal(&copy);
+        let replaced = Index::replace(table, key_hash, addr, copy);
+        debug_assert!(replaced, "the rescued item left its shard under its lock");
+        cs.lru.link_head(mem, segment, ch.header());
+        let old = h.charge_write(header_bytes::LINKS);
+        old.clear(state::LINKED);
+        cs.lru.unlink(mem, old);
+        // The moving page's chunk stays off the free list (`free_chunk`).
+        self.free_chunk(tier, cs, old);
+        self.rare
+            .slab_reassign_rescues
+            .fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     /// Whether a DRAM page being moved can hand its items to the slow tier instead of

@@ -250,10 +250,13 @@ impl Engine {
             }
             let mut cs = tier.classes[class_id].0.lock();
             for record in records {
-                // Key hash, state, access byte and links: one header write.
+                // Key hash, state, access byte and links: one header write. How the key
+                // was given (meta `b`) is part of the item; the rest of the state is the
+                // last process's.
+                let key_binary = record.read.state() & state::KEY_BINARY;
                 let h = record.read.charge_write(header_bytes::LINKS);
                 h.set_key_hash(record.key_hash);
-                h.store_state(state::LINKED);
+                h.store_state(state::LINKED | key_binary);
                 h.set_access(0);
                 cs.lru.link_head(&tier.mem, COLD, h);
                 if class_id != self.geometry.large {
@@ -504,7 +507,7 @@ impl Engine {
         dh.set_cas(h.cas());
         dh.set_next(NIL);
         dh.set_prev(NIL);
-        dh.set(state::LINKED);
+        dh.set(state::LINKED | (h.state() & state::KEY_BINARY));
         self.seal(&copy);
         Index::replace(&mut table, key_hash, addr, copy);
         {

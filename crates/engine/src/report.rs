@@ -62,17 +62,28 @@ impl Engine {
         // `hash_bytes` counts one pointer per bucket).
         emit("index_bytes", u(self.index.allocated_bytes() as u64));
         let r = &self.rare;
-        emit("slab_reassign_rescues", u(0));
+        emit(
+            "slab_reassign_rescues",
+            u(r.slab_reassign_rescues.load(Ordering::Relaxed)),
+        );
+        // memcached's chunked items (split over several chunks) have no counterpart: an
+        // item larger than a slab chunk takes a run of whole pages here.
         emit("slab_reassign_chunk_rescues", u(0));
         emit(
             "slab_reassign_evictions_nomem",
             u(r.slab_reassign_evictions_nomem.load(Ordering::Relaxed)),
         );
-        emit("slab_reassign_inline_reclaim", u(0));
+        emit(
+            "slab_reassign_inline_reclaim",
+            u(r.slab_reassign_inline_reclaim.load(Ordering::Relaxed)),
+        );
         emit(
             "slab_reassign_busy_items",
             u(r.slab_reassign_busy_items.load(Ordering::Relaxed)),
         );
+        // memcached deletes an item a reader holds after its page move waited long
+        // enough; a page move here never takes a locked item (it gives up and is tried
+        // again), so there is nothing to count.
         emit("slab_reassign_busy_deletes", u(0));
         emit(
             "slab_reassign_running",
@@ -482,6 +493,8 @@ impl Engine {
             &r.slabs_moved,
             &r.slab_reassign_evictions_nomem,
             &r.slab_reassign_busy_items,
+            &r.slab_reassign_rescues,
+            &r.slab_reassign_inline_reclaim,
         ] {
             c.store(0, Ordering::Relaxed);
         }

@@ -75,3 +75,48 @@ fn a_tiered_cache_of_short_lived_items_grows_neither_tier() {
     assert!(slow_pages <= 10, "the slow tier grew to {slow_pages} pages");
     assert_eq!(stat(&engine, "evictions"), 0);
 }
+
+/// Without the LRU maintainer (`-o no_lru_maintainer`) nothing walks the tails in the
+/// background, so every store first reclaims the dead items at the tail of its class's
+/// lists, up to the first live one and five at most, as memcached's unsegmented LRU does
+/// (`do_item_alloc_pull`): the same counts memcached 1.6.18 shows for the same requests
+/// (`wire_counters.rs` runs them against it). With the maintainer on, a store with free
+/// chunks at hand reclaims nothing: the maintainer's pulls do.
+#[test]
+fn without_the_lru_maintainer_a_store_reclaims_the_dead_items_at_the_tail_first() {
+    for (lru_maintainer, expected) in [(false, [5, 8, 8, 11]), (true, [0, 0, 0, 0])] {
+        let clock = ManualClock::new(1_700_000_000);
+        let engine = Engine::new(
+            EngineConfig {
+                lru_maintainer,
+                lru_crawler: false,
+                ..EngineConfig::default()
+            },
+            clock.clone(),
+        )
+        .expect("engine");
+        let store = |key: &str, exptime_s: i64| {
+            let stored = engine.store(
+                key.as_bytes(),
+                b"abc",
+                &StoreOptions::new(StoreMode::Set, 0, exptime_s),
+            );
+            assert!(matches!(stored, StoreOutcome::Stored { .. }), "{key}");
+        };
+        for i in 0..8 {
+            store(&format!("r{i}"), 1);
+        }
+        clock.advance_s(2);
+        let mut seen = Vec::new();
+        for i in 0..3 {
+            store(&format!("q{i}"), 0);
+            seen.push(stat(&engine, "reclaimed"));
+        }
+        // Flushed items are as dead as expired ones.
+        engine.flush_all(0);
+        clock.advance_s(1);
+        store("z", 0);
+        seen.push(stat(&engine, "reclaimed"));
+        assert_eq!(seen, expected, "lru_maintainer {lru_maintainer}");
+    }
+}

@@ -354,3 +354,68 @@ fn empty_class_takes_a_page_from_another_class_within_the_limit() {
     assert_eq!(value(&e, b"big").unwrap(), big);
     assert_eq!(e.pages_in_use(), 2);
 }
+
+/// A page move keeps the live items of the page it empties when their class has free
+/// chunks elsewhere (memcached's rescue, `slab_reassign_rescues`); the free chunks of
+/// that page met on the way leave the free list (`slab_reassign_inline_reclaim`); an item
+/// whose shard is busy keeps the page (`slab_reassign_busy_items`, the move gives up);
+/// and with no free chunk outside the page the item is evicted
+/// (`slab_reassign_evictions_nomem`).
+#[test]
+fn a_page_move_rescues_live_items_and_counts_what_it_could_not() {
+    let payload = vec![b'v'; 900];
+    let fill = |e: &Engine| -> i32 {
+        let class = e.slab_class_for(4, payload.len());
+        assert!(stored(set(e, b"k000", &payload)));
+        let per_page: u64 = stats_of(|emit| e.stats_slabs(emit))
+            .get(&format!("{class}:chunks_per_page"))
+            .map_or(0, |v| v.parse().unwrap());
+        // One full page, then one item on a second page (its first chunk: a page's
+        // chunks are handed out upwards).
+        assert!(per_page > 1);
+        for i in 1..per_page {
+            assert!(stored(set(e, format!("k{i:03}").as_bytes(), &payload)));
+        }
+        assert!(stored(set(e, b"last", &payload)));
+        class as i32
+    };
+
+    // A free chunk on the full page: the item on the emptiest page moves there.
+    let (e, _) = engine_with(mb(8));
+    let class = fill(&e);
+    assert_eq!(
+        e.delete(b"k000", &DeleteOptions::default()),
+        DeleteOutcome::Deleted
+    );
+    {
+        let _busy = e.hold_shard_of(b"last");
+        assert_eq!(e.slabs_reassign(class, 0), Err(ReassignError::Busy));
+    }
+    assert!(stat(&e, "slab_reassign_busy_items") > 0);
+    assert_eq!(stat(&e, "slab_reassign_rescues"), 0);
+    assert_eq!(e.slabs_reassign(class, 0), Ok(()));
+    assert_eq!(stat(&e, "slab_reassign_rescues"), 1);
+    assert_eq!(stat(&e, "slab_reassign_evictions_nomem"), 0);
+    assert_eq!(stat(&e, "slabs_moved"), 1);
+    assert_eq!(value(&e, b"last"), Some(payload.clone()));
+    assert_eq!(stat(&e, "curr_items"), stat(&e, "total_items") - 1);
+
+    // No free chunk outside the page: the page's own free chunks come off the free list
+    // one by one, then the item is evicted.
+    let (e, _) = engine_with(mb(8));
+    let class = fill(&e);
+    assert_eq!(e.slabs_reassign(class, 0), Ok(()));
+    let per_page = stat(&e, "total_items") - 1;
+    assert_eq!(stat(&e, "slab_reassign_inline_reclaim"), per_page - 1);
+    assert_eq!(stat(&e, "slab_reassign_rescues"), 0);
+    assert_eq!(stat(&e, "slab_reassign_evictions_nomem"), 1);
+    assert_eq!(value(&e, b"last"), None);
+    e.reset_stats();
+    for name in [
+        "slab_reassign_rescues",
+        "slab_reassign_inline_reclaim",
+        "slab_reassign_evictions_nomem",
+    ] {
+        assert_eq!(stat(&e, name), 0, "stats reset clears {name}");
+    }
+}

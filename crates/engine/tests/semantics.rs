@@ -373,13 +373,30 @@ fn meta_stale_and_win_tokens() {
     assert_eq!(new_cas, cas + 1, "md I bumps the CAS");
     let (stale, win, z, _) = flags(&e);
     assert!(stale && !win && z);
-    // ms I with an older CAS stores but keeps the item stale.
+    // ms I with an older CAS stores but keeps the item stale, and keeps the token
+    // already handed out (memcached's do_store_item): the next reader sees Z, not W.
     let mut o = StoreOptions::new(StoreMode::Set, 0, 0);
     o.compare_cas = Some(cas);
     o.invalidate = true;
     assert!(stored(e.store(b"f", b"2", &o)));
-    let (stale, win, _, _) = flags(&e);
-    assert!(stale && win);
+    let (stale, win, z, _) = flags(&e);
+    assert!(stale && !win && z);
+    // ... and the old item's expiry, whatever the request's (it does not raise the TTL).
+    let StoreOutcome::Stored { cas: g_cas } = store(&e, StoreMode::Set, b"g", b"1", 0, 100) else {
+        panic!()
+    };
+    assert!(stored(store(&e, StoreMode::Set, b"g", b"2", 0, 100)));
+    let mut o = StoreOptions::new(StoreMode::Set, 0, 5000);
+    o.compare_cas = Some(g_cas);
+    o.invalidate = true;
+    assert!(stored(e.store(b"g", b"3", &o)));
+    assert!(matches!(
+        e.read(b"g", &ReadOptions::default(), |v| (
+            v.stale,
+            v.ttl_remaining_s
+        )),
+        ReadOutcome::Hit((true, Some(100)))
+    ));
     // recache: the first reader below the TTL threshold wins.
     assert!(stored(store(&e, StoreMode::Set, b"r", b"x", 0, 30)));
     let no_claim = ReadOptions {
@@ -619,4 +636,39 @@ fn keys_of_250_bytes_work_in_both_tiers() {
         );
         assert_eq!(value(engine, &key), None);
     }
+}
+
+/// meta `b`: an item remembers that its key came base64-encoded (memcached's
+/// ITEM_KEY_BINARY), so `mg k` echoes it encoded whatever the reader sends; a whole store
+/// without `b` forgets it, an append and a growing increment keep it.
+#[test]
+fn an_item_remembers_a_base64_key_until_a_plain_store_replaces_it() {
+    let (e, _) = engine();
+    let key_binary =
+        |e: &Engine, key: &[u8]| match e.read(key, &ReadOptions::default(), |v| v.key_binary) {
+            ReadOutcome::Hit(b) => b,
+            ReadOutcome::Miss { .. } => panic!("miss"),
+        };
+    let mut o = StoreOptions::new(StoreMode::Set, 0, 0);
+    o.key_binary = true;
+    assert!(stored(e.store(b"k", b"9", &o)));
+    assert!(key_binary(&e, b"k"));
+    assert!(stored(store(&e, StoreMode::Append, b"k", b"9", 0, 0)));
+    assert!(key_binary(&e, b"k"), "an append keeps it");
+    // 99 -> 100 needs a longer item: a new one, which keeps it too.
+    assert!(matches!(
+        e.arith(b"k", &ArithOptions::new(true, 1)),
+        ArithOutcome::Value { value: 100, .. }
+    ));
+    assert!(key_binary(&e, b"k"), "a growing increment keeps it");
+    assert!(stored(set(&e, b"k", b"x")));
+    assert!(!key_binary(&e, b"k"), "a plain set forgets it");
+    let mut vivify = ArithOptions::new(true, 1);
+    vivify.vivify = Some((5, 0));
+    vivify.key_binary = true;
+    assert!(matches!(
+        e.arith(b"n", &vivify),
+        ArithOutcome::Value { value: 5, .. }
+    ));
+    assert!(key_binary(&e, b"n"), "ma b N creates it so");
 }

@@ -98,6 +98,11 @@ impl PrefixStats {
         }
     }
 
+    /// Forgets every prefix's counts (`stats reset`, as memcached's `stats_prefix_clear`).
+    pub fn clear(&self) {
+        self.table.lock().clear();
+    }
+
     /// `stats detail dump`: one `PREFIX <prefix> get <n> hit <n> set <n> del <n>` line
     /// per prefix (sorted), then `END`.
     pub fn dump(&self, out: &mut Vec<u8>) {

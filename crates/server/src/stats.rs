@@ -73,6 +73,9 @@ pub fn reset(session: &Session<'_>) {
     stats.bytes_written.store(0, Ordering::Relaxed);
     stats.auth_cmds.store(0, Ordering::Relaxed);
     stats.auth_errors.store(0, Ordering::Relaxed);
+    // memcached's stats_reset clears `stats detail`'s per-prefix counts too (collection
+    // stays on or off as it was).
+    stats.prefixes.clear();
     // memcached resets its TLS counters too (not the time since the last refresh).
     if let Some(tls) = &session.settings.tls {
         tls.handshake_errors.store(0, Ordering::Relaxed);

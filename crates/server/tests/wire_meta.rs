@@ -5,6 +5,7 @@
 //! for byte (CAS and seconds through the normaliser of `support/wire_pair.rs`, which
 //! checks their form and their pattern), except for the differences in [`DIFFERENCES`],
 //! where the test asserts memcached's reply and fogcached's documented reply exactly.
+//! `wire_meta_flags.rs` holds memcached's reply bytes for every flag, family by family.
 
 #[path = "support/wire_pair.rs"]
 mod wire_pair;
@@ -151,102 +152,6 @@ const DIFFERENCES: &[Difference] = &[
                  counts every hit as an access. memcached 1.6.18's segmented LRU refreshes \
                  the access time only on an item's second fetch (when it becomes ACTIVE), \
                  so its first fetch does not reset `l`.",
-    },
-    Difference {
-        setup: b"ms Zm9v 3 b\r\nbar\r\n",
-        pause_ms: 0,
-        request: b"mg foo k v\r\n",
-        memcached: b"VA 3 kZm9v b\r\nbar\r\n",
-        fogcached: b"VA 3 kfoo\r\nbar\r\n",
-        reason: "BUG: memcached remembers that an item was stored with a base64 key \
-                 (ITEM_KEY_BINARY) and echoes `k` of a hit base64-encoded with ` b` \
-                 whatever the request's encoding; fogcached echoes the request's encoding. \
-                 Needs a per-item bit in the engine.",
-    },
-    Difference {
-        setup: b"ms plain 3\r\nbar\r\n",
-        pause_ms: 0,
-        request: b"mg cGxhaW4= b k v\r\nme cGxhaW4= b\r\n",
-        memcached: b"VA 3 kplain\r\nbar\r\nME plain exp=-1 la=0 cas=1 fetch=yes cls=1 size=67\r\n",
-        fogcached:
-            b"VA 3 kcGxhaW4= b\r\nbar\r\nME cGxhaW4= exp=-1 la=0 cas=1 fetch=yes cls=1 size=64\r\n",
-        reason: "BUG: the other side of the row above: an item stored with a plain key is \
-                 echoed plain by memcached's `k` and `me`, even when asked in base64.",
-    },
-    Difference {
-        setup: b"ms st 1 T100\r\nx\r\nms st 1 T100\r\ny\r\n",
-        pause_ms: 0,
-        request: b"ms st 1 C1 I T0\r\nz\r\nmg st t v\r\n",
-        memcached: b"HD\r\nVA 1 t100 X W\r\nz\r\n",
-        fogcached: b"HD\r\nVA 1 t-1 X W\r\nz\r\n",
-        reason: "BUG: an `ms` with `I` and an older CAS stores a stale item that keeps the \
-                 old item's TTL in memcached (do_store_item); fogcached applies the \
-                 request's `T`. Fix in the engine's store_whole (stale branch).",
-    },
-    Difference {
-        setup: b"ms st2 1\r\nx\r\nmd st2 I\r\nmg st2\r\n",
-        pause_ms: 0,
-        request: b"ms st2 1 C1 I\r\ny\r\nmg st2 v\r\n",
-        memcached: b"HD\r\nVA 1 Z X\r\ny\r\n",
-        fogcached: b"HD\r\nVA 1 X W\r\ny\r\n",
-        reason: "BUG: the stale item an `ms I` stores keeps the old item's \"token sent\" \
-                 mark in memcached, so the next reader sees Z; fogcached's new item hands \
-                 out a second W. Fix in the engine's store_whole (stale branch).",
-    },
-    Difference {
-        setup: b"ms tt 1 T100\r\nx\r\n",
-        pause_ms: 0,
-        request: b"mg tt t T40\r\nmg tt t\r\n",
-        memcached: b"HD t100\r\nHD t40\r\n",
-        fogcached: b"HD t40\r\nHD t40\r\n",
-        reason: "BUG: memcached applies `mg` flags in the order sent, so a `t` before `T` \
-                 reports the TTL before the update; fogcached applies `T` first. The \
-                 engine's ItemView has only the new TTL.",
-    },
-    Difference {
-        setup: b"ms rt 1 T100\r\nx\r\n",
-        pause_ms: 0,
-        request: b"mg rt R30 T10 t\r\n",
-        memcached: b"HD t10\r\n",
-        fogcached: b"HD t10 W\r\n",
-        reason: "BUG: in-order flags again: an `R` before `T` compares the TTL before the \
-                 update (100 s, not below 30: no win); fogcached's engine checks `R` after \
-                 the touch.",
-    },
-    Difference {
-        setup: b"ms rt2 1 T10\r\nx\r\n",
-        pause_ms: 0,
-        request: b"mg rt2 R30 T100 t\r\n",
-        memcached: b"HD t100 W\r\n",
-        fogcached: b"HD t100\r\n",
-        reason: "BUG: the converse of the row above: `R30` before `T100` sees the old 10 s \
-                 and wins in memcached.",
-    },
-    Difference {
-        setup: b"",
-        pause_ms: 0,
-        request: b"mg tn t N100 v\r\nmg tn t\r\n",
-        memcached: b"VA 0 t-1 W\r\n\r\nHD t100 Z\r\n",
-        fogcached: b"VA 0 t100 W\r\n\r\nHD t100 Z\r\n",
-        reason: "BUG: in-order flags: a `t` before `N` reports the created item's TTL \
-                 before `N` sets it (-1) in memcached.",
-    },
-    Difference {
-        setup: b"ms mt 1 T100\r\n5\r\n",
-        pause_ms: 0,
-        request: b"ma mt t T70 v\r\n",
-        memcached: b"VA 1 t100\r\n6\r\n",
-        fogcached: b"VA 1 t70\r\n6\r\n",
-        reason: "BUG: in-order flags on `ma`: `t` before `T` reports the TTL before the \
-                 update in memcached; the engine's arith reports only the new one.",
-    },
-    Difference {
-        setup: b"",
-        pause_ms: 0,
-        request: b"ma mv t N100 v\r\n",
-        memcached: b"VA 1 t-1\r\n0\r\n",
-        fogcached: b"VA 1 t100\r\n0\r\n",
-        reason: "BUG: in-order flags on `ma`: `t` before `N` reports -1 in memcached.",
     },
 ];
 

@@ -152,7 +152,20 @@ fn execute(session: &mut Session<'_>, request: &BinaryRequest<'_>, consumed: usi
                 ArithOutcome::NotFound => error(session, header, Status::KeyNotFound),
                 ArithOutcome::NonNumeric => error(session, header, Status::NonNumeric),
                 ArithOutcome::Exists => error(session, header, Status::KeyExists),
-                ArithOutcome::OutOfMemory => error(session, header, Status::OutOfMemory),
+                ArithOutcome::OutOfMemory => {
+                    // memcached names what it could not allocate: the item a miss would
+                    // have created, or the longer number of an increment.
+                    let creating = opts.vivify.is_some() && !exists(session, key);
+                    out_of_memory(
+                        session,
+                        header,
+                        if creating {
+                            b"Out of memory allocating new item"
+                        } else {
+                            b"Out of memory incrementing value"
+                        },
+                    );
+                }
             }
         }
         Command::Flush { exptime, quiet } => {
@@ -210,6 +223,36 @@ fn success(session: &mut Session<'_>, header: &RequestHeader, cas: u64) {
 
 fn error(session: &mut Session<'_>, header: &RequestHeader, status: Status) {
     binary::encode_error(session.out, header.opcode, header.opaque, status);
+}
+
+/// "Out of memory" with memcached's words for what could not be allocated (its
+/// `out_of_memory` sends the text error's message, `SERVER_ERROR ` dropped).
+fn out_of_memory(session: &mut Session<'_>, header: &RequestHeader, message: &[u8]) {
+    binary::encode_response(
+        session.out,
+        &binary::Response {
+            opcode: header.opcode,
+            status: Status::OutOfMemory,
+            opaque: header.opaque,
+            cas: 0,
+            extras: b"",
+            key: b"",
+            value: message,
+        },
+    );
+}
+
+/// Whether `key` has a live item (read without counting or bumping it).
+fn exists(session: &Session<'_>, key: &[u8]) -> bool {
+    let peek = ReadOptions {
+        no_bump: true,
+        no_stats: true,
+        ..ReadOptions::default()
+    };
+    matches!(
+        session.engine.read(key, &peek, |_| ()),
+        engine::ReadOutcome::Hit(())
+    )
 }
 
 /// A CAS of 0 in a request header means "no compare".
@@ -357,7 +400,10 @@ fn store(
             Status::NotStored
         }
         StoreOutcome::TooLarge => Status::TooLarge,
-        StoreOutcome::OutOfMemory => Status::OutOfMemory,
+        StoreOutcome::OutOfMemory => {
+            out_of_memory(session, header, b"Out of memory allocating item");
+            return;
+        }
     };
     error(session, header, status);
 }
@@ -379,20 +425,54 @@ fn delete(session: &mut Session<'_>, header: &RequestHeader, key: &[u8], quiet: 
     }
 }
 
-/// `stat [group]`: one response per statistic, then an empty one as terminator.
+/// `stat [group]`: one response per statistic, then an empty one as terminator, as
+/// memcached's `process_bin_stat` answers: `reset`, `settings` and `detail` are matched
+/// as prefixes of the key (memcached's `strncmp`), so `resetx` resets; `detail on|off`
+/// answer the terminator alone and `detail dump` one `detailed` statistic holding the
+/// whole text dump; `items`, `slabs` and `sizes` must match exactly, and every other
+/// group, `conns` included, is `Not found` (memcached serves `conns` over the text
+/// protocol only).
 fn stat(session: &mut Session<'_>, header: &RequestHeader, group: &[u8]) {
-    let group = match group {
-        b"reset" => {
-            stats::reset(session);
-            None
+    let group = if group.is_empty() {
+        Some(StatsGroup::General)
+    } else if group.starts_with(b"reset") {
+        stats::reset(session);
+        None
+    } else if group.starts_with(b"settings") {
+        Some(StatsGroup::Settings)
+    } else if let Some(detail) = group.strip_prefix(b"detail") {
+        let prefixes = &session.stats.prefixes;
+        if detail.starts_with(b" dump") {
+            let mut dump = Vec::new();
+            prefixes.dump(&mut dump);
+            binary::encode_stat(
+                session.out,
+                header.opcode,
+                header.opaque,
+                b"detailed",
+                &dump,
+            );
+        } else if detail.starts_with(b" on") {
+            prefixes.set_enabled(true);
+        } else if detail.starts_with(b" off") {
+            prefixes.set_enabled(false);
+        } else {
+            error(session, header, Status::KeyNotFound);
+            return;
         }
-        name => match StatsGroup::from_name(name) {
-            Some(group) => Some(group),
-            None => {
+        None
+    } else {
+        match group {
+            b"items" => Some(StatsGroup::Items),
+            b"slabs" => Some(StatsGroup::Slabs),
+            b"sizes" => Some(StatsGroup::Sizes),
+            // fogcached's own group, with no text-only counterpart to follow.
+            b"upstreams" => Some(StatsGroup::Upstreams),
+            _ => {
                 error(session, header, Status::KeyNotFound);
                 return;
             }
-        },
+        }
     };
     if let Some(group) = group {
         // `collect` reads the whole session, so the replies go to the output buffer taken
@@ -1033,7 +1113,7 @@ mod tests {
             err(STAT, 1, NOT_FOUND)
         );
         // Every group ends with the terminator.
-        for group in [&b"items"[..], b"slabs", b"sizes", b"conns"] {
+        for group in [&b"items"[..], b"slabs", b"sizes"] {
             let reply = f.run(&req(STAT, b"", group, b"", 0));
             assert!(
                 reply.ends_with(&ok(STAT, 0)),
@@ -1041,6 +1121,11 @@ mod tests {
                 String::from_utf8_lossy(group)
             );
         }
+        // memcached serves `conns` over the text protocol only.
+        assert_eq!(
+            f.run(&req(STAT, b"", b"conns", b"", 0)),
+            err(STAT, 1, NOT_FOUND)
+        );
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! `md` and `ma`), never an error or another status.
 
 use engine::{
-    ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, ItemView, ReadOptions, ReadOutcome,
-    StoreMode, StoreOptions, StoreOutcome,
+    ArithOptions, ArithOutcome, DeleteOptions, DeleteOutcome, Engine, ItemView, ReadOptions,
+    ReadOutcome, StoreMode, StoreOptions, StoreOutcome,
 };
 use protocol::meta::{
     self, push_i64, push_key, push_key_flag, push_numeric_flag, push_opaque_flag, push_ttl_flag,
@@ -22,6 +22,8 @@ use crate::session::{Session, Step};
 const TOO_LARGE: &[u8] = b"SERVER_ERROR object too large for cache\r\n";
 const STORE_OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory storing object\r\n";
 const ARITH_OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR out of memory\r\n";
+/// memcached's `ma` when `N` finds no memory for the item it creates.
+const VIVIFY_OUT_OF_MEMORY: &[u8] = b"SERVER_ERROR Out of memory allocating new item\r\n";
 const NON_NUMERIC: &[u8] = b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n";
 
 /// Handles the meta request at the front of `input`.
@@ -140,7 +142,10 @@ fn meta_get(
     let read_through = session.settings.upstream.is_some();
     if let Some(reply) = session.upstream_reply.and_then(|replies| replies.first()) {
         if let crate::upstream::Reply::Hit(fetched) = reply {
-            write_hit(out, key, flags, &fetched.view(), false);
+            // The edge echoes the key as this request gave it.
+            let mut view = fetched.view();
+            view.key_binary = key.binary;
+            write_hit(out, engine, flags, &view, Ttl::Hit);
             return None;
         }
         if flags.vivify_exptime.is_none() {
@@ -159,7 +164,9 @@ fn meta_get(
         } else {
             created_item_exptime(flags)
         },
+        vivify_key_binary: key.binary,
         recache_below_s: flags.recache_below_s,
+        recache_before_touch: comes_before(flags, b'R', b'T'),
         is_touch_command: flags.exptime.is_some(),
         // memcached 1.6.18 counts an `mg T` hit as a touch but its miss as a get miss.
         miss_counts_as_get: true,
@@ -170,7 +177,7 @@ fn meta_get(
         now_s: None,
     };
     let outcome = engine.read(key.as_bytes(), &options, |item| {
-        write_hit(out, key, flags, item, false)
+        write_hit(out, engine, flags, item, Ttl::Hit)
     });
     if read_through
         && session.upstream_reply.is_none()
@@ -195,7 +202,7 @@ fn meta_get(
                 ..ReadOptions::default()
             };
             let outcome = engine.read(key.as_bytes(), &peek, |item| {
-                write_hit(out, key, flags, item, true)
+                write_hit(out, engine, flags, item, Ttl::Created)
             });
             if let ReadOutcome::Miss { .. } = outcome {
                 // Evicted in between: to this client it is a plain miss.
@@ -227,12 +234,64 @@ fn created_item_exptime(flags: &MetaFlags<'_>) -> Option<i64> {
     })
 }
 
+/// Whether flag `first` appears before flag `second` in the request (both present).
+fn comes_before(flags: &MetaFlags<'_>, first: u8, second: u8) -> bool {
+    let order = flags.in_order();
+    let at = |flag| order.iter().position(|&f| f == flag);
+    matches!((at(first), at(second)), (Some(a), Some(b)) if a < b)
+}
+
+/// Whether the item a reply shows was there before the request (`Hit`) or created by it
+/// (`Created`: `mg N`, `ma N`), for the TTL that `t` reports.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ttl {
+    Hit,
+    Created,
+}
+
+/// The TTL `t` reports at position `at` of the request's flags. memcached applies the
+/// flags in the order sent: on a hit, a `t` before `T` sees the TTL the item had; an
+/// item the request creates has no expiry (-1) until its `N` or `T`, and a `t` between
+/// the two sees the first one's.
+fn ttl_at(
+    engine: &Engine,
+    flags: &MetaFlags<'_>,
+    ttl_remaining_s: Option<u32>,
+    ttl_before_touch_s: Option<u32>,
+    kind: Ttl,
+    at: usize,
+) -> Option<u32> {
+    let order = flags.in_order();
+    let setters: &[u8] = match kind {
+        Ttl::Hit => b"T",
+        Ttl::Created => b"NT",
+    };
+    let mut applied = order[..at].iter().filter(|f| setters.contains(f));
+    let Some(&first) = applied.next() else {
+        return match kind {
+            Ttl::Hit => ttl_before_touch_s,
+            Ttl::Created => None,
+        };
+    };
+    let all_applied = order[at..].iter().all(|f| !setters.contains(f));
+    if all_applied {
+        return ttl_remaining_s;
+    }
+    // Only a created item can be here: the first of its N and T, the other one to come.
+    let exptime = if first == b'N' {
+        flags.vivify_exptime
+    } else {
+        flags.exptime
+    };
+    exptime.and_then(|e| engine.ttl_for_exptime(e))
+}
+
 fn write_hit(
     out: &mut Vec<u8>,
-    key: &MetaKey<'_>,
+    engine: &Engine,
     flags: &MetaFlags<'_>,
     item: &ItemView<'_>,
-    vivified: bool,
+    kind: Ttl,
 ) {
     let value_bytes = item.value.len() as u64;
     if flags.return_value {
@@ -241,22 +300,33 @@ fn write_hit(
     } else {
         out.extend_from_slice(b"HD");
     }
-    for &flag in flags.in_order() {
+    for (at, &flag) in flags.in_order().iter().enumerate() {
         match flag {
             b's' => push_numeric_flag(out, b's', value_bytes),
-            b't' => push_ttl_flag(out, item.ttl_remaining_s),
+            b't' => {
+                let ttl_s = ttl_at(
+                    engine,
+                    flags,
+                    item.ttl_remaining_s,
+                    item.ttl_before_touch_s,
+                    kind,
+                    at,
+                );
+                push_ttl_flag(out, ttl_s);
+            }
             b'c' => push_numeric_flag(out, b'c', item.cas),
             b'f' => push_numeric_flag(out, b'f', u64::from(item.client_flags)),
             b'l' => push_numeric_flag(out, b'l', u64::from(item.last_access_ago_s)),
             b'h' => push_numeric_flag(out, b'h', u64::from(item.fetched_before)),
             b'O' => push_opaque(out, flags),
-            b'k' => push_key_flag(out, key.as_bytes(), key.binary),
+            // The key as it was stored (memcached's ITEM_KEY_BINARY), not as asked.
+            b'k' => push_key_flag(out, item.key, item.key_binary),
             _ => {}
         }
     }
     // memcached's order: Z (someone else holds the token), X (stale), W (this client won).
     // The request that created the item holds the token, so it sees W and never Z.
-    if vivified {
+    if kind == Ttl::Created {
         out.extend_from_slice(b" W");
     } else {
         if item.win_token_already_sent {
@@ -336,6 +406,7 @@ fn meta_set(
     } else {
         None
     };
+    options.key_binary = key.binary;
     options.requester = session.client_fd;
     session.stats.prefixes.record(key.as_bytes(), PrefixOp::Set);
 
@@ -418,6 +489,7 @@ fn meta_arith(
     options.compare_cas = flags.compare_cas;
     options.new_cas = flags.new_cas;
     options.touch_exptime = flags.exptime;
+    options.key_binary = key.binary;
     // memcached's `q` hides the reply of an update but not of a creation, and the engine
     // does not say which one happened: try the update first, and create only on a miss.
     let mut outcome = engine.arith(key.as_bytes(), &options);
@@ -433,6 +505,7 @@ fn meta_arith(
             value,
             cas,
             ttl_remaining_s,
+            ttl_before_touch_s,
         } => {
             if flags.quiet && !created {
                 return;
@@ -443,10 +516,15 @@ fn meta_arith(
             } else {
                 out.extend_from_slice(b"HD");
             }
-            for &flag in flags.in_order() {
+            let kind = if created { Ttl::Created } else { Ttl::Hit };
+            for (at, &flag) in flags.in_order().iter().enumerate() {
                 match flag {
                     b'c' => push_numeric_flag(out, b'c', cas),
-                    b't' => push_ttl_flag(out, ttl_remaining_s),
+                    b't' => {
+                        let ttl_s =
+                            ttl_at(engine, flags, ttl_remaining_s, ttl_before_touch_s, kind, at);
+                        push_ttl_flag(out, ttl_s);
+                    }
                     b'O' => push_opaque(out, flags),
                     b'k' => push_key_flag(out, key.as_bytes(), key.binary),
                     _ => {}
@@ -468,6 +546,7 @@ fn meta_arith(
             out.extend_from_slice(b"\r\n");
         }
         ArithOutcome::NonNumeric => out.extend_from_slice(NON_NUMERIC),
+        ArithOutcome::OutOfMemory if created => out.extend_from_slice(VIVIFY_OUT_OF_MEMORY),
         ArithOutcome::OutOfMemory => out.extend_from_slice(ARITH_OUT_OF_MEMORY),
     }
 }
@@ -495,7 +574,8 @@ fn meta_debug(session: &mut Session<'_>, key: &MetaKey<'_>) {
     };
     let outcome = engine.read(key.as_bytes(), &options, |item| {
         out.extend_from_slice(b"ME ");
-        push_key(out, item.key, key.binary);
+        // As `k`: the key as it was stored, whatever the encoding asked with.
+        push_key(out, item.key, item.key_binary);
         out.extend_from_slice(b" exp=");
         match item.ttl_remaining_s {
             Some(ttl_s) => push_i64(out, -i64::from(ttl_s)),
