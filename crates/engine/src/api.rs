@@ -206,6 +206,10 @@ pub struct ArithOptions {
     pub touch_exptime: Option<ClientExptime>,
     /// The key came base64-encoded (`ma b`): an item `vivify` creates remembers it.
     pub key_binary: bool,
+    /// The caller creates the item if this request misses (meta `ma N` tries the update
+    /// first, then asks again with `vivify`): the miss is not counted, as memcached counts
+    /// no `incr_misses`/`decr_misses` for a request that creates its item.
+    pub creates_on_miss: bool,
 }
 
 impl ArithOptions {
@@ -218,6 +222,7 @@ impl ArithOptions {
             vivify: None,
             touch_exptime: None,
             key_binary: false,
+            creates_on_miss: false,
         }
     }
 }

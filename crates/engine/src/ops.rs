@@ -592,8 +592,10 @@ impl Engine {
         let Some(Found { tier, mut item }) =
             self.find_live_item(&mut table, key_hash, key, now, false)
         else {
-            self.counters.add(miss_counter, 1);
             let Some((initial, exptime)) = opts.vivify else {
+                if !opts.creates_on_miss {
+                    self.counters.add(miss_counter, 1);
+                }
                 return ArithOutcome::NotFound;
             };
             let rel = self.exptime_to_rel(exptime).unwrap_or(1);

@@ -184,3 +184,42 @@ fn stats_reset_clears_the_per_prefix_counts() -> anyhow::Result<()> {
     }
     pair.stop()
 }
+
+/// `incr_misses` and `decr_misses` count the requests that found nothing and changed
+/// nothing: memcached counts no miss for an `ma` that creates its item (`N`), only for one
+/// that answers `NF`. (fogcached used to count one miss for `ma N`'s creation, and its
+/// meta dispatcher, which tries the update before it creates, a second.)
+#[test]
+fn arithmetic_misses_count_as_memcached_counts_them() -> anyhow::Result<()> {
+    let mut pair = Pair::start(&[], &[])?;
+    let mut seen = [Vec::new(), Vec::new()];
+    for request in [
+        &b"incr none 1\r\n"[..],
+        b"decr none 1\r\n",
+        // Created, with `J`'s initial value: no miss.
+        b"ma made N0 J5\r\n",
+        b"ma made2 MD N0\r\n",
+        // Found: an update, no miss.
+        b"ma made\r\n",
+        // Not found and not created: a miss each.
+        b"ma none\r\n",
+        b"ma none MD\r\n",
+    ] {
+        pair.same(request)?;
+        for (side, seen) in seen.iter_mut().enumerate() {
+            let client = &mut pair.sides[side].client;
+            seen.push((
+                counter(client, "incr_misses")?,
+                counter(client, "decr_misses")?,
+            ));
+        }
+    }
+    // memcached 1.6.18's counts (checked, so the expectation stays true), and fogcached's.
+    assert_eq!(
+        seen[MEMCACHED],
+        [(1, 0), (1, 1), (1, 1), (1, 1), (1, 1), (2, 1), (2, 2)],
+        "memcached"
+    );
+    assert_eq!(seen[FOGCACHED], seen[MEMCACHED], "fogcached");
+    pair.stop()
+}

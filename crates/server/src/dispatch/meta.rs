@@ -492,9 +492,11 @@ fn meta_arith(
     options.key_binary = key.binary;
     // memcached's `q` hides the reply of an update but not of a creation, and the engine
     // does not say which one happened: try the update first, and create only on a miss.
+    let creates = created_item_exptime(flags);
+    options.creates_on_miss = creates.is_some();
     let mut outcome = engine.arith(key.as_bytes(), &options);
     let mut created = false;
-    if let (ArithOutcome::NotFound, Some(exptime)) = (outcome, created_item_exptime(flags)) {
+    if let (ArithOutcome::NotFound, Some(exptime)) = (outcome, creates) {
         options.vivify = Some((flags.initial.unwrap_or(0), exptime));
         outcome = engine.arith(key.as_bytes(), &options);
         created = true;
