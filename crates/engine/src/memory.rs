@@ -39,6 +39,17 @@ const ALLOC_TRIES: usize = 10;
 /// fresh page (memcached's `lru_pull_tail` looks at five).
 pub(crate) const TAIL_RECLAIM_TRIES: usize = 5;
 
+/// How far [`Engine::reclaim_dead_at_tails`] looks along each LRU tail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TailScan {
+    /// Past live items: every dead one among the last [`TAIL_RECLAIM_TRIES`] (a class
+    /// out of free chunks, before it takes a fresh page).
+    PastLive,
+    /// Up to the first live item (every store without the LRU maintainer, memcached's
+    /// unsegmented LRU).
+    UntilLive,
+}
+
 impl Engine {
     /// Takes a chunk (or a page run) for an item of `total_bytes` without evicting: the
     /// only place a [`Fresh`] chunk comes from (recovery aside).
@@ -70,13 +81,13 @@ impl Engine {
         // reclaims them: a cache of short-lived items reuses their chunks instead of
         // growing to its limit (and then evicting live items for room it had).
         if cs.free_head == NIL {
-            self.reclaim_dead_at_tails(tier, cs);
+            self.reclaim_dead_at_tails(tier, cs, TailScan::PastLive);
         } else if !self.config.lru_maintainer {
             // Without the LRU maintainer nothing else looks at the tails, so every
             // allocation does, as memcached's does when its LRU is not segmented
             // (`do_item_alloc_pull`'s `lru_pull_tail` before `slabs_alloc`): a store
             // reuses the memory of what expired or was flushed, counted as `reclaimed`.
-            self.reclaim_dead_before_live_at_tails(tier, cs);
+            self.reclaim_dead_at_tails(tier, cs, TailScan::UntilLive);
         }
         if cs.free_head == NIL {
             let page = tier.pool.lock().alloc_run(cs.id, 1)?;
@@ -293,34 +304,18 @@ impl Engine {
 
     /// Reclaims the dead (expired or flushed) items among the last
     /// [`TAIL_RECLAIM_TRIES`] of each LRU segment of the class (the caller holds its
-    /// lock), so their chunks go to the free list. Returns how many were reclaimed
-    /// (counted as memcached's `reclaimed`). Bounded: it looks at a few headers, once
-    /// per page's worth of allocations when nothing is dead.
-    pub(crate) fn reclaim_dead_at_tails(&self, tier: &Tier, cs: &mut ClassState) -> usize {
-        let now = self.now_s();
-        let mut reclaimed = 0;
-        for segment in 0..crate::lru::SEGMENTS {
-            let mut addr = cs.lru.tail[segment];
-            for _ in 0..TAIL_RECLAIM_TRIES {
-                if addr == NIL {
-                    break;
-                }
-                let h = tier.mem.read_header(addr, header_bytes::ALL);
-                let prev = h.prev();
-                if self.dead_reason(h, now).is_some() && self.reclaim_dead(tier, cs, h, false) {
-                    reclaimed += 1;
-                }
-                addr = prev;
-            }
-        }
-        reclaimed
-    }
-
-    /// Reclaims the dead items at the tail of each LRU list of the class (the caller
-    /// holds its lock) up to the first live one, looking at [`TAIL_RECLAIM_TRIES`] items
-    /// a list at most: memcached's `lru_pull_tail` with no flags. Returns how many were
-    /// reclaimed (`reclaimed`).
-    fn reclaim_dead_before_live_at_tails(&self, tier: &Tier, cs: &mut ClassState) -> usize {
+    /// lock), so their chunks go to the free list; with [`TailScan::UntilLive`] only those
+    /// behind the first live item, as memcached's `lru_pull_tail` with no flags. A dead
+    /// item whose shard is busy is passed over, as memcached passes over one it cannot
+    /// lock. Returns how many were reclaimed (counted as memcached's `reclaimed`).
+    /// Bounded: it looks at a few headers, once per page's worth of allocations when
+    /// nothing is dead.
+    pub(crate) fn reclaim_dead_at_tails(
+        &self,
+        tier: &Tier,
+        cs: &mut ClassState,
+        scan: TailScan,
+    ) -> usize {
         let now = self.now_s();
         let mut reclaimed = 0;
         for segment in 0..crate::lru::SEGMENTS {
@@ -332,11 +327,10 @@ impl Engine {
                 let h = tier.mem.read_header(addr, header_bytes::ALL);
                 let prev = h.prev();
                 if self.dead_reason(h, now).is_none() {
-                    break;
-                }
-                // A dead item whose shard is busy is passed over, as memcached passes
-                // over one it cannot lock.
-                if self.reclaim_dead(tier, cs, h, false) {
+                    if scan == TailScan::UntilLive {
+                        break;
+                    }
+                } else if self.reclaim_dead(tier, cs, h, false) {
                     reclaimed += 1;
                 }
                 addr = prev;

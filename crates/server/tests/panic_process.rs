@@ -80,38 +80,6 @@ fn value_of(key: &str) -> Vec<u8> {
     v
 }
 
-fn set(client: &mut RawClient, key: &str, value: &[u8]) -> anyhow::Result<()> {
-    let reply = client.request(&testkit::set_request(key, value), b"\r\n")?;
-    anyhow::ensure!(
-        reply == b"STORED\r\n",
-        "set {key}: {}",
-        testkit::escape(&reply)
-    );
-    Ok(())
-}
-
-fn get(client: &mut RawClient, key: &str) -> anyhow::Result<Option<Vec<u8>>> {
-    client.send(format!("get {key}\r\n").as_bytes())?;
-    let line = client.read_until(b"\r\n")?;
-    if line == b"END\r\n" {
-        return Ok(None);
-    }
-    let text = String::from_utf8_lossy(&line).to_string();
-    let len: usize = text
-        .trim_end()
-        .rsplit(' ')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("get {key}: {text}"))?;
-    let mut data = client.read_exact(len + 2)?;
-    data.truncate(len);
-    anyhow::ensure!(
-        client.read_until(b"\r\n")? == b"END\r\n",
-        "get {key}: no END"
-    );
-    Ok(Some(data))
-}
-
 /// Whether a thread named `name` is `target` or one of the numbered set `target-<n>`.
 fn is_thread(target: &str, name: &str) -> bool {
     name == target
@@ -168,7 +136,7 @@ fn a_panic_ends_the_process(thread: &str, extra: &[&str], poke: Poke) -> anyhow:
     let mut client = RawClient::connect(server.addr())?;
     for i in 0..KEYS {
         let key = format!("p{i}");
-        set(&mut client, &key, &value_of(&key))?;
+        client.set_value(&key, &value_of(&key))?;
     }
     let tiers = metadump::keys_by_tier(&mut client)?;
     assert!(
@@ -249,7 +217,7 @@ fn a_panic_ends_the_process(thread: &str, extra: &[&str], poke: Poke) -> anyhow:
     );
     for (key, value) in &slow {
         assert_eq!(
-            get(&mut client, key)?.as_deref(),
+            client.get_value(key)?.as_deref(),
             Some(&value[..]),
             "{thread}: {key}, in the slow tier before the panic, after the restart"
         );

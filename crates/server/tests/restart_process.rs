@@ -64,40 +64,6 @@ fn value(key: &str, version: u64, len: usize) -> Vec<u8> {
     v
 }
 
-fn set(client: &mut RawClient, key: &str, v: &[u8]) -> anyhow::Result<()> {
-    let mut request = format!("set {key} 0 0 {}\r\n", v.len()).into_bytes();
-    request.extend_from_slice(v);
-    request.extend_from_slice(b"\r\n");
-    let reply = client.request(&request, b"\r\n")?;
-    anyhow::ensure!(
-        reply == b"STORED\r\n",
-        "set {key}: {}",
-        testkit::escape(&reply)
-    );
-    Ok(())
-}
-
-/// `get key`: the value, or None.
-fn get(client: &mut RawClient, key: &str) -> anyhow::Result<Option<Vec<u8>>> {
-    client.send(format!("get {key}\r\n").as_bytes())?;
-    let line = client.read_until(b"\r\n")?;
-    if line == b"END\r\n" {
-        return Ok(None);
-    }
-    let text = String::from_utf8_lossy(&line).to_string();
-    let len: usize = text
-        .trim_end()
-        .rsplit(' ')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("get {key}: {text}"))?;
-    let mut data = client.read_exact(len + 2)?;
-    data.truncate(len);
-    let end = client.read_until(b"\r\n")?;
-    anyhow::ensure!(end == b"END\r\n", "get {key}: no END");
-    Ok(Some(data))
-}
-
 #[test]
 fn sigterm_sigusr1_and_shutdown_write_dram_down_and_a_restart_serves_every_item(
 ) -> anyhow::Result<()> {
@@ -112,7 +78,7 @@ fn sigterm_sigusr1_and_shutdown_write_dram_down_and_a_restart_serves_every_item(
             // Everything the previous run held is served, byte for byte.
             for i in 0..KEYS {
                 let key = format!("k{i}");
-                let got = get(&mut client, &key)?;
+                let got = client.get_value(&key)?;
                 assert_eq!(
                     got,
                     Some(value(&key, version - 1, 600 + (i as usize % 7) * 100)),
@@ -122,11 +88,7 @@ fn sigterm_sigusr1_and_shutdown_write_dram_down_and_a_restart_serves_every_item(
         }
         for i in 0..KEYS {
             let key = format!("k{i}");
-            set(
-                &mut client,
-                &key,
-                &value(&key, version, 600 + (i as usize % 7) * 100),
-            )?;
+            client.set_value(&key, &value(&key, version, 600 + (i as usize % 7) * 100))?;
         }
         let stats = client.stats("")?;
         let dram_items: u64 = testkit::stat(&stats, "tier_dram_items")
@@ -151,7 +113,7 @@ fn sigterm_sigusr1_and_shutdown_write_dram_down_and_a_restart_serves_every_item(
     for i in 0..KEYS {
         let key = format!("k{i}");
         assert_eq!(
-            get(&mut client, &key)?,
+            client.get_value(&key)?,
             Some(value(&key, 2, 600 + (i as usize % 7) * 100)),
             "{key} after the last restart"
         );
@@ -393,7 +355,7 @@ fn check_after_restart(
     let short = |v: &Vec<u8>| testkit::escape(&v[..v.len().min(60)]);
     for (c, log) in logs.iter().enumerate() {
         for (key, entry) in log {
-            let served = get(client, key)?;
+            let served = client.get_value(key)?;
             assert!(
                 allowed(entry, flushes, &served),
                 "after round {after_round}, client {c}: {key} served {:?}; last answered {:?}, in flight {:?}",
@@ -484,7 +446,7 @@ fn kill_9_during_a_storm_keeps_every_answered_slow_tier_write_and_nothing_stale(
             let now = Instant::now();
             for log in &mut logs {
                 for (key, entry) in log.iter_mut() {
-                    let served = get(&mut client, key)?;
+                    let served = client.get_value(key)?;
                     *entry = KeyLog {
                         acked: served,
                         sent_at: Some(now),
@@ -565,7 +527,7 @@ fn a_damaged_or_mismatched_pool_is_refused_with_what_to_do() -> anyhow::Result<(
     let dir = DataDir::new("refuse");
     let server = start(&dir, &["--dram", "2"])?;
     let mut client = RawClient::connect(server.addr())?;
-    set(&mut client, "kept", b"value")?;
+    client.set_value("kept", b"value")?;
     server.stop()?;
     let refused = |extra: &[&str]| -> anyhow::Result<String> {
         let bin = testkit::fogcached_binary()?;
@@ -599,12 +561,12 @@ fn a_damaged_or_mismatched_pool_is_refused_with_what_to_do() -> anyhow::Result<(
     assert!(text.contains("--slow-pool-reset"), "{text}");
     let server = start(&dir, &["--dram", "2", "--slow-pool-reset"])?;
     let mut client = RawClient::connect(server.addr())?;
-    assert_eq!(get(&mut client, "kept")?, None);
-    set(&mut client, "fresh", b"value")?;
+    assert_eq!(client.get_value("kept")?, None);
+    client.set_value("fresh", b"value")?;
     server.stop()?;
     let server = start(&dir, &["--dram", "2"])?;
     let mut client = RawClient::connect(server.addr())?;
-    assert_eq!(get(&mut client, "fresh")?, Some(b"value".to_vec()));
+    assert_eq!(client.get_value("fresh")?, Some(b"value".to_vec()));
     server.stop()?;
     Ok(())
 }

@@ -443,6 +443,34 @@ impl RawClient {
         Ok(std::mem::replace(&mut self.pending, rest))
     }
 
+    /// `set key 0 0 <len>` with `value`, which must be `STORED`.
+    pub fn set_value(&mut self, key: &str, value: &[u8]) -> anyhow::Result<()> {
+        let reply = self.request(&set_request(key, value), b"\r\n")?;
+        anyhow::ensure!(reply == b"STORED\r\n", "set {key}: {}", escape(&reply));
+        Ok(())
+    }
+
+    /// `get key`: the value, or `None` for a miss.
+    pub fn get_value(&mut self, key: &str) -> anyhow::Result<Option<Vec<u8>>> {
+        self.send(format!("get {key}\r\n").as_bytes())?;
+        let line = self.read_until(b"\r\n")?;
+        if line == b"END\r\n" {
+            return Ok(None);
+        }
+        let text = String::from_utf8_lossy(&line).to_string();
+        let len: usize = text
+            .trim_end()
+            .rsplit(' ')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("get {key}: {text}"))?;
+        let mut data = self.read_exact(len + 2)?;
+        data.truncate(len);
+        let end = self.read_until(b"\r\n")?;
+        anyhow::ensure!(end == b"END\r\n", "get {key}: no END but {}", escape(&end));
+        Ok(Some(data))
+    }
+
     /// send + read one reply ending with `terminator` (b"\r\n" for a one-line reply).
     pub fn request(&mut self, bytes: &[u8], terminator: &[u8]) -> anyhow::Result<Vec<u8>> {
         self.send(bytes)?;
