@@ -61,6 +61,8 @@ FOGCACHED_ARGS="${FOGCACHED_ARGS:-}"
 FOGCACHED="${FOGCACHED:-target/release/fogcached}"
 MEMCACHED="${MEMCACHED:-/usr/bin/memcached}"
 OUT_DIR="${OUT_DIR:-target/callgrind}"
+# A relative OUT_DIR is the repository's; an absolute one is taken as it is.
+case "$OUT_DIR" in /*) ;; *) OUT_DIR="$repo_root/$OUT_DIR" ;; esac
 # memcached sets its open-file limit to exactly -c, and valgrind allows that only when it
 # equals the hard limit valgrind keeps for the program (the hard limit less 12 fds of its
 # own): so both servers get -c 1024 under a hard limit of 1036.
@@ -137,7 +139,7 @@ run_server() {
 
 printf '%-10s %-9s %6s %12s %12s\n' server workload bytes process/req serving/req
 for server in $SERVERS; do
-    dir="$repo_root/$OUT_DIR/$server"
+    dir="$OUT_DIR/$server"
     run_server "$server" "$dir"
     dumps=0
     for size in $VALUE_SIZES; do
