@@ -180,7 +180,7 @@ const DEFAULTS: Preset = Preset {
     hot_keys: 5000,
 };
 
-/// fogbench's `fogcached-latency` (crates/bench/src/reproduce.rs): 100 000 keys of
+/// fogbench's `fogcached-latency` (crates/bench/src/reproduce/fogcached_latency.rs): 100 000 keys of
 /// 1 KiB, the hot range [keys / 2, +5 000) (the `--hot-first` default, so it follows
 /// `--keys`), and its hybrid servers' tier sizes, a 1:7 split of the footprint estimate
 /// (17 + 125 MiB).
