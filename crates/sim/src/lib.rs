@@ -15,14 +15,14 @@
 #![forbid(unsafe_code)]
 
 pub mod kernel_tiering;
+pub mod output;
 pub mod policy;
-pub mod report;
 pub mod sim;
 pub mod workload;
 
-pub use policy::Policy;
+pub use policy::PolicySetting;
 pub use sim::{
-    compare, run, run_policies, Comparison, PhaseChange, RunReport, SimConfig, SimError, Tuning,
-    Window,
+    compare, run, run_policies, Comparison, EngineOverrides, PhaseChange, RunReport, SimConfig,
+    SimError, Window,
 };
 pub use workload::{Distribution, ValueSizes};
