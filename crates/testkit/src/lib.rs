@@ -17,6 +17,9 @@ pub use delay_proxy::DelayProxy;
 pub use launcher;
 pub use launcher::{ClosedPort, Launch, PortReservation};
 
+mod fuzz_corpus;
+pub use fuzz_corpus::{fuzz_dir, replay_fuzz_corpus};
+
 /// How long `stop` waits after SIGTERM before falling back to SIGKILL.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default read timeout of a [`RawClient`].
