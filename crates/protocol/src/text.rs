@@ -114,7 +114,7 @@ impl<'a> Iterator for KeyIter<'a> {
     type Item = &'a [u8];
 
     // Always: called once a key (and once more at the end) of every retrieval, and as a
-    // call it cost ~15 instructions of its ~45.
+    // call a third of its cost was the call (docs/results/protocol-instruction-costs.md).
     #[inline(always)]
     fn next(&mut self) -> Option<&'a [u8]> {
         while let [b' ', tail @ ..] = self.rest {
@@ -562,8 +562,9 @@ const VALUE_LINE_TAIL_BYTES: usize = 64;
 /// its middle, and the tail is appended as the 64 bytes from where it starts (the second
 /// half is slack for that copy), then cut back to its length: a copy of a constant size
 /// is a few vector moves, where one of each number's length was a call of `memcpy`
-/// (~20 instructions a number, two a hit), and writing backwards needs no digit count.
-/// Always inlined (once a hit), as the call's set-up cost ~20 instructions.
+/// (two a hit), and writing backwards needs no digit count. Always inlined (once a hit),
+/// as the call's set-up cost about as much as the copies (figures:
+/// docs/results/protocol-instruction-costs.md).
 #[inline(always)]
 pub fn push_value_line(
     out: &mut Vec<u8>,
@@ -724,7 +725,8 @@ const TOKENS_KEPT: usize = 8;
 /// The first tokens of a line, split on spaces the way memcached's `tokenize_command`
 /// does: at most `TOKENS_MAX - 1` of them are counted. The first [`TOKENS_KEPT`] are kept,
 /// and the last: a command line has at most eight tokens, and keeping (and initialising,
-/// and moving) room for all twenty-three cost ~90 instructions a SET.
+/// and moving) room for all twenty-three was a measurable share of a SET
+/// (docs/results/protocol-instruction-costs.md).
 struct Tokens<'a> {
     line: &'a [u8],
     kept: [&'a [u8]; TOKENS_KEPT],
@@ -987,7 +989,8 @@ struct StoreFields<'a> {
 /// (what clients send), read in one pass over the line; `None` for any other line, which
 /// the tokenizer and [`parse_store`] read (with the same outcome for the lines this
 /// takes: `parse_store` finds six tokens, no `noreply`, a valid key and numbers in
-/// range). Tokenizing a SET line and reading its tokens again cost ~300 instructions.
+/// range). Tokenizing a SET line and reading its tokens again cost several times this
+/// one pass (docs/results/protocol-instruction-costs.md).
 #[inline]
 fn parse_plain_set<'a>(
     buf: &'a [u8],
