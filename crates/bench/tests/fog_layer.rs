@@ -27,6 +27,35 @@ fn fogbench(server: &str, json: &std::path::Path, args: &[&str]) -> Child {
     fogbench_run::spawn(server, json, &all)
 }
 
+/// A verified 12-second fogbench run against `edge` (16 connections, 2 threads) with
+/// this get ratio and key distribution, left running for the test to break the cloud
+/// under it; long enough that a restart slowed by a loaded machine (the cloud back at
+/// 6.1 s once in CI) still leaves whole seconds after it to check.
+fn verified_load(
+    edge: &ServerProcess,
+    json: &std::path::Path,
+    get_ratio: &str,
+    distribution: &str,
+) -> Child {
+    fogbench(
+        &edge.addr().to_string(),
+        json,
+        &[
+            "--duration-s",
+            "12",
+            "--get-ratio",
+            get_ratio,
+            "--distribution",
+            distribution,
+            "--connections",
+            "16",
+            "--threads",
+            "2",
+            "--verify",
+        ],
+    )
+}
+
 /// Sets every key once in `server` with fogbench's value pattern (what `--verify` checks).
 fn load(server: &ServerProcess, name: &str) {
     let json = std::env::temp_dir().join(format!("fog-layer-{}-{name}.json", std::process::id()));
@@ -92,25 +121,7 @@ fn a_cloud_killed_and_restarted_under_load_costs_misses_never_errors_or_wrong_va
     let edge = start_edge(&proxy, &["--upstream-timeout-ms", "300"]);
 
     let json = std::env::temp_dir().join(format!("fog-layer-{}-run.json", std::process::id()));
-    let run = fogbench(
-        &edge.addr().to_string(),
-        &json,
-        &[
-            // Long enough that a restart slowed by a loaded machine (the cloud back at
-            // 6.1 s once in CI) still leaves whole seconds after it to check.
-            "--duration-s",
-            "12",
-            "--get-ratio",
-            "1",
-            "--distribution",
-            "uniform",
-            "--connections",
-            "16",
-            "--threads",
-            "2",
-            "--verify",
-        ],
-    );
+    let run = verified_load(&edge, &json, "1", "uniform");
     std::thread::sleep(Duration::from_millis(1500));
     drop(cloud);
     proxy.cut_connections();
@@ -204,25 +215,7 @@ fn writes_through_an_outage(outage: Outage) {
 
     let json = std::env::temp_dir().join(format!("fog-layer-{}-writes.json", std::process::id()));
     let started = Instant::now();
-    let run = fogbench(
-        &edge.addr().to_string(),
-        &json,
-        &[
-            // Long enough that a restart slowed by a loaded machine (the cloud back at
-            // 6.1 s once in CI) still leaves whole seconds after it to check.
-            "--duration-s",
-            "12",
-            "--get-ratio",
-            "0.8",
-            "--distribution",
-            "zipf",
-            "--connections",
-            "16",
-            "--threads",
-            "2",
-            "--verify",
-        ],
-    );
+    let run = verified_load(&edge, &json, "0.8", "zipf");
     std::thread::sleep(Duration::from_millis(1500));
     match outage {
         Outage::Killed => {

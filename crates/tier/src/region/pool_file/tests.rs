@@ -14,26 +14,7 @@ use super::device_data_bytes;
 use crate::region::PoolContents;
 use crate::region::{MapMode, Region, RegionBacking, RegionSpec, TierError, PAGE_SIZE_BYTES};
 use crate::CostModel;
-
-/// A fresh, unique directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("tier-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use testkit::ScratchDir;
 
 fn file_spec(path: &Path, size_bytes: usize) -> RegionSpec {
     RegionSpec {
@@ -64,8 +45,8 @@ fn on_dax_mount(path: &Path) -> bool {
 #[cfg(not(miri))]
 #[test]
 fn file_region_persists_bytes_across_reopen() {
-    let dir = TempDir::new("persist");
-    let path = dir.0.join("slow-tier.pool");
+    let dir = ScratchDir::new("tier-persist");
+    let path = dir.path().join("slow-tier.pool");
     let spec = file_spec(&path, 2 * PAGE_SIZE_BYTES);
     {
         let region = Region::open(&spec).unwrap();
@@ -97,8 +78,8 @@ fn file_region_persists_bytes_across_reopen() {
 #[test]
 fn file_region_reserves_its_blocks_and_never_shrinks_the_file() {
     use std::os::unix::fs::MetadataExt;
-    let dir = TempDir::new("reserve");
-    let path = dir.0.join("pool");
+    let dir = ScratchDir::new("tier-reserve");
+    let path = dir.path().join("pool");
     let region = Region::open(&file_spec(&path, 64 * PAGE_SIZE_BYTES)).unwrap();
     drop(region);
     let meta = std::fs::metadata(&path).unwrap();
@@ -125,8 +106,8 @@ fn file_region_reserves_its_blocks_and_never_shrinks_the_file() {
 fn a_pool_header_precedes_the_pages_in_the_file() {
     use std::io::{Read, Seek, SeekFrom};
     use std::sync::atomic::Ordering;
-    let dir = TempDir::new("header");
-    let path = dir.0.join("pool");
+    let dir = ScratchDir::new("tier-header");
+    let path = dir.path().join("pool");
     let header_bytes = 8192;
     let (region, header) = Region::open_with_header(
         &file_spec(&path, 4 * PAGE_SIZE_BYTES),
@@ -219,10 +200,10 @@ fn contents_seen(path: &Path, header_bytes: usize) -> Option<Vec<u8>> {
 #[cfg(not(miri))]
 #[test]
 fn a_file_the_vet_refuses_is_left_as_it_was() {
-    let dir = TempDir::new("vet");
+    let dir = ScratchDir::new("tier-vet");
     let header_bytes = 8192;
     for len in [100, 3 * PAGE_SIZE_BYTES + 5] {
-        let path = dir.0.join(format!("other-{len}"));
+        let path = dir.path().join(format!("other-{len}"));
         let mut x = 0x2545_F491_4F6C_DD1Du64;
         let bytes: Vec<u8> = (0..len)
             .map(|_| {
@@ -255,13 +236,13 @@ fn a_file_the_vet_refuses_is_left_as_it_was() {
 #[test]
 fn only_a_file_of_zeros_is_blank() {
     use std::os::unix::fs::FileExt;
-    let dir = TempDir::new("blank");
+    let dir = ScratchDir::new("tier-blank");
     let header_bytes = 8192;
-    let new = dir.0.join("new");
+    let new = dir.path().join("new");
     assert_eq!(contents_seen(&new, header_bytes), None);
     assert!(!new.exists() || std::fs::metadata(&new).unwrap().len() == 0);
     let file = |name: &str, len: u64, byte_at: Option<u64>, written: bool| {
-        let path = dir.0.join(name);
+        let path = dir.path().join(name);
         let f = std::fs::File::create(&path).unwrap();
         if written {
             f.write_all_at(&vec![0u8; len as usize], 0).unwrap();
@@ -305,7 +286,7 @@ fn only_a_file_of_zeros_is_blank() {
 #[cfg(not(miri))]
 #[test]
 fn a_block_device_a_directory_or_a_fifo_is_refused_unopened() {
-    let dir = TempDir::new("kinds");
+    let dir = ScratchDir::new("tier-kinds");
     let never = |_: PoolContents<'_>, _| -> Result<(), String> { panic!("the vet was asked") };
     let refusal = |path: &Path| {
         Region::open_with_header(&file_spec(path, 2 * PAGE_SIZE_BYTES), 8192, &never)
@@ -313,9 +294,9 @@ fn a_block_device_a_directory_or_a_fifo_is_refused_unopened() {
             .map(|e| e.to_string())
             .unwrap_or_else(|| panic!("{} was opened", path.display()))
     };
-    let text = refusal(&dir.0);
+    let text = refusal(dir.path());
     assert!(text.contains("a directory"), "{text}");
-    let fifo = dir.0.join("fifo");
+    let fifo = dir.path().join("fifo");
     let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: mkfifo with a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) }, 0);
@@ -323,7 +304,7 @@ fn a_block_device_a_directory_or_a_fifo_is_refused_unopened() {
     assert!(text.contains("neither a regular file"), "{text}");
     // A block device node: made here (a loop device's numbers; it is never opened),
     // else any the machine has.
-    let node = dir.0.join("blockdev");
+    let node = dir.path().join("blockdev");
     let c_node = std::ffi::CString::new(node.to_str().unwrap()).unwrap();
     // SAFETY: mknod with a valid NUL-terminated path; it only makes a node.
     let made = unsafe {
@@ -363,8 +344,8 @@ fn a_block_device_a_directory_or_a_fifo_is_refused_unopened() {
 #[cfg(not(miri))]
 #[test]
 fn a_pool_larger_than_the_free_space_is_refused_naming_the_file_system() {
-    let dir = TempDir::new("tmpfs");
-    let mount = dir.0.join("small");
+    let dir = ScratchDir::new("tier-tmpfs");
+    let mount = dir.path().join("small");
     std::fs::create_dir_all(&mount).unwrap();
     let mounted = std::process::Command::new("mount")
         .args(["-t", "tmpfs", "-o", "size=32m", "tmpfs"])
@@ -406,7 +387,7 @@ fn a_pool_larger_than_the_free_space_is_refused_naming_the_file_system() {
 /// A small ext2 file system in a loop-mounted image: ext2 files have no extents, so
 /// `fallocate` answers `EOPNOTSUPP` there. Unmounted and removed on drop.
 struct Ext2Mount {
-    dir: TempDir,
+    dir: ScratchDir,
     mount: PathBuf,
 }
 
@@ -414,9 +395,9 @@ impl Ext2Mount {
     /// None when this machine cannot make one (not root, no `mkfs.ext2`, no loop
     /// devices, or mounts forbidden).
     fn new(tag: &str, size_mib: u64) -> Option<Ext2Mount> {
-        let dir = TempDir::new(tag);
-        let image = dir.0.join("image");
-        let mount = dir.0.join("mnt");
+        let dir = ScratchDir::new(&format!("tier-{tag}"));
+        let image = dir.path().join("image");
+        let mount = dir.path().join("mnt");
         std::fs::create_dir_all(&mount).ok()?;
         std::fs::File::create(&image)
             .and_then(|f| f.set_len(size_mib * 1024 * 1024))
@@ -574,8 +555,8 @@ fn a_dax_device_smaller_than_asked_is_refused() {
 #[cfg(not(miri))]
 #[test]
 fn a_pool_in_use_is_refused_until_released() {
-    let dir = TempDir::new("lock");
-    let path = dir.0.join("pool");
+    let dir = ScratchDir::new("tier-lock");
+    let path = dir.path().join("pool");
     let first = Region::open(&file_spec(&path, PAGE_SIZE_BYTES)).unwrap();
     let err = Region::open(&file_spec(&path, PAGE_SIZE_BYTES))
         .unwrap_err()
@@ -598,16 +579,16 @@ const DAX_DIR_ENV: &str = "FOGCACHED_TEST_DAX_DIR";
 #[cfg(not(miri))]
 #[test]
 fn map_sync_fallback_is_reported() {
-    let dir = TempDir::new("mapsync");
-    if on_dax_mount(&dir.0) {
+    let dir = ScratchDir::new("tier-mapsync");
+    if on_dax_mount(dir.path()) {
         testkit::skip!(
             "map_sync_fallback_is_reported",
             "the temp dir {} is on a DAX mount, where MAP_SYNC succeeds: the fallback is not exercised",
-            dir.0.display()
+            dir.path().display()
         );
         return;
     }
-    let path = dir.0.join("pool");
+    let path = dir.path().join("pool");
     let region = Region::open(&file_spec(&path, PAGE_SIZE_BYTES)).unwrap();
     // tmpfs and page-cache file systems refuse MAP_SYNC with EOPNOTSUPP.
     match region.map_mode() {
@@ -652,8 +633,8 @@ fn map_sync_is_used_on_a_dax_mount() {
 #[cfg(not(miri))]
 #[test]
 fn file_errors_name_the_path() {
-    let dir = TempDir::new("errors");
-    let missing = dir.0.join("no-such-dir").join("pool");
+    let dir = ScratchDir::new("tier-errors");
+    let missing = dir.path().join("no-such-dir").join("pool");
     let err = Region::open(&file_spec(&missing, PAGE_SIZE_BYTES)).unwrap_err();
     assert!(err
         .to_string()
@@ -667,7 +648,7 @@ fn file_errors_name_the_path() {
         "{err}"
     );
     // Zero pages: nothing is created.
-    let none = dir.0.join("empty");
+    let none = dir.path().join("empty");
     let region = Region::open(&file_spec(&none, PAGE_SIZE_BYTES - 1)).unwrap();
     assert_eq!(region.page_count(), 0);
     assert!(!none.exists());
