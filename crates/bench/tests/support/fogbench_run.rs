@@ -1,6 +1,10 @@
 //! The `fogbench run` binary as a child process of a test: started with `--server`,
 //! `--quiet` and `--json`, waited for within a bound, its JSON report read back. Shared by
-//! the tests that drive fogbench against real servers (`end_to_end.rs`, `fog_layer.rs`).
+//! the tests that drive fogbench against real servers (`end_to_end.rs`, `fog_layer.rs`,
+//! `ketama_placement.rs`, `soak.rs`).
+
+// Each test binary that includes this uses only some of it.
+#![allow(dead_code)]
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -26,8 +30,13 @@ pub fn spawn(server: &str, json: &Path, args: &[&str]) -> Child {
 
 /// Waits for `child` (killed, and the test failed, past [`RUN_TIMEOUT`]), then reads and
 /// removes the report it wrote to `json`: (exit code, report).
-pub fn finish(mut child: Child, json: &Path) -> (Option<i32>, Value) {
-    let deadline = Instant::now() + RUN_TIMEOUT;
+pub fn finish(child: Child, json: &Path) -> (Option<i32>, Value) {
+    finish_within(child, json, RUN_TIMEOUT)
+}
+
+/// [`finish`] for a run that may take up to `timeout`.
+pub fn finish_within(mut child: Child, json: &Path, timeout: Duration) -> (Option<i32>, Value) {
+    let deadline = Instant::now() + timeout;
     let status = loop {
         if let Some(status) = child.try_wait().expect("waiting for fogbench") {
             break status;
@@ -35,7 +44,7 @@ pub fn finish(mut child: Child, json: &Path) -> (Option<i32>, Value) {
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("fogbench did not finish within {RUN_TIMEOUT:?}");
+            panic!("fogbench did not finish within {timeout:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
