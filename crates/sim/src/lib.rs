@@ -9,8 +9,8 @@
 //! key distributions, `crates/workload`), `policy.rs` (policy names and the engine
 //! settings they stand for), `sim.rs` (the run, its windows, HMCached's phase change),
 //! `kernel_tiering.rs` (`--policy kernel-tiering`: a model of Linux's page tiering under
-//! plain memcached, the one placement here that is not the engine's), `report.rs`
-//! (tables, JSON, CSV).
+//! plain memcached, the one placement here that is not the engine's), `output.rs`
+//! (what a run prints and writes: tables, JSON, CSV).
 
 #![forbid(unsafe_code)]
 
