@@ -11,10 +11,10 @@ use delay_proxy::DelayProxy;
 
 use super::lab::{base_run_config, footprint_mib, ConfigResult, Configuration, Lab, BASE_SEED};
 use super::machine::load_average_1m;
-use super::markdown::{configurations_table_of, failures_section, fmt_opt, problems_section};
+use super::markdown::{configurations_table_of, failures_section, problems_section};
 use super::metrics::{
-    delta, dram_hit_share_pct, gauge_mib_series, merged_buckets, merged_percentiles, per_second,
-    ratio_pct,
+    delta, dram_hit_share_pct, fmt_opt, gauge_mib_series, merged_buckets, merged_percentiles,
+    per_second, ratio_pct,
 };
 use super::Experiment;
 use crate::plot::{Chart, Scale, Series};

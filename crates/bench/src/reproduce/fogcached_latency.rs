@@ -6,12 +6,10 @@
 use std::fmt::Write as _;
 
 use super::lab::{base_run_config, footprint_mib, split_sizes, ConfigResult, Configuration, Lab};
-use super::markdown::{
-    configurations_table, failures_section, fmt_opt, problems_section, relative_change,
-};
+use super::markdown::{configurations_table, failures_section, problems_section, relative_change};
 use super::metrics::{
-    distribution_series, dram_hit_share_pct, dram_share_series, miss_ratio_pct, peak_bucket,
-    peak_mid_us, slow_lines_per_get,
+    distribution_series, dram_hit_share_pct, dram_share_series, fmt_opt, miss_ratio_pct,
+    peak_bucket, peak_mid_us, slow_lines_per_get,
 };
 use super::Experiment;
 use crate::plot::{Chart, Scale, Series};

@@ -22,10 +22,10 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::json;
 
-use super::lab::{base_run_config, Lab, BASE_SEED};
+use super::lab::{base_run_config, Lab, BASE_SEED, MIB};
 use super::machine::load_averages;
-use super::markdown::{configuration_row, failed_list, fmt_opt};
-use super::metrics::{ratio_pct, MIB};
+use super::markdown::{configuration_row, failed_list};
+use super::metrics::{fmt_opt, ratio_pct};
 use super::Experiment;
 use crate::plot::{Chart, Scale, Series};
 use crate::runner::RunConfig;

@@ -10,7 +10,6 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::json;
 
-use super::metrics::MIB;
 use super::ReproduceOptions;
 use crate::proto::Protocol;
 use crate::run_report::{LatencySummary, Report};
@@ -306,6 +305,8 @@ pub(super) fn footprint_mib(keys: u64, value_bytes: u64) -> u64 {
     let item_bytes = value_bytes + 96;
     (keys * item_bytes * 5 / 4).div_ceil(MIB) + 8
 }
+
+pub(super) const MIB: u64 = 1024 * 1024;
 
 /// The `--seed` of every experiment's closed-loop runs (it also draws the zipf scramble).
 pub(super) const BASE_SEED: u64 = 1;

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::markdown::fmt_opt;
+use super::metrics::fmt_opt;
 
 /// The 1-minute load average (`/proc/loadavg`), to say how busy the shared machine was.
 pub(super) fn load_average_1m() -> String {

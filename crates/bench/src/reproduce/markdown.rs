@@ -115,13 +115,6 @@ pub(super) fn relative_change(value: Option<f64>, reference: Option<f64>) -> Str
     }
 }
 
-pub(super) fn fmt_opt(value: Option<f64>, decimals: usize) -> String {
-    match value {
-        Some(v) if v.is_finite() => format!("{v:.decimals$}"),
-        _ => "–".to_owned(),
-    }
-}
-
 pub(super) fn failures_section(md: &mut String, results: &[ConfigResult]) {
     failed_list(
         md,

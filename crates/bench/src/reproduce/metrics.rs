@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::lab::ConfigResult;
+use super::lab::{ConfigResult, MIB};
 use crate::plot::Series;
 use crate::run_report::{LatencySummary, PhaseReport, Report, ServerSample};
 
@@ -149,7 +149,13 @@ pub(super) fn gauge_mib_series(phase: &PhaseReport, field: &str) -> Vec<(f64, f6
     })
 }
 
-pub(super) const MIB: u64 = 1024 * 1024;
+/// A figure with `decimals` decimals, or "–" where there is none (or it is not finite).
+pub(super) fn fmt_opt(value: Option<f64>, decimals: usize) -> String {
+    match value {
+        Some(v) if v.is_finite() => format!("{v:.decimals$}"),
+        _ => "–".to_owned(),
+    }
+}
 
 /// Percentiles of the union of two latency distributions (their buckets share bounds):
 /// what a look-aside client saw over all its gets, edge hits and origin fetches alike.

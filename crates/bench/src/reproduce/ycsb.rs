@@ -5,10 +5,10 @@
 use std::fmt::Write as _;
 
 use super::lab::{base_run_config, footprint_mib, ConfigResult, Configuration, Lab, BASE_SEED};
-use super::markdown::{configurations_table, failures_section, fmt_opt, problems_section};
+use super::markdown::{configurations_table, failures_section, problems_section};
 use super::metrics::{
-    counter_rate_series, distribution_series, dram_hit_share_pct, dram_share_series, latency_at,
-    miss_ratio_pct, slow_lines_per_get,
+    counter_rate_series, distribution_series, dram_hit_share_pct, dram_share_series, fmt_opt,
+    latency_at, miss_ratio_pct, slow_lines_per_get,
 };
 use super::Experiment;
 use crate::plot::{Chart, Scale, Series};
