@@ -8,8 +8,8 @@
 pub use ketama;
 pub mod plot;
 pub mod proto;
-pub mod report;
 pub mod reproduce;
+pub mod run_report;
 pub mod runner;
 pub mod servers;
 pub mod timer;
@@ -23,7 +23,7 @@ use std::sync::atomic::Ordering;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
-use crate::report::{sum_samples, LookasideReport, PhaseReport, Report, ServerSample};
+use crate::run_report::{sum_samples, LookasideReport, PhaseReport, Report, ServerSample};
 use crate::runner::{run_phase, Live, Phase, RunConfig, StatsPoller};
 
 /// Options of a benchmark beyond the load itself.

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use bench::proto::Protocol;
-use bench::report::series_csv;
 use bench::reproduce::{Experiment, ReproduceOptions};
+use bench::run_report::series_csv;
 use bench::runner::{Origin, RunConfig, SERVERS_MAX};
 use bench::servers::Programs;
 use bench::workload::{KeyDistribution, ValueSize};

@@ -21,7 +21,7 @@ use mio::{Events, Interest, Poll, Token};
 
 use crate::ketama::Ketama;
 use crate::proto::{encode_get, encode_set, parse_reply, Protocol, Reply};
-use crate::report::{Measurements, ServerSample, SERVER_FIELDS};
+use crate::run_report::{Measurements, ServerSample, SERVER_FIELDS};
 use crate::timer::PreciseTimer;
 use crate::workload::{
     check_value, next_op, write_key, write_value, KeyDistribution, KeyGenerator, OpKind, Rng,

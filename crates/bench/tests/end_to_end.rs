@@ -3,14 +3,16 @@
 //! fogcached must have been built into the same target directory (`cargo build -p server`,
 //! which `cargo test --workspace` does).
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 use serde_json::Value;
 use testkit::ServerProcess;
 
-/// A fogbench run that has not finished by then is a hang, not a slow machine.
-const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+#[path = "support/fogbench_run.rs"]
+mod fogbench_run;
+
+use fogbench_run::RUN_TIMEOUT;
 
 /// Runs fogbench with `args` plus `--server` and `--json`, returns (exit code, report).
 fn fogbench(server: &ServerProcess, args: &[&str]) -> (Option<i32>, Value) {
@@ -19,34 +21,8 @@ fn fogbench(server: &ServerProcess, args: &[&str]) -> (Option<i32>, Value) {
         std::process::id(),
         server.port()
     ));
-    let server_arg = server.addr().to_string();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fogbench"))
-        .arg("run")
-        .args(["--server", &server_arg, "--quiet", "--json"])
-        .arg(&json_path)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawning fogbench");
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for fogbench") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("fogbench did not finish within {RUN_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let text = std::fs::read_to_string(&json_path).expect("fogbench wrote no JSON report");
-    let _ = std::fs::remove_file(&json_path);
-    (
-        status.code(),
-        serde_json::from_str(&text).expect("the report is JSON"),
-    )
+    let child = fogbench_run::spawn(&server.addr().to_string(), &json_path, args);
+    fogbench_run::finish(child, &json_path)
 }
 
 fn count(report: &Value, phase: &str, field: &str) -> u64 {

@@ -6,45 +6,54 @@
 //!
 //! fogcached must have been built into the same target directory (`cargo build -p server`).
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use testkit::{stat, DelayProxy, RawClient, ServerProcess};
 
-const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+#[path = "support/fogbench_run.rs"]
+mod fogbench_run;
+
+use fogbench_run::finish;
+
 const KEYS: &str = "50000";
 const VALUE_SIZE: &str = "32-256";
 
+/// `fogbench run` against `server` with this file's keys and values, without stats polls.
 fn fogbench(server: &str, json: &std::path::Path, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_fogbench"))
-        .arg("run")
-        .args(["--server", server, "--quiet", "--no-stats", "--json"])
-        .arg(json)
-        .args(["--keys", KEYS, "--value-size", VALUE_SIZE])
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawning fogbench")
+    let mut all = vec!["--no-stats", "--keys", KEYS, "--value-size", VALUE_SIZE];
+    all.extend_from_slice(args);
+    fogbench_run::spawn(server, json, &all)
 }
 
-fn finish(mut child: Child, json: &std::path::Path) -> (Option<i32>, Value) {
-    let deadline = Instant::now() + RUN_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for fogbench") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("fogbench did not finish within {RUN_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let text = std::fs::read_to_string(json).expect("fogbench wrote no JSON report");
-    let _ = std::fs::remove_file(json);
-    (status.code(), serde_json::from_str(&text).expect("JSON"))
+/// A verified 12-second fogbench run against `edge` (16 connections, 2 threads) with
+/// this get ratio and key distribution, left running for the test to break the cloud
+/// under it; long enough that a restart slowed by a loaded machine (the cloud back at
+/// 6.1 s once in CI) still leaves whole seconds after it to check.
+fn verified_load(
+    edge: &ServerProcess,
+    json: &std::path::Path,
+    get_ratio: &str,
+    distribution: &str,
+) -> Child {
+    fogbench(
+        &edge.addr().to_string(),
+        json,
+        &[
+            "--duration-s",
+            "12",
+            "--get-ratio",
+            get_ratio,
+            "--distribution",
+            distribution,
+            "--connections",
+            "16",
+            "--threads",
+            "2",
+            "--verify",
+        ],
+    )
 }
 
 /// Sets every key once in `server` with fogbench's value pattern (what `--verify` checks).
@@ -84,48 +93,35 @@ fn edge_stat(edge: &ServerProcess, name: &str) -> u64 {
         .unwrap_or_else(|| panic!("{name} missing"))
 }
 
-#[test]
-fn a_cloud_killed_and_restarted_under_load_costs_misses_never_errors_or_wrong_values() {
-    let cloud = ServerProcess::memcached(&[]).expect("starting memcached");
-    let proxy = DelayProxy::start(cloud.addr(), Duration::from_micros(500)).expect("proxy");
-    load(&cloud, "cloud");
+/// The fogcached edge in front of the cloud behind `proxy`: DRAM only, two workers, a
+/// breaker that opens after 3 failures and retries after 200 ms, plus `args`.
+fn start_edge(proxy: &DelayProxy, args: &[&str]) -> ServerProcess {
     let upstream = proxy.addr().to_string();
-    let edge = ServerProcess::fogcached(&[
+    let mut all = vec![
         "--slow-size",
         "0",
         "-t",
         "2",
         "--upstream",
         &upstream,
-        "--upstream-timeout-ms",
-        "300",
         "--upstream-breaker-failures",
         "3",
         "--upstream-retry-ms",
         "200",
-    ])
-    .expect("starting the edge");
+    ];
+    all.extend_from_slice(args);
+    ServerProcess::fogcached(&all).expect("starting the edge")
+}
+
+#[test]
+fn a_cloud_killed_and_restarted_under_load_costs_misses_never_errors_or_wrong_values() {
+    let cloud = ServerProcess::memcached(&[]).expect("starting memcached");
+    let proxy = DelayProxy::start(cloud.addr(), Duration::from_micros(500)).expect("proxy");
+    load(&cloud, "cloud");
+    let edge = start_edge(&proxy, &["--upstream-timeout-ms", "300"]);
 
     let json = std::env::temp_dir().join(format!("fog-layer-{}-run.json", std::process::id()));
-    let run = fogbench(
-        &edge.addr().to_string(),
-        &json,
-        &[
-            // Long enough that a restart slowed by a loaded machine (the cloud back at
-            // 6.1 s once in CI) still leaves whole seconds after it to check.
-            "--duration-s",
-            "12",
-            "--get-ratio",
-            "1",
-            "--distribution",
-            "uniform",
-            "--connections",
-            "16",
-            "--threads",
-            "2",
-            "--verify",
-        ],
-    );
+    let run = verified_load(&edge, &json, "1", "uniform");
     std::thread::sleep(Duration::from_millis(1500));
     drop(cloud);
     proxy.cut_connections();
@@ -199,28 +195,19 @@ fn writes_through_an_outage(outage: Outage) {
     let mut cloud = ServerProcess::memcached(&[]).expect("starting memcached");
     let proxy = DelayProxy::start(cloud.addr(), Duration::from_micros(500)).expect("proxy");
     load(&cloud, "cloud");
-    let upstream = proxy.addr().to_string();
     // Edge copies live as long as the cloud's (forever), so a stale one stays to be seen
     // at the end.
-    let edge = ServerProcess::fogcached(&[
-        "--slow-size",
-        "0",
-        "-t",
-        "2",
-        "--upstream",
-        &upstream,
-        "--upstream-threads",
-        "2",
-        "--upstream-ttl-max",
-        "0",
-        "--upstream-timeout-ms",
-        "2000",
-        "--upstream-breaker-failures",
-        "3",
-        "--upstream-retry-ms",
-        "200",
-    ])
-    .expect("starting the edge");
+    let edge = start_edge(
+        &proxy,
+        &[
+            "--upstream-threads",
+            "2",
+            "--upstream-ttl-max",
+            "0",
+            "--upstream-timeout-ms",
+            "2000",
+        ],
+    );
     // Where the cloud is not: the proxy's new connections to it fail at once (nothing
     // listens there, and nothing can while the test holds the port).
     let closed = testkit::ClosedPort::new().expect("a closed port");
@@ -228,25 +215,7 @@ fn writes_through_an_outage(outage: Outage) {
 
     let json = std::env::temp_dir().join(format!("fog-layer-{}-writes.json", std::process::id()));
     let started = Instant::now();
-    let run = fogbench(
-        &edge.addr().to_string(),
-        &json,
-        &[
-            // Long enough that a restart slowed by a loaded machine (the cloud back at
-            // 6.1 s once in CI) still leaves whole seconds after it to check.
-            "--duration-s",
-            "12",
-            "--get-ratio",
-            "0.8",
-            "--distribution",
-            "zipf",
-            "--connections",
-            "16",
-            "--threads",
-            "2",
-            "--verify",
-        ],
-    );
+    let run = verified_load(&edge, &json, "0.8", "zipf");
     std::thread::sleep(Duration::from_millis(1500));
     match outage {
         Outage::Killed => {

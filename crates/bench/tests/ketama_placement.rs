@@ -2,12 +2,13 @@
 //! key by key with a raw client on each server.
 
 use std::net::SocketAddr;
-use std::process::Command;
-use std::time::Duration;
 
 use bench::ketama::Ketama;
 use serde_json::Value;
 use testkit::{RawClient, ServerProcess};
+
+#[path = "support/fogbench_run.rs"]
+mod fogbench_run;
 
 const KEYS: u64 = 600;
 
@@ -17,27 +18,31 @@ fn run_fogbench(servers: &[SocketAddr], protocol: &str, json: &std::path::Path) 
         .map(SocketAddr::to_string)
         .collect::<Vec<_>>()
         .join(",");
-    let run = testkit::run_bounded(
-        Command::new(env!("CARGO_BIN_EXE_fogbench"))
-            .args(["run", "--quiet", "--server", &list, "--protocol", protocol])
-            .args(["--keys", &KEYS.to_string(), "--load", "--verify"])
-            .args([
-                "--duration-s",
-                "1.2",
-                "--connections",
-                "8",
-                "--threads",
-                "2",
-            ])
-            .args(["--value-size", "10-300", "--get-ratio", "0.9", "--json"])
-            .arg(json),
-        Duration::from_secs(60),
-    )
-    .expect("running fogbench");
-    assert!(run.success, "fogbench failed:\n{}", run.output);
-    let text = std::fs::read_to_string(json).expect("fogbench wrote no JSON report");
-    let _ = std::fs::remove_file(json);
-    serde_json::from_str(&text).expect("the report is JSON")
+    let child = fogbench_run::spawn(
+        &list,
+        json,
+        &[
+            "--protocol",
+            protocol,
+            "--keys",
+            &KEYS.to_string(),
+            "--load",
+            "--verify",
+            "--duration-s",
+            "1.2",
+            "--connections",
+            "8",
+            "--threads",
+            "2",
+            "--value-size",
+            "10-300",
+            "--get-ratio",
+            "0.9",
+        ],
+    );
+    let (code, report) = fogbench_run::finish(child, json);
+    assert_eq!(code, Some(0), "fogbench failed: {report:#}");
+    report
 }
 
 /// True if `server` holds `key` (a text get).
@@ -140,30 +145,33 @@ fn look_aside_fills_each_key_into_its_ketama_edge() {
         std::process::id(),
         a.port()
     ));
-    let run = testkit::run_bounded(
-        Command::new(env!("CARGO_BIN_EXE_fogbench"))
-            .args(["run", "--quiet", "--no-stats", "--verify", "--load"])
-            .arg("--server")
-            .arg(format!("{},{}", edges[0], edges[1]))
-            .arg("--origin")
-            .arg(origin.addr().to_string())
-            .args(["--origin-delay-us", "200", "--get-ratio", "1"])
-            .args([
-                "--keys",
-                &LOOKASIDE_KEYS.to_string(),
-                "--value-size",
-                "10-200",
-            ])
-            .args(["--duration-s", "1", "--connections", "4", "--threads", "2"])
-            .arg("--json")
-            .arg(&json),
-        Duration::from_secs(60),
-    )
-    .expect("running fogbench");
-    assert!(run.success, "fogbench failed:\n{}", run.output);
-    let text = std::fs::read_to_string(&json).expect("fogbench wrote no JSON report");
-    let _ = std::fs::remove_file(&json);
-    let report: Value = serde_json::from_str(&text).expect("the report is JSON");
+    let child = fogbench_run::spawn(
+        &format!("{},{}", edges[0], edges[1]),
+        &json,
+        &[
+            "--no-stats",
+            "--verify",
+            "--load",
+            "--origin",
+            &origin.addr().to_string(),
+            "--origin-delay-us",
+            "200",
+            "--get-ratio",
+            "1",
+            "--keys",
+            &LOOKASIDE_KEYS.to_string(),
+            "--value-size",
+            "10-200",
+            "--duration-s",
+            "1",
+            "--connections",
+            "4",
+            "--threads",
+            "2",
+        ],
+    );
+    let (code, report) = fogbench_run::finish(child, &json);
+    assert_eq!(code, Some(0), "fogbench failed: {report:#}");
 
     let ring = Ketama::for_addrs(&edges);
     let mut clients = [

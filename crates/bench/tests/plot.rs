@@ -52,6 +52,15 @@ fn assert_png(path: &Path) {
     assert_eq!((width, height), (1000, 600));
 }
 
+/// Draws `chart` at `stem`, checks that both files are well formed (an SVG that is
+/// closed, a PNG of 1000x600), and returns the SVG's text.
+fn draw(chart: &Chart, stem: &Path) -> String {
+    line_chart(chart, stem).unwrap_or_else(|e| panic!("drawing {}: {e:#}", stem.display()));
+    let (svg_path, png_path) = paths_for(stem);
+    assert_png(&png_path);
+    read_svg(&svg_path)
+}
+
 fn paths_for(stem: &Path) -> (PathBuf, PathBuf) {
     let name = stem
         .file_name()
@@ -159,15 +168,12 @@ fn time_series_chart_on_linear_axes() {
         series: &series,
     };
     let stem = dir.join("dram_hit_share");
-    line_chart(&chart, &stem).expect("chart");
-    let (svg_path, png_path) = paths_for(&stem);
-    let svg = read_svg(&svg_path);
+    let svg = draw(&chart, &stem);
     assert_has_text(&svg, "time (s)");
     assert_has_text(&svg, "hits from DRAM (%)");
     for s in &series {
         assert_has_text(&svg, &s.label);
     }
-    assert_png(&png_path);
 }
 
 #[test]
@@ -198,15 +204,12 @@ fn empty_chart_is_drawn_with_a_no_data_note() {
             series: &series,
         };
         let stem = dir.join(name);
-        line_chart(&chart, &stem).expect("an empty chart is still a chart");
-        let (svg_path, png_path) = paths_for(&stem);
-        let svg = read_svg(&svg_path);
+        let svg = draw(&chart, &stem);
         assert_has_text(&svg, "Promotions per second");
         assert_has_text(&svg, "no data");
         for s in &series {
             assert_has_text(&svg, &format!("{} (no data)", s.label));
         }
-        assert_png(&png_path);
     }
 }
 
@@ -243,13 +246,10 @@ fn undrawable_points_are_skipped_not_fatal() {
         series: &series,
     };
     let stem = dir.join("log");
-    line_chart(&chart, &stem).expect("chart");
-    let (svg_path, png_path) = paths_for(&stem);
-    let svg = read_svg(&svg_path);
+    let svg = draw(&chart, &stem);
     assert_has_text(&svg, "mixed");
     assert_has_text(&svg, "nothing drawable (no data)");
     assert!(!svg.contains("NaN"), "a NaN coordinate reached the SVG");
-    assert_png(&png_path);
 }
 
 #[test]
@@ -275,9 +275,7 @@ fn single_point_and_constant_series_get_a_usable_range() {
             series: &series,
         };
         let stem = dir.join(name);
-        line_chart(&chart, &stem).expect("chart");
-        let (svg_path, png_path) = paths_for(&stem);
-        let svg = read_svg(&svg_path);
+        let svg = draw(&chart, &stem);
         assert_has_text(&svg, "one point");
         assert_has_text(&svg, "constant");
         // The point is drawn (as a marker) rather than lost at the edge of a zero-width
@@ -286,7 +284,6 @@ fn single_point_and_constant_series_get_a_usable_range() {
             svg.contains("<circle"),
             "no marker drawn for the single point"
         );
-        assert_png(&png_path);
     }
 }
 
@@ -339,13 +336,10 @@ fn many_series_with_long_labels_all_appear_in_the_legend() {
         series: &series,
     };
     let stem = dir.join("many");
-    line_chart(&chart, &stem).expect("chart");
-    let (svg_path, png_path) = paths_for(&stem);
-    let svg = read_svg(&svg_path);
+    let svg = draw(&chart, &stem);
     for s in &series {
         assert_has_text(&svg, &s.label);
     }
-    assert_png(&png_path);
 }
 
 #[test]

@@ -5,13 +5,14 @@
 //! memory must be flat once the cache is full. The long soak is `scripts/soak.sh`
 //! (DURATION=3600 and more); its figures are in docs/results/soak.md.
 
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
 use testkit::{proc_status_kib, stat, RawClient, ServerProcess};
+
+#[path = "support/fogbench_run.rs"]
+mod fogbench_run;
 
 /// The run phase: long enough for several maintainer and migration rounds after the
 /// load, short enough for CI.
@@ -56,12 +57,10 @@ fn a_verified_mixed_load_over_migrating_tiers_loses_nothing_and_keeps_memory_fla
         })
     };
 
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fogbench"))
-        .arg("run")
-        .args(["--server", &server.addr().to_string(), "--quiet", "--json"])
-        .arg(&json_path)
-        .args([
+    let child = fogbench_run::spawn(
+        &server.addr().to_string(),
+        &json_path,
+        &[
             "--load",
             "--verify",
             "--keys",
@@ -78,27 +77,11 @@ fn a_verified_mixed_load_over_migrating_tiers_loses_nothing_and_keeps_memory_fla
             "2",
             "--duration-s",
             &RUN_S.to_string(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("spawning fogbench");
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("waiting for fogbench") {
-            break status;
-        }
-        if started.elapsed() >= SOAK_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the soak did not finish within {SOAK_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+        ],
+    );
+    let (code, report) = fogbench_run::finish_within(child, &json_path, SOAK_TIMEOUT);
     stop.store(true, Ordering::Relaxed);
     let samples = sampler.join().expect("the sampler");
-    let text = std::fs::read_to_string(&json_path).expect("fogbench wrote no report");
-    let _ = std::fs::remove_file(&json_path);
-    let report: Value = serde_json::from_str(&text).expect("the report is JSON");
     let run = &report["run"];
     let counts = &run["counts"];
     let count = |name: &str| counts[name].as_u64().unwrap_or(u64::MAX);
@@ -119,7 +102,7 @@ fn a_verified_mixed_load_over_migrating_tiers_loses_nothing_and_keeps_memory_fla
         stat_u64(&stats, "tier_slow_items"),
     );
 
-    assert!(status.success(), "fogbench exited with {status}");
+    assert_eq!(code, Some(0), "fogbench failed: {report:#}");
     assert_eq!(count("verify_failures"), 0, "values read back wrong");
     assert_eq!(count("error_replies"), 0, "requests refused");
     assert_eq!(run["connection_failures"].as_u64(), Some(0));

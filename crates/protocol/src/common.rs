@@ -47,7 +47,8 @@ fn find_by_words(
     // The bytes after the last whole word: read as the last eight bytes of the hay, which
     // overlap bytes already searched. Those hold no match, and a word search marks a
     // false match only above a true one, so the lowest marked byte is the first match
-    // (a byte at a time cost ~5 instructions a byte, up to seven a search).
+    // (a byte at a time cost a loop step a byte, up to seven a search; figures:
+    // docs/results/protocol-instruction-costs.md).
     if let Some(last) = hay.last_chunk::<8>() {
         let found = matches(u64::from_le_bytes(*last));
         return (found != 0).then(|| hay.len() - 8 + (found.trailing_zeros() / 8) as usize);
@@ -74,7 +75,7 @@ pub fn find_byte(hay: &[u8], needle: u8) -> Option<usize> {
 /// [`VECTOR_SEARCH_MIN_BYTES`] are read eight bytes per step and only the rest, if the
 /// needle is not among them, by `memchr`. [`find_byte`] hands any hay of that length or
 /// more to `memchr`, whose set-up costs about what the word steps over a short key do
-/// (~40 instructions a key of a 10-key `get`).
+/// (docs/results/protocol-instruction-costs.md).
 #[inline]
 pub fn find_byte_near(hay: &[u8], needle: u8) -> Option<usize> {
     let head = &hay[..hay.len().min(VECTOR_SEARCH_MIN_BYTES)];

@@ -10,33 +10,7 @@ mod fuzz_connection;
 #[path = "support/fuzz_driver.rs"]
 mod fuzz_driver;
 
-use std::path::PathBuf;
-
-/// Runs `check` over every file of `fuzz/corpus/<target>` and `fuzz/regressions/<target>`,
-/// naming the file that fails; returns how many there were.
-fn replay(target: &str, check: fn(&[u8])) -> std::io::Result<usize> {
-    let fuzz = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
-    let mut replayed = 0;
-    // The corpus, and the inputs that once failed (kept apart: `cargo fuzz cmin` may drop
-    // them from the corpus when they add no coverage).
-    for dir in [
-        fuzz.join("corpus").join(target),
-        fuzz.join("regressions").join(target),
-    ] {
-        if !dir.exists() {
-            // A target without regressions; a missing corpus fails the callers' count.
-            continue;
-        }
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            let input = std::fs::read(&path)?;
-            let outcome = std::panic::catch_unwind(|| check(&input));
-            assert!(outcome.is_ok(), "{} fails its checks", path.display());
-            replayed += 1;
-        }
-    }
-    Ok(replayed)
-}
+use testkit::{fuzz_dir, replay_fuzz_corpus as replay};
 
 #[test]
 fn every_committed_connection_input_is_served_alike_whole_or_in_pieces() -> std::io::Result<()> {
@@ -74,7 +48,7 @@ fn every_committed_fuzz_input_is_handled_without_harm() -> std::io::Result<()> {
 #[test]
 fn every_regressions_directory_belongs_to_a_replayed_target() -> std::io::Result<()> {
     const REPLAYED: [&str; 6] = ["text", "meta", "binary", "dispatch", "connection", "config"];
-    let regressions = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
+    let regressions = fuzz_dir().join("regressions");
     for entry in std::fs::read_dir(&regressions)? {
         let name = entry?.file_name();
         let name = name.to_string_lossy();

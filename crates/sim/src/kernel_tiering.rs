@@ -49,9 +49,9 @@ use engine::{
     Engine, EngineConfig, ItemView, ReadOptions, ReadOutcome, StoreMode, StoreOptions, StoreOutcome,
 };
 
-use crate::policy::Policy;
+use crate::policy::PolicySetting;
 use crate::sim::{
-    finish, new_clock, new_driver, window_ops, Counters, LoadSummary, Requests, RunReport,
+    finish, new_clock, new_driver, window_ops, EngineCounters, LoadSummary, Requests, RunReport,
     SimConfig, SimError, Window,
 };
 use crate::workload::{key_name, value_for, value_matches, Op};
@@ -483,7 +483,7 @@ fn extent(view: &ItemView<'_>) -> (u64, u64) {
 /// `--policy kernel-tiering`: the load and run phases of `config` against plain memcached
 /// (the engine DRAM-only, `-m` = both tiers of the other runs) whose pages this model
 /// places; the windows carry the model's counts.
-pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
+pub fn run(config: &SimConfig, policy: &PolicySetting) -> Result<RunReport, SimError> {
     let mut requests = Requests::new(config)?;
     let engine_config = EngineConfig {
         memory_limit_bytes: (config.dram_mib + config.slow_mib) * MIB,
@@ -682,7 +682,7 @@ struct Tally {
 impl Tally {
     /// The counters a window is the difference of; an item is in DRAM when all its
     /// pages are.
-    fn counters(&self, model: &PageModel, places: &[(u64, u64)], evictions: u64) -> Counters {
+    fn counters(&self, model: &PageModel, places: &[(u64, u64)], evictions: u64) -> EngineCounters {
         let (mut dram_items, mut slow_items) = (0, 0);
         for &(start, bytes) in places {
             if bytes == 0 {
@@ -695,7 +695,7 @@ impl Tally {
             }
         }
         let c = &model.counters;
-        Counters {
+        EngineCounters {
             cmd_get: self.dram_hits + self.slow_hits + self.misses,
             get_misses: self.misses,
             dram_get_hits: self.dram_hits,
@@ -709,7 +709,7 @@ impl Tally {
             hint_faults: c.hint_faults,
             dram_items,
             slow_items,
-            ..Counters::default()
+            ..EngineCounters::default()
         }
     }
 }

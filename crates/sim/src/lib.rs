@@ -9,20 +9,20 @@
 //! key distributions, `crates/workload`), `policy.rs` (policy names and the engine
 //! settings they stand for), `sim.rs` (the run, its windows, HMCached's phase change),
 //! `kernel_tiering.rs` (`--policy kernel-tiering`: a model of Linux's page tiering under
-//! plain memcached, the one placement here that is not the engine's), `report.rs`
-//! (tables, JSON, CSV).
+//! plain memcached, the one placement here that is not the engine's), `output.rs`
+//! (what a run prints and writes: tables, JSON, CSV).
 
 #![forbid(unsafe_code)]
 
 pub mod kernel_tiering;
+pub mod output;
 pub mod policy;
-pub mod report;
 pub mod sim;
 pub mod workload;
 
-pub use policy::Policy;
+pub use policy::PolicySetting;
 pub use sim::{
-    compare, run, run_policies, Comparison, PhaseChange, RunReport, SimConfig, SimError, Tuning,
-    Window,
+    compare, run, run_policies, Comparison, EngineOverrides, PhaseChange, RunReport, SimConfig,
+    SimError, Window,
 };
 pub use workload::{Distribution, ValueSizes};

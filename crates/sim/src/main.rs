@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use sim::kernel_tiering::KernelTiering;
-use sim::{report, Distribution, PhaseChange, Policy, SimConfig, ValueSizes};
+use sim::{output, Distribution, PhaseChange, PolicySetting, SimConfig, ValueSizes};
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 enum DistributionArg {
@@ -180,7 +180,7 @@ const DEFAULTS: Preset = Preset {
     hot_keys: 5000,
 };
 
-/// fogbench's `fogcached-latency` (crates/bench/src/reproduce.rs): 100 000 keys of
+/// fogbench's `fogcached-latency` (crates/bench/src/reproduce/fogcached_latency.rs): 100 000 keys of
 /// 1 KiB, the hot range [keys / 2, +5 000) (the `--hot-first` default, so it follows
 /// `--keys`), and its hybrid servers' tier sizes, a 1:7 split of the footprint estimate
 /// (17 + 125 MiB).
@@ -328,7 +328,7 @@ fn config_from(cli: &Cli) -> anyhow::Result<SimConfig> {
         ops_per_s: cli.ops_per_s,
         ticks_per_s: cli.ticks_per_s,
         crawler_interval_s: cli.crawler_interval_s,
-        tuning: sim::Tuning {
+        engine_overrides: sim::EngineOverrides {
             promotion_margin: cli.promotion_margin,
             access_period_requests: cli.access_period,
             benefit_reassign: cli.no_benefit_reassign.then_some(false),
@@ -343,7 +343,7 @@ fn config_from(cli: &Cli) -> anyhow::Result<SimConfig> {
     })
 }
 
-fn policies_from(cli: &Cli) -> anyhow::Result<Vec<Policy>> {
+fn policies_from(cli: &Cli) -> anyhow::Result<Vec<PolicySetting>> {
     let names: Vec<&str> = if cli.policy_compare {
         sim::policy::COMPARE.to_vec()
     } else if cli.no_migration {
@@ -353,7 +353,7 @@ fn policies_from(cli: &Cli) -> anyhow::Result<Vec<Policy>> {
     } else {
         cli.policy.iter().map(String::as_str).collect()
     };
-    let policies = Policy::parse_list(&names)?;
+    let policies = PolicySetting::parse_list(&names)?;
     anyhow::ensure!(!policies.is_empty(), "--policy names no policy");
     Ok(policies)
 }
@@ -362,18 +362,18 @@ fn real_main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let config = config_from(&cli)?;
     let policies = policies_from(&cli)?;
-    println!("{}", report::header(&config, &policies));
+    println!("{}", output::header(&config, &policies));
     let runs = sim::run_policies(&config, &policies)?;
     for run in &runs {
-        println!("{}", report::table(run));
+        println!("{}", output::table(run));
     }
-    print!("{}", report::comparison(&config, &runs));
+    print!("{}", output::comparison(&config, &runs));
     if let Some(path) = &cli.json {
-        std::fs::write(path, report::json(&config, &runs))
+        std::fs::write(path, output::json(&config, &runs))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if let Some(path) = &cli.csv {
-        std::fs::write(path, report::csv(&runs))
+        std::fs::write(path, output::csv(&runs))
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())

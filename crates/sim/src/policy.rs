@@ -16,7 +16,7 @@ pub enum PolicyKind {
 
 /// A placement setting: its name and what it changes in the engine's configuration.
 #[derive(Clone, Copy)]
-pub struct Policy {
+pub struct PolicySetting {
     pub name: &'static str,
     pub kind: PolicyKind,
     configure: fn(&mut EngineConfig),
@@ -24,40 +24,40 @@ pub struct Policy {
 
 /// Every name `--policy` accepts, in the order the errors list them. A new engine
 /// policy is one more line here.
-pub const POLICIES: &[Policy] = &[
-    Policy {
+pub const POLICIES: &[PolicySetting] = &[
+    PolicySetting {
         name: "dual-lru",
         kind: PolicyKind::Engine,
         configure: |c| c.policy = PlacementPolicy::DualLru,
     },
-    Policy {
+    PolicySetting {
         name: "hotspot",
         kind: PolicyKind::Engine,
         configure: |c| c.policy = PlacementPolicy::Hotspot,
     },
-    Policy {
+    PolicySetting {
         name: "hyperbolic",
         kind: PolicyKind::Engine,
         configure: |c| c.policy = PlacementPolicy::Hyperbolic,
     },
-    Policy {
+    PolicySetting {
         name: "uniform",
         kind: PolicyKind::Engine,
         configure: |c| c.policy = PlacementPolicy::Uniform,
     },
-    Policy {
+    PolicySetting {
         name: "two-level",
         kind: PolicyKind::Engine,
         configure: |c| c.policy = PlacementPolicy::TwoLevel,
     },
     // The papers' "without dynamic relocation": items stay in the tier of their write.
-    Policy {
+    PolicySetting {
         name: "no-migration",
         kind: PolicyKind::Engine,
         configure: |c| c.migration_enabled = false,
     },
     // What a user would do instead: plain memcached, Linux moving hot 4 KiB pages.
-    Policy {
+    PolicySetting {
         name: "kernel-tiering",
         kind: PolicyKind::KernelTiering,
         configure: |_| {},
@@ -67,8 +67,8 @@ pub const POLICIES: &[Policy] = &[
 /// What `--policy-compare` runs.
 pub const COMPARE: [&str; 2] = ["dual-lru", "no-migration"];
 
-impl Policy {
-    pub fn named(name: &str) -> Result<Policy, UnknownPolicy> {
+impl PolicySetting {
+    pub fn named(name: &str) -> Result<PolicySetting, UnknownPolicy> {
         POLICIES
             .iter()
             .find(|p| p.name == name)
@@ -78,14 +78,14 @@ impl Policy {
 
     /// Policies for a list of names, each name possibly a comma list ("a,b"); blanks
     /// are skipped and a repeated name runs once.
-    pub fn parse_list<S: AsRef<str>>(names: &[S]) -> Result<Vec<Policy>, UnknownPolicy> {
-        let mut policies: Vec<Policy> = Vec::new();
+    pub fn parse_list<S: AsRef<str>>(names: &[S]) -> Result<Vec<PolicySetting>, UnknownPolicy> {
+        let mut policies: Vec<PolicySetting> = Vec::new();
         for name in names.iter().flat_map(|n| n.as_ref().split(',')) {
             let name = name.trim();
             if name.is_empty() || policies.iter().any(|p| p.name == name) {
                 continue;
             }
-            policies.push(Policy::named(name)?);
+            policies.push(PolicySetting::named(name)?);
         }
         Ok(policies)
     }
@@ -96,14 +96,14 @@ impl Policy {
     }
 }
 
-impl std::fmt::Debug for Policy {
+impl std::fmt::Debug for PolicySetting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name)
     }
 }
 
-impl PartialEq for Policy {
-    fn eq(&self, other: &Policy) -> bool {
+impl PartialEq for PolicySetting {
+    fn eq(&self, other: &PolicySetting) -> bool {
         self.name == other.name
     }
 }
@@ -132,14 +132,16 @@ mod tests {
     #[test]
     fn names_map_to_engine_settings() {
         let mut config = EngineConfig::default();
-        Policy::named("dual-lru").unwrap().configure(&mut config);
+        PolicySetting::named("dual-lru")
+            .unwrap()
+            .configure(&mut config);
         assert!(config.migration_enabled);
-        Policy::named("no-migration")
+        PolicySetting::named("no-migration")
             .unwrap()
             .configure(&mut config);
         assert!(!config.migration_enabled);
         assert_eq!(
-            Policy::named("lru").unwrap_err().to_string(),
+            PolicySetting::named("lru").unwrap_err().to_string(),
             "unknown policy \"lru\" (known: dual-lru, hotspot, hyperbolic, uniform, two-level, no-migration, kernel-tiering)"
         );
     }
@@ -147,7 +149,7 @@ mod tests {
     #[test]
     fn lists_split_on_commas_and_run_each_policy_once() {
         let names = |list: &[&str]| -> Vec<&'static str> {
-            Policy::parse_list(list)
+            PolicySetting::parse_list(list)
                 .unwrap()
                 .iter()
                 .map(|p| p.name)
@@ -162,6 +164,6 @@ mod tests {
             ["dual-lru", "no-migration"]
         );
         assert_eq!(names(&COMPARE), ["dual-lru", "no-migration"]);
-        assert!(Policy::parse_list(&["dual-lru,bogus"]).is_err());
+        assert!(PolicySetting::parse_list(&["dual-lru,bogus"]).is_err());
     }
 }

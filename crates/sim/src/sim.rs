@@ -24,7 +24,7 @@ use engine::{
 };
 
 use crate::kernel_tiering::KernelTiering;
-use crate::policy::{Policy, PolicyKind};
+use crate::policy::{PolicyKind, PolicySetting};
 use crate::workload::{
     key_name, value_for, value_matches, Distribution, Op, ValueSizes, Workload, WorkloadError,
     KEYS_MAX, KEY_BYTES,
@@ -71,7 +71,7 @@ pub struct SimConfig {
     /// Simulated seconds between LRU crawler passes; 0 = never.
     pub crawler_interval_s: u32,
     /// Engine knobs a run sets over the policy's defaults (tuning sweeps).
-    pub tuning: Tuning,
+    pub engine_overrides: EngineOverrides,
     /// The kernel's knobs for `--policy kernel-tiering`.
     pub kernel: KernelTiering,
 }
@@ -88,7 +88,7 @@ pub struct PhaseChange {
 
 /// Engine settings a sweep may override; `None` keeps the engine's default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Tuning {
+pub struct EngineOverrides {
     pub promotion_margin: Option<u8>,
     pub access_period_requests: Option<u64>,
     /// `false`: `--no-benefit-reassign` (the hotspot policy's DRAM reassignment off).
@@ -207,7 +207,7 @@ impl std::error::Error for SimError {}
 
 /// The engine counters a window is computed from (cumulative, as `stats` reports them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Counters {
+pub struct EngineCounters {
     pub cmd_get: u64,
     pub get_misses: u64,
     pub dram_get_hits: u64,
@@ -234,10 +234,10 @@ pub struct Counters {
     pub index_bytes: u64,
 }
 
-impl Counters {
+impl EngineCounters {
     /// Reads the counters from the engine's `stats` output, by their stat names.
-    pub fn read(engine: &Engine) -> Counters {
-        let mut c = Counters::default();
+    pub fn read(engine: &Engine) -> EngineCounters {
+        let mut c = EngineCounters::default();
         engine.stats(&mut |name, value| {
             let engine::StatValue::U64(v) = value else {
                 return;
@@ -310,12 +310,12 @@ impl Window {
     pub(crate) fn between(
         index: u32,
         end_s: u64,
-        a: &Counters,
-        b: &Counters,
+        a: &EngineCounters,
+        b: &EngineCounters,
         reads: u64,
         updates: u64,
     ) -> Window {
-        let d = |f: fn(&Counters) -> u64| f(b).saturating_sub(f(a));
+        let d = |f: fn(&EngineCounters) -> u64| f(b).saturating_sub(f(a));
         Window {
             index,
             end_s,
@@ -674,8 +674,8 @@ fn dram_pages_by_class(engine: &Engine) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// The engine configuration of a run: tier sizes, then the policy and tuning.
-fn engine_config(config: &SimConfig, policy: &Policy) -> EngineConfig {
+/// The engine configuration of a run: tier sizes, then the policy and the overrides.
+fn engine_config(config: &SimConfig, policy: &PolicySetting) -> EngineConfig {
     let mut engine_config = EngineConfig {
         memory_limit_bytes: config.dram_mib * MIB,
         slow_tier: Some(tier::RegionSpec {
@@ -688,23 +688,23 @@ fn engine_config(config: &SimConfig, policy: &Policy) -> EngineConfig {
     };
     engine_config.uniform_dram_share_ppm = Some(config.uniform_dram_share_ppm());
     policy.configure(&mut engine_config);
-    if let Some(margin) = config.tuning.promotion_margin {
+    if let Some(margin) = config.engine_overrides.promotion_margin {
         engine_config.promotion_margin = margin;
     }
-    if let Some(period) = config.tuning.access_period_requests {
+    if let Some(period) = config.engine_overrides.access_period_requests {
         engine_config.access_period_requests = period;
     }
-    if let Some(reassign) = config.tuning.benefit_reassign {
+    if let Some(reassign) = config.engine_overrides.benefit_reassign {
         engine_config.benefit_reassign = reassign;
     }
-    if let Some(automove) = config.tuning.slab_automove {
+    if let Some(automove) = config.engine_overrides.slab_automove {
         engine_config.slab_automove = automove;
     }
     engine_config
 }
 
 /// Runs the load phase and the run phase once, under `policy`.
-pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
+pub fn run(config: &SimConfig, policy: &PolicySetting) -> Result<RunReport, SimError> {
     config.check()?;
     if policy.kind == PolicyKind::KernelTiering {
         return crate::kernel_tiering::run(config, policy);
@@ -736,7 +736,7 @@ pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
     }
     // Let the maintenance catch up before measuring, as a pause after a load would.
     driver.tick();
-    let after_load = Counters::read(&engine);
+    let after_load = EngineCounters::read(&engine);
     let load = LoadSummary {
         keys: config.total_keys(),
         stored,
@@ -792,7 +792,7 @@ pub fn run(config: &SimConfig, policy: &Policy) -> Result<RunReport, SimError> {
             }
             driver.after_request();
         }
-        let now = Counters::read(&engine);
+        let now = EngineCounters::read(&engine);
         let mut window = Window::between(w + 1, driver.sim_s, &before, &now, reads, updates);
         window.phase = phase;
         window.dram_pages_by_class = dram_pages_by_class(&engine);
@@ -833,7 +833,10 @@ pub(crate) fn new_driver(
 }
 
 /// One run per policy, in order, on the same seeded workload.
-pub fn run_policies(config: &SimConfig, policies: &[Policy]) -> Result<Vec<RunReport>, SimError> {
+pub fn run_policies(
+    config: &SimConfig,
+    policies: &[PolicySetting],
+) -> Result<Vec<RunReport>, SimError> {
     policies.iter().map(|policy| run(config, policy)).collect()
 }
 
@@ -846,7 +849,7 @@ pub struct Comparison {
 
 /// `--policy-compare`: dual-lru, then no-migration.
 pub fn compare(config: &SimConfig) -> Result<Comparison, SimError> {
-    let policies = Policy::parse_list(&crate::policy::COMPARE).map_err(SimError::Policy)?;
+    let policies = PolicySetting::parse_list(&crate::policy::COMPARE).map_err(SimError::Policy)?;
     let mut runs = run_policies(config, &policies)?.into_iter();
     match (runs.next(), runs.next()) {
         (Some(with_migration), Some(without_migration)) => Ok(Comparison {
@@ -863,14 +866,14 @@ pub fn compare(config: &SimConfig) -> Result<Comparison, SimError> {
 mod tests {
     use super::*;
 
-    fn counters(slow_lines_read: u64, slow_lines_written: u64, moves: u64) -> Counters {
-        Counters {
+    fn counters(slow_lines_read: u64, slow_lines_written: u64, moves: u64) -> EngineCounters {
+        EngineCounters {
             slow_lines_read,
             slow_lines_written,
             promotions: moves,
             demotions: 2 * moves,
             promotions_skipped: 3 * moves,
-            ..Counters::default()
+            ..EngineCounters::default()
         }
     }
 

@@ -4,7 +4,7 @@
 //! assertion counts.
 
 use sim::kernel_tiering::KernelTiering;
-use sim::{run, Distribution, PhaseChange, Policy, SimConfig, Tuning, ValueSizes};
+use sim::{run, Distribution, EngineOverrides, PhaseChange, PolicySetting, SimConfig, ValueSizes};
 
 fn small() -> SimConfig {
     SimConfig {
@@ -21,7 +21,7 @@ fn small() -> SimConfig {
         ops_per_s: 20_000,
         ticks_per_s: 20,
         crawler_interval_s: 0,
-        tuning: Tuning::default(),
+        engine_overrides: EngineOverrides::default(),
         kernel: KernelTiering::default(),
     }
 }
@@ -70,7 +70,7 @@ fn varied_value_sizes_are_stored_and_read_back_whole_under_every_policy() {
         ..small()
     };
     for name in ["hotspot", "dual-lru", "uniform", "kernel-tiering"] {
-        let r = run(&config, &Policy::named(name).unwrap()).unwrap();
+        let r = run(&config, &PolicySetting::named(name).unwrap()).unwrap();
         assert_eq!(r.load.stored, config.keys, "{name}");
         // The read checks each value's length and first bytes.
         assert_eq!((r.wrong_values, r.failed_stores), (0, 0), "{name}");
@@ -90,7 +90,7 @@ fn varied_value_sizes_are_stored_and_read_back_whole_under_every_policy() {
 #[test]
 fn the_kernel_tiering_model_counts_slow_lines_and_page_moves_consistently() {
     let config = small();
-    let r = run(&config, &Policy::named("kernel-tiering").unwrap()).unwrap();
+    let r = run(&config, &PolicySetting::named("kernel-tiering").unwrap()).unwrap();
     let k = r.kernel.expect("kernel-tiering reports its model");
     let t = &r.total;
     // The dataset is 3x the fast node: every page is first touched fast (kswapd keeps
@@ -124,7 +124,7 @@ fn the_kernel_tiering_model_counts_slow_lines_and_page_moves_consistently() {
         dram_mib: 40,
         ..config.clone()
     };
-    let r = run(&roomy, &Policy::named("kernel-tiering").unwrap()).unwrap();
+    let r = run(&roomy, &PolicySetting::named("kernel-tiering").unwrap()).unwrap();
     assert_eq!(r.total.slow_lines_read + r.total.slow_lines_written, 0);
     assert_eq!((r.total.promotions, r.total.demotions), (0, 0));
     assert_eq!(r.total.dram_hit_share(), 1.0);
@@ -136,7 +136,7 @@ fn a_promotion_rate_limit_slows_the_kernel_model_down() {
         update_ratio: 0.0,
         ..small()
     };
-    let unlimited = run(&config, &Policy::named("kernel-tiering").unwrap()).unwrap();
+    let unlimited = run(&config, &PolicySetting::named("kernel-tiering").unwrap()).unwrap();
     let limited_config = SimConfig {
         kernel: KernelTiering {
             promote_rate_limit_mbps: 1,
@@ -144,7 +144,11 @@ fn a_promotion_rate_limit_slows_the_kernel_model_down() {
         },
         ..config
     };
-    let limited = run(&limited_config, &Policy::named("kernel-tiering").unwrap()).unwrap();
+    let limited = run(
+        &limited_config,
+        &PolicySetting::named("kernel-tiering").unwrap(),
+    )
+    .unwrap();
     // 1 MB/s is 256 pages per simulated second; the run is 10 s plus the load's 0.3 s.
     let seconds = (limited.total.end_s + 1) as f64;
     assert!(
@@ -159,7 +163,7 @@ fn a_promotion_rate_limit_slows_the_kernel_model_down() {
 
 /// Section 4.6 in small: dataset A of 600-byte values, B of 6000-byte ones (two slab
 /// classes apart), DRAM far smaller than either; phases A, B, A.
-fn phase_change(tuning: Tuning) -> SimConfig {
+fn phase_change(engine_overrides: EngineOverrides) -> SimConfig {
     SimConfig {
         keys: 3_000,
         value_sizes: ValueSizes::Fixed(600),
@@ -176,7 +180,7 @@ fn phase_change(tuning: Tuning) -> SimConfig {
         // More automover passes per phase: one per 5 000 requests.
         ops_per_s: 5_000,
         ticks_per_s: 5,
-        tuning,
+        engine_overrides,
         ..small()
     }
 }
@@ -198,13 +202,13 @@ fn pages_holding(run: &sim::RunReport, value_bytes: u64) -> Vec<u64> {
 
 #[test]
 fn a_phase_change_alternates_the_datasets_and_reassignment_moves_dram_pages_to_the_new_one() {
-    let hotspot = Policy::named("hotspot").unwrap();
-    let reassign = run(&phase_change(Tuning::default()), &hotspot).unwrap();
+    let hotspot = PolicySetting::named("hotspot").unwrap();
+    let reassign = run(&phase_change(EngineOverrides::default()), &hotspot).unwrap();
     let calcific = run(
-        &phase_change(Tuning {
+        &phase_change(EngineOverrides {
             benefit_reassign: Some(false),
             slab_automove: Some(0),
-            ..Tuning::default()
+            ..EngineOverrides::default()
         }),
         &hotspot,
     )

@@ -5,7 +5,7 @@
 //! timing.
 
 use sim::workload::{key_name, Op, Workload};
-use sim::{compare, run, Distribution, Policy, SimConfig, ValueSizes};
+use sim::{compare, run, Distribution, PolicySetting, SimConfig, ValueSizes};
 use workload::Zipf;
 
 const ZIPF: Distribution = Distribution::Zipf { theta: 0.99 };
@@ -89,7 +89,7 @@ fn small() -> SimConfig {
         ops_per_s: 20_000,
         ticks_per_s: 20,
         crawler_interval_s: 0,
-        tuning: sim::Tuning::default(),
+        engine_overrides: sim::EngineOverrides::default(),
         kernel: sim::kernel_tiering::KernelTiering::default(),
     }
 }
@@ -144,7 +144,7 @@ fn a_seeded_run_is_reproducible() {
         update_ratio: 0.05,
         ..small()
     };
-    let dual_lru = Policy::named("dual-lru").unwrap();
+    let dual_lru = PolicySetting::named("dual-lru").unwrap();
     let a = run(&config, &dual_lru).unwrap();
     let b = run(&config, &dual_lru).unwrap();
     assert_eq!(a, b);
@@ -194,7 +194,7 @@ fn bad_settings_are_errors_not_panics() {
         },
     ] {
         assert!(
-            run(&config, &Policy::named("dual-lru").unwrap()).is_err(),
+            run(&config, &PolicySetting::named("dual-lru").unwrap()).is_err(),
             "{config:?}"
         );
     }
@@ -238,7 +238,7 @@ fn migration_pulls_the_hot_set_into_dram() {
         distribution: HOT_SET,
         ..small()
     };
-    let policies = Policy::parse_list(&["dual-lru,no-migration"]).unwrap();
+    let policies = PolicySetting::parse_list(&["dual-lru,no-migration"]).unwrap();
     let runs = sim::run_policies(&config, &policies).unwrap();
     let (dual_lru, frozen) = (&runs[0], &runs[1]);
     assert_eq!(
@@ -270,7 +270,7 @@ fn slow_lines_written_count_the_demotion_copies() {
         windows: 4,
         ..small()
     };
-    let r = run(&config, &Policy::named("dual-lru").unwrap()).unwrap();
+    let r = run(&config, &PolicySetting::named("dual-lru").unwrap()).unwrap();
     let t = &r.total;
     assert!(t.demotions > 500, "{} demotions", t.demotions);
     // Each demotion copies an item of 1062 bytes (header, key, value) into the slow

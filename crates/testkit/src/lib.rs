@@ -17,6 +17,11 @@ pub use delay_proxy::DelayProxy;
 pub use launcher;
 pub use launcher::{ClosedPort, Launch, PortReservation};
 
+mod fuzz_corpus;
+mod scratch_dir;
+pub use fuzz_corpus::{fuzz_dir, replay_fuzz_corpus};
+pub use scratch_dir::ScratchDir;
+
 /// How long `stop` waits after SIGTERM before falling back to SIGKILL.
 const STOP_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default read timeout of a [`RawClient`].

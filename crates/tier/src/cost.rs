@@ -504,7 +504,7 @@ mod tests {
     }
 
     /// Accesses charged with `CostModel` latencies take at least count x latency of wall
-    /// clock, through the path the engine uses (`Region::charge_*`) and whichever clock
+    /// clock, through the path the engine uses (`Region::count_and_wait_*`) and whichever clock
     /// the spin reads. A lower bound only: on a busy machine a spin lasts longer, never
     /// shorter.
     #[test]

@@ -15,7 +15,23 @@
 //! it does not depend on how much of the machine the server got, and its inverse is the
 //! throughput the server would reach with the same CPU.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::json;
+
+use super::lab::{base_run_config, Lab, BASE_SEED, MIB};
+use super::machine::load_averages;
+use super::markdown::{configuration_row, failed_list};
+use super::metrics::{fmt_opt, ratio_pct};
+use super::Experiment;
+use crate::plot::{Chart, Scale, Series};
+use crate::runner::RunConfig;
+use crate::servers::{LaunchedServer, ServerSpec};
+use crate::workload::{KeyDistribution, ValueSize};
+use crate::{run_benchmark, BenchOptions};
 
 /// One dataset and get/set mix of the throughput table.
 #[derive(Debug, Clone, Copy)]
@@ -261,19 +277,6 @@ fn ratios(arm: &Arm, reference: &Arm) -> (Vec<f64>, Option<f64>) {
     (ratios, m)
 }
 
-/// The 1-, 5- and 15-minute load averages.
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_else(|| "unknown".to_owned())
-}
-
 /// Starts, loads and warms up every arm, then measures them in alternating rounds; the
 /// servers are stopped and their data deleted at the end. Returns the load average
 /// before and after the rounds.
@@ -327,7 +330,7 @@ fn alternate(
             }
         }
     }
-    let before = load_average();
+    let before = load_averages();
     for round in 1..=rounds {
         ctx.progress(&format!(
             "hmcached {what}: round {round}/{rounds}, {n} configurations of {:.0} s each",
@@ -390,7 +393,7 @@ fn alternate(
             }
         }
     }
-    let after = load_average();
+    let after = load_averages();
     for arm in arms.iter_mut() {
         if let Some(server) = arm.server.take() {
             arm.final_stats = server.stats().unwrap_or_default();
@@ -423,13 +426,7 @@ fn write_raw(ctx: &Lab, name: &str, arms: &[Arm]) -> anyhow::Result<()> {
 
 fn arms_table(md: &mut String, arms: &[Arm]) {
     for arm in arms {
-        let _ = writeln!(
-            md,
-            "| `{}` | {} | `{}` |",
-            arm.label,
-            arm.title,
-            arm.spec.display()
-        );
+        configuration_row(md, &arm.label, &arm.title, &arm.spec.display());
     }
 }
 
@@ -946,19 +943,11 @@ pub(super) fn hmcached(ctx: &Lab) -> anyhow::Result<String> {
         .flat_map(|(_, _, arms, _)| arms.iter())
         .chain(sweep_arms.iter())
         .collect();
-    let failed: Vec<&&Arm> = all.iter().filter(|a| a.error.is_some()).collect();
-    if !failed.is_empty() {
-        md.push_str("## Configurations that did not run\n\n");
-        for arm in failed {
-            let _ = writeln!(
-                md,
-                "- `{}`: {}",
-                arm.label,
-                arm.error.as_deref().unwrap_or("")
-            );
-        }
-        md.push('\n');
-    }
+    failed_list(
+        &mut md,
+        all.iter()
+            .filter_map(|a| Some((a.label.as_str(), a.error.as_deref()?))),
+    );
     if measured.iter().any(|(_, _, arms, _)| {
         arms.iter()
             .any(|a| a.label == "uniform" && a.rounds.iter().any(|r| r.misses > 0))
@@ -1005,6 +994,7 @@ pub(super) fn hmcached(ctx: &Lab) -> anyhow::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::servers::ServerKind;
 
     #[test]
     fn the_cpu_time_of_a_process_is_read_from_proc_and_grows_while_it_works() {

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::policy::Policy;
+use crate::policy::PolicySetting;
 use crate::sim::{steady_first_window, RunReport, SimConfig, Window};
 use crate::workload::{Distribution, ValueSizes};
 
@@ -138,7 +138,7 @@ pub fn describe(distribution: &Distribution) -> String {
 }
 
 /// The line that opens the output: what was run.
-pub fn header(config: &SimConfig, policies: &[Policy]) -> String {
+pub fn header(config: &SimConfig, policies: &[PolicySetting]) -> String {
     let names: Vec<&str> = policies.iter().map(|p| p.name).collect();
     format!(
         "fogsim: {} keys x {} B values{}, DRAM {} MiB, slow {} MiB, {} requests in {} windows, {}, update ratio {}, seed {}, {} requests/simulated s, {} ticks/s, policies {}",
@@ -465,9 +465,9 @@ pub fn json(config: &SimConfig, runs: &[RunReport]) -> String {
         config.ops_per_s,
         config.ticks_per_s,
         config.crawler_interval_s,
-        config.tuning.benefit_reassign.unwrap_or(true),
+        config.engine_overrides.benefit_reassign.unwrap_or(true),
         config
-            .tuning
+            .engine_overrides
             .slab_automove
             .map_or("null".to_string(), |a| a.to_string()),
         config.kernel.scan_period_ms,

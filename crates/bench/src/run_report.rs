@@ -1,4 +1,6 @@
-//! Per-thread measurements, their merge, and the JSON / CSV renderings.
+//! The report of a fogbench run: per-thread measurements and their merge, the latency
+//! summaries, per-second series and servers' stats samples built from them, and the
+//! JSON / CSV renderings.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
