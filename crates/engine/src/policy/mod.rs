@@ -13,7 +13,7 @@
 //! | what the maintainer does each pass | [`Policy::begin_pass`], [`Policy::maintain_class`] |
 //! | how a class's need for pages is measured | [`Policy::class_need`] |
 //!
-//! One file per policy: `dual_lru.rs` (Fogcached), `hotspot.rs` (HMCached, and its
+//! One file per policy: `dual_lru.rs` (Fogcached), `hotspot/` (HMCached, and its
 //! HM-HC variant with hyperbolic caching in DRAM),
 //! `uniform.rs` (HM-UNI), `two_level.rs` (HM-TLC). `slru.rs` holds memcached's segmented-LRU rules that all
 //! three use inside each tier, `tiering.rs` the DRAM-room helpers the migrating
