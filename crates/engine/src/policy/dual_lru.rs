@@ -119,25 +119,6 @@ impl TailHooks for Hooks {
 }
 
 impl Policy for DualLru {
-    fn alloc_new_item<'e>(
-        &self,
-        e: &'e Engine,
-        _key_hash: u32,
-        class_id: usize,
-        total_bytes: usize,
-    ) -> Option<Fresh<'e>> {
-        let dram = e.dram();
-        let Some(slow) = e.slow() else {
-            return e.alloc(dram, class_id, total_bytes);
-        };
-        if dram.page_count == 0 {
-            return e.alloc(slow, class_id, total_bytes);
-        }
-        e.take_free(dram, class_id, total_bytes)
-            .or_else(|| e.alloc(slow, class_id, total_bytes))
-            .or_else(|| e.alloc(dram, class_id, total_bytes))
-    }
-
     fn new_item_access(&self, _now_s: u32) -> u8 {
         self.periods.fresh()
     }
@@ -180,11 +161,7 @@ impl Policy for DualLru {
         } else {
             // The slow tier's LRU order is kept lazily (see `maintain_class`).
             let may_move = tier.id != TierId::Slow || !tiering::slow_has_room(tier);
-            let bump = slru::bump_with(tier, &mut edit, may_move);
-            if bump.moved_to_warm {
-                // Links, state and access word: one header update.
-                edit.widen(header_bytes::LINKS.start..header_bytes::ACCESS.end);
-            }
+            slru::hit(tier, &mut edit, may_move);
         }
         edit.finish()
     }

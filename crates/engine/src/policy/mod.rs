@@ -65,13 +65,22 @@ pub(crate) struct Candidate {
 pub(crate) trait Policy {
     /// The chunk for a new item of `class_id` (a store): which tier, and what to give
     /// up when it is full. The caller may hold a shard lock, so shards are only tried.
+    /// By default a free DRAM chunk, else the slow tier's (evicting there), else DRAM's
+    /// by eviction: a store never waits for a demotion (the maintainer's reserve of
+    /// free DRAM chunks takes new items).
     fn alloc_new_item<'e>(
         &self,
         e: &'e Engine,
-        key_hash: u32,
+        _key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<Fresh<'e>>;
+    ) -> Option<Fresh<'e>> {
+        alloc_in_tiers(e, class_id, total_bytes, |dram, slow| {
+            e.take_free(dram, class_id, total_bytes)
+                .or_else(|| e.alloc(slow, class_id, total_bytes))
+                .or_else(|| e.alloc(dram, class_id, total_bytes))
+        })
+    }
 
     /// The policy byte a new item starts with.
     fn new_item_access(&self, _now_s: u32) -> u8 {
@@ -182,6 +191,26 @@ pub(crate) trait Policy {
     fn migration_threshold(&self, _class_id: usize) -> Option<u8> {
         None
     }
+}
+
+/// The chunk for a new item when there is one tier to put it in, whatever the policy:
+/// DRAM without a slow tier, the slow tier when DRAM has no pages. With both tiers,
+/// `choose(dram, slow)` is the policy's choice. The caller may hold a shard lock.
+#[inline(always)]
+pub(crate) fn alloc_in_tiers<'e>(
+    e: &'e Engine,
+    class_id: usize,
+    total_bytes: usize,
+    choose: impl FnOnce(&'e Tier, &'e Tier) -> Option<Fresh<'e>>,
+) -> Option<Fresh<'e>> {
+    let dram = e.dram();
+    let Some(slow) = e.slow() else {
+        return e.alloc(dram, class_id, total_bytes);
+    };
+    if dram.page_count == 0 {
+        return e.alloc(slow, class_id, total_bytes);
+    }
+    choose(dram, slow)
 }
 
 /// The configured policy, dispatched statically.

@@ -76,16 +76,36 @@ pub(crate) struct Bump {
     pub moved_to_warm: bool,
 }
 
-/// memcached's `do_item_bump`: the first read sets FETCHED, the second ACTIVE; an item
-/// turning ACTIVE in COLD is moved to WARM if the class lock is free. The writes go
-/// through the caller's edit of the header, which charges them once (widened to the
-/// links when the caller sees `moved_to_warm`).
+/// A read of an item under memcached's rules, its last-access time included: the time
+/// written if it changed, then [`hit`] (the item may move to WARM).
 #[inline(always)]
-pub(crate) fn bump(tier: &Tier, edit: &mut HeaderEdit<'_>) -> Bump {
-    bump_with(tier, edit, true)
+pub(crate) fn touch_hit(tier: &Tier, edit: &mut HeaderEdit<'_>, now_s: u32) {
+    touch(edit, now_s);
+    hit(tier, edit, true);
 }
 
-/// [`bump`], moving an item that turns ACTIVE in COLD to WARM only if `may_move`. A
+/// The last-access time of a read, written only if it changed.
+#[inline(always)]
+pub(crate) fn touch(edit: &mut HeaderEdit<'_>, now_s: u32) {
+    if edit.read().last_access_s() != now_s {
+        edit.write().set_last_access_s(now_s);
+    }
+}
+
+/// A read of an item under memcached's rules ([`bump_with`]), the caller's edit of the
+/// header widened to links, state and access word (one header update) when the item
+/// was relinked to WARM.
+#[inline(always)]
+pub(crate) fn hit(tier: &Tier, edit: &mut HeaderEdit<'_>, may_move: bool) {
+    if bump_with(tier, edit, may_move).moved_to_warm {
+        edit.widen(header_bytes::LINKS.start..header_bytes::ACCESS.end);
+    }
+}
+
+/// memcached's `do_item_bump`: the first read sets FETCHED, the second ACTIVE; an item
+/// turning ACTIVE in COLD is moved to WARM (if the class lock is free) only if `may_move`. The writes go
+/// through the caller's edit of the header, which charges them once (widened to the
+/// links when the caller sees `moved_to_warm`). A
 /// policy that keeps a tier's LRU order lazily passes `false`: the item stays in COLD
 /// with ACTIVE set (as in memcached when its asynchronous bump queue is full), and the
 /// maintainer's COLD pull rescues it to WARM once the order matters.

@@ -26,23 +26,18 @@ impl Policy for TwoLevel {
         class_id: usize,
         total_bytes: usize,
     ) -> Option<Fresh<'e>> {
-        let dram = e.dram();
-        let Some(slow) = e.slow() else {
-            return e.alloc(dram, class_id, total_bytes);
-        };
-        if dram.page_count == 0 {
-            return e.alloc(slow, class_id, total_bytes);
-        }
-        if let Some(addr) = e.take_free(dram, class_id, total_bytes) {
-            return Some(addr);
-        }
-        if e.migrating() {
-            if let Some(addr) = tiering::dram_chunk_for_store(e, class_id, total_bytes) {
+        super::alloc_in_tiers(e, class_id, total_bytes, |dram, slow| {
+            if let Some(addr) = e.take_free(dram, class_id, total_bytes) {
                 return Some(addr);
             }
-        }
-        e.alloc(slow, class_id, total_bytes)
-            .or_else(|| e.alloc(dram, class_id, total_bytes))
+            if e.migrating() {
+                if let Some(addr) = tiering::dram_chunk_for_store(e, class_id, total_bytes) {
+                    return Some(addr);
+                }
+            }
+            e.alloc(slow, class_id, total_bytes)
+                .or_else(|| e.alloc(dram, class_id, total_bytes))
+        })
     }
 
     fn on_access(
@@ -58,9 +53,7 @@ impl Policy for TwoLevel {
         let h = item;
         // The hit's header writes, charged once when the edit ends (see `DualLru`).
         let mut edit = h.edit(header_bytes::ACCESS);
-        if h.last_access_s() != now_s {
-            edit.write().set_last_access_s(now_s);
-        }
+        slru::touch(&mut edit, now_s);
         if tier.id == TierId::Slow && e.migrating() {
             // Every access pulls the item into DRAM.
             if !h.has(state::QUEUED) {
@@ -69,10 +62,7 @@ impl Policy for TwoLevel {
                 e.moves.offer(Direction::ToDram, w, false, &*table);
             }
         } else {
-            let bump = slru::bump(tier, &mut edit);
-            if bump.moved_to_warm {
-                edit.widen(header_bytes::LINKS.start..header_bytes::ACCESS.end);
-            }
+            slru::hit(tier, &mut edit, true);
         }
         edit.finish()
     }

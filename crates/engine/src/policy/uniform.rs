@@ -47,23 +47,18 @@ impl Policy for Uniform {
         class_id: usize,
         total_bytes: usize,
     ) -> Option<Fresh<'e>> {
-        let dram = e.dram();
-        let Some(slow) = e.slow() else {
-            return e.alloc(dram, class_id, total_bytes);
-        };
-        if dram.page_count == 0 {
-            return e.alloc(slow, class_id, total_bytes);
-        }
-        if Self::homed_in_dram(e, dram, slow, key_hash) {
-            // A full DRAM class sends its overflow to the slow tier; DRAM evicts only
-            // when the slow tier cannot take it either.
-            e.take_free(dram, class_id, total_bytes)
-                .or_else(|| e.take_free(slow, class_id, total_bytes))
-                .or_else(|| e.alloc(dram, class_id, total_bytes))
-        } else {
-            e.alloc(slow, class_id, total_bytes)
-                .or_else(|| e.alloc(dram, class_id, total_bytes))
-        }
+        super::alloc_in_tiers(e, class_id, total_bytes, |dram, slow| {
+            if Self::homed_in_dram(e, dram, slow, key_hash) {
+                // A full DRAM class sends its overflow to the slow tier; DRAM evicts only
+                // when the slow tier cannot take it either.
+                e.take_free(dram, class_id, total_bytes)
+                    .or_else(|| e.take_free(slow, class_id, total_bytes))
+                    .or_else(|| e.alloc(dram, class_id, total_bytes))
+            } else {
+                e.alloc(slow, class_id, total_bytes)
+                    .or_else(|| e.alloc(dram, class_id, total_bytes))
+            }
+        })
     }
 
     fn on_access(
@@ -78,13 +73,7 @@ impl Policy for Uniform {
     ) -> bool {
         // The hit's header writes, charged once when the edit ends (see `DualLru`).
         let mut edit = item.edit(header_bytes::ACCESS);
-        if item.last_access_s() != now_s {
-            edit.write().set_last_access_s(now_s);
-        }
-        let bump = slru::bump(tier, &mut edit);
-        if bump.moved_to_warm {
-            edit.widen(header_bytes::LINKS.start..header_bytes::ACCESS.end);
-        }
+        slru::touch_hit(tier, &mut edit, now_s);
         edit.finish()
     }
 

@@ -223,25 +223,6 @@ impl Hotspot {
 }
 
 impl Policy for Hotspot {
-    fn alloc_new_item<'e>(
-        &self,
-        e: &'e Engine,
-        _key_hash: u32,
-        class_id: usize,
-        total_bytes: usize,
-    ) -> Option<Fresh<'e>> {
-        let dram = e.dram();
-        let Some(slow) = e.slow() else {
-            return e.alloc(dram, class_id, total_bytes);
-        };
-        if dram.page_count == 0 {
-            return e.alloc(slow, class_id, total_bytes);
-        }
-        e.take_free(dram, class_id, total_bytes)
-            .or_else(|| e.alloc(slow, class_id, total_bytes))
-            .or_else(|| e.alloc(dram, class_id, total_bytes))
-    }
-
     fn new_item_access(&self, _now_s: u32) -> u8 {
         self.periods.fresh()
     }
