@@ -32,7 +32,7 @@ use crate::events::EventLog;
 use crate::index::Index;
 use crate::item::{HeaderRead, ItemAddr, ItemMemory, ITEM_HEADER_BYTES};
 use crate::moves::Migration;
-use crate::policy::{AnyPolicy, Policy};
+use crate::policy::AnyPolicy;
 use crate::pool::{self, PendingFlush, Pool, PoolGeometry, PoolSettings};
 use crate::recovery::RecoveryReport;
 use crate::slab::{ClassState, Geometry, PagePool};

@@ -113,7 +113,7 @@ pub(crate) struct Table {
     used: usize,
     /// Where `Index::find` last found a key: a store or delete looks the same item up
     /// again by address right after (`slot_of`), and a check of this slot spares it the
-    /// probe (~100 instructions a SET). Only a hint: `slot_of` uses it only if that slot
+    /// probe (docs/results/engine-hot-path-figures.md). Only a hint: `slot_of` uses it only if that slot
     /// holds a descriptor of the very address it looks for, and an address has one
     /// descriptor, so a stale hint is merely a miss.
     found_hint: Cell<Slot>,
@@ -160,8 +160,8 @@ fn sig_of(descriptor: u64) -> u16 {
 }
 
 /// Whether two keys are equal. Keys of 4 to 16 bytes (most) are compared as a first and
-/// a last word each, overlapping when shorter than two: a call of `bcmp` cost ~20
-/// instructions a look-up.
+/// a last word each, overlapping when shorter than two: cheaper than a call of `bcmp`
+/// on every look-up (docs/results/engine-hot-path-figures.md).
 #[inline]
 fn same_key(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -404,8 +404,8 @@ impl Index {
     /// [`Index::find_item`], unless `drop_dead` says the item found is dead: it gets the
     /// guard to remove it (and the located header to decide), and returns whether it did
     /// (then `None`). Always inlined (a read's look-up, `Engine::find_live_item`, is
-    /// inlined into the `get` loop): as a call its set-up and saved registers cost ~20
-    /// instructions a key.
+    /// inlined into the `get` loop): as a call its set-up and saved registers were paid
+    /// on every key (docs/results/engine-hot-path-figures.md).
     #[inline(always)]
     pub fn find_item_unless<'g, 'm>(
         table: &'g mut ShardGuard<'_>,

@@ -19,6 +19,7 @@ use crate::item::{
     header_bytes, state, Fresh, HeaderRead, HeaderWrite, ItemAddr, ItemMemory, ItemRef, Written,
     ITEM_HEADER_BYTES, NIL,
 };
+use crate::policy::engine_ops::EngineOps;
 use crate::policy::Policy;
 use crate::pool::LARGE_TAIL;
 use crate::slab::{ClassState, Geometry};
@@ -187,7 +188,12 @@ impl Engine {
                 cs.stats.direct_reclaims += attempt as u64;
                 return Some(chunk);
             }
-            if cs.lru.items() == 0 || self.policy.make_room(self, tier, &mut cs, now) == 0 {
+            if cs.lru.items() == 0
+                || self
+                    .policy
+                    .make_room(EngineOps::new(self), tier, &mut cs, now)
+                    == 0
+            {
                 break;
             }
             // The room just made is this allocation's: taken before the lock goes, or
@@ -432,7 +438,9 @@ impl Engine {
             None => Index::insert_new(table, key_hash, item),
         }
         {
-            let segment = self.policy.on_link(self, table, key_hash, tier, h, old);
+            let segment = self
+                .policy
+                .on_link(EngineOps::new(self), table, key_hash, tier, h, old);
             let mut cs = tier.classes[tier.class_of(addr)].0.lock();
             cs.lru.link_head(&tier.mem, segment, h);
         }
@@ -459,8 +467,8 @@ impl Engine {
 
     /// [`Engine::find_live`], handing back the item's tier and the item with its header
     /// located (a read goes on to a dozen of its fields) and its proof. Always inlined:
-    /// as a call it cost ~35 instructions of set-up a look-up (a 10-key `get` makes
-    /// ten).
+    /// as a call its set-up is paid on every look-up, and a 10-key `get` makes ten
+    /// (docs/results/engine-hot-path-figures.md).
     #[inline(always)]
     pub(crate) fn find_live_item<'e, 'g>(
         &'e self,
@@ -547,7 +555,10 @@ impl Engine {
             return Err(StoreOutcome::TooLarge);
         }
         debug_assert_eq!(class_id, self.geometry.class_for(total));
-        let Some(chunk) = self.policy.alloc_new_item(self, key_hash, class_id, total) else {
+        let Some(chunk) =
+            self.policy
+                .alloc_new_item(EngineOps::new(self), key_hash, class_id, total)
+        else {
             return Err(StoreOutcome::OutOfMemory);
         };
         let capacity = self.chunk_capacity(class_id, total);

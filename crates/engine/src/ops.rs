@@ -13,6 +13,7 @@ use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, HeaderRead, ITEM_HEADER_BYTES};
 use crate::lru::{HOT, WARM};
 use crate::memory::Found;
+use crate::policy::engine_ops::EngineOps;
 use crate::policy::Policy;
 use crate::stats::{C, G};
 
@@ -146,9 +147,15 @@ impl Engine {
             self.reseal(h, item.proof());
         }
         let access_charged = !opts.no_bump
-            && self
-                .policy
-                .on_access(self, tier, h, class_id, now, &mut table, key_hash);
+            && self.policy.on_access(
+                EngineOps::new(self),
+                tier,
+                h,
+                class_id,
+                now,
+                &mut table,
+                key_hash,
+            );
         if let Some(mut edit) = edit {
             if access_charged {
                 // A touch (`gat`, `mg T`) or a recache token rewrote expiry or state:
@@ -724,7 +731,7 @@ impl Engine {
                     self.note_expiry(rel);
                 }
                 if self.policy.on_access(
-                    self,
+                    EngineOps::new(self),
                     tier,
                     h,
                     tier.class_of(addr),

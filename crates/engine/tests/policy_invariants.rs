@@ -25,11 +25,6 @@ fn tiered(policy: PlacementPolicy, dram_mib: u64, slow_mib: u64) -> EngineConfig
     }
 }
 
-/// Whether the policy moves items between tiers.
-fn moves_items(policy: PlacementPolicy) -> bool {
-    policy != PlacementPolicy::Uniform
-}
-
 /// Reads that take a never-read slow-tier item to Dual-LRU's Promote state.
 const READS_TO_PROMOTE: usize = 4;
 
@@ -95,7 +90,7 @@ fn each_key_has_exactly_one_live_copy_after_many_migrations(policy: PlacementPol
         settle(&e);
     }
     let m = e.migration_counts();
-    if moves_items(policy) {
+    if policy.moves_items() {
         assert!(m.promotions > 50 && m.demotions > 50, "{m:?}");
     }
     let dram = e.tier_usage(TierId::Dram);
@@ -222,7 +217,7 @@ fn defect_001_dram_stays_occupied_and_serving_hits_and_hot_items_are_promoted(
             last = (dram.get_hits, slow.get_hits);
             window_dram_hits += hits.0;
             window_hits += hits.0 + hits.1;
-            if moves_items(policy) {
+            if policy.moves_items() {
                 assert!(
                     dram.item_bytes * 4 >= dram.limit_bytes,
                     "t={second}: DRAM drained to {} bytes",
@@ -238,18 +233,26 @@ fn defect_001_dram_stays_occupied_and_serving_hits_and_hot_items_are_promoted(
                 // HM-UNI places by key, never by use: DRAM holds its page share (2 of
                 // 34) of the live items, however few are live, and serves their hits.
                 // That is the baseline's definition, and why it is only a baseline.
+                // (`random` homes half of the keys in DRAM, more than it holds: DRAM
+                // stays full, above its page share.)
                 let share = dram.items as f64 / (dram.items + slow.items) as f64;
                 let page_share =
                     dram.limit_bytes as f64 / (dram.limit_bytes + slow.limit_bytes) as f64;
                 assert!(
-                    share > page_share / 2.0 && share < page_share * 2.0,
+                    share > page_share / 2.0,
                     "t={second}: DRAM holds {share:.3} of the items, its page share is {page_share:.3}"
                 );
+                if policy == PlacementPolicy::Uniform {
+                    assert!(
+                        share < page_share * 2.0,
+                        "t={second}: DRAM holds {share:.3} of the items, its page share is {page_share:.3}"
+                    );
+                }
             }
         }
     }
     let m = e.migration_counts();
-    if !moves_items(policy) {
+    if !policy.moves_items() {
         assert_eq!((m.promotions, m.demotions), (0, 0), "{m:?}");
         assert!(window_dram_hits > 0, "DRAM served its share of hits");
         return;
@@ -276,7 +279,7 @@ fn concurrent_fill_and_reads_never_evict_while_the_slow_tier_has_room(policy: Pl
     let promotions: u64 = (0..RUNS)
         .map(|run| fill_and_read_concurrently(policy, run))
         .sum();
-    if moves_items(policy) {
+    if policy.moves_items() {
         assert!(promotions > 0, "the hot reads promoted items");
     }
 }
@@ -406,4 +409,5 @@ invariant_suite! {
     hyperbolic => PlacementPolicy::Hyperbolic,
     two_level => PlacementPolicy::TwoLevel,
     uniform => PlacementPolicy::Uniform,
+    random => PlacementPolicy::Random,
 }

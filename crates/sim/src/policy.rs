@@ -50,6 +50,11 @@ pub const POLICIES: &[Policy] = &[
         kind: PolicyKind::Engine,
         configure: |c| c.policy = PlacementPolicy::TwoLevel,
     },
+    Policy {
+        name: "random",
+        kind: PolicyKind::Engine,
+        configure: |c| c.policy = PlacementPolicy::Random,
+    },
     // The papers' "without dynamic relocation": items stay in the tier of their write.
     Policy {
         name: "no-migration",
@@ -140,7 +145,7 @@ mod tests {
         assert!(!config.migration_enabled);
         assert_eq!(
             Policy::named("lru").unwrap_err().to_string(),
-            "unknown policy \"lru\" (known: dual-lru, hotspot, hyperbolic, uniform, two-level, no-migration, kernel-tiering)"
+            "unknown policy \"lru\" (known: dual-lru, hotspot, hyperbolic, uniform, two-level, random, no-migration, kernel-tiering)"
         );
     }
 

@@ -17,7 +17,7 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::engine::Engine;
+use super::engine_ops::EngineOps;
 use crate::item::{HeaderEdit, HeaderRead};
 use crate::stats::G;
 
@@ -69,7 +69,7 @@ impl Periods {
     }
 
     /// The period length in requests now.
-    pub fn length_requests(&self, e: &Engine) -> u64 {
+    pub fn length_requests(&self, e: EngineOps<'_>) -> u64 {
         if self.configured_requests > 0 {
             return self.configured_requests;
         }
@@ -78,9 +78,8 @@ impl Periods {
 
     /// Moves the period on by as many periods as the requests since it began fill
     /// (called by the DRAM maintainer, one thread). Returns the periods that ended.
-    pub fn advance(&self, e: &Engine) -> u32 {
-        let requests =
-            e.counters.get(G::CmdGet) + e.counters.get(G::CmdTouch) + e.counters.get(G::TotalItems);
+    pub fn advance(&self, e: EngineOps<'_>) -> u32 {
+        let requests = e.counter(G::CmdGet) + e.counter(G::CmdTouch) + e.counter(G::TotalItems);
         let started = self.started_at_requests.load(Ordering::Relaxed);
         let length = self.length_requests(e);
         let ended = (requests.saturating_sub(started) / length).min(u64::from(PERIOD_SLOTS));

@@ -25,9 +25,10 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::engine_ops::EngineOps;
 use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::engine::{Engine, Tier};
+use crate::engine::Tier;
 use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, Fresh, HeaderRead};
 use crate::moves::Direction;
@@ -36,7 +37,7 @@ use crate::slab::ClassState;
 use super::access::Periods;
 use super::slru::{self, TailHooks};
 use super::tiering;
-use super::{Candidate, Policy, Refusal};
+use super::{Candidate, Policy, Refusal, Registered};
 
 pub(crate) struct DualLru {
     periods: Periods,
@@ -77,7 +78,7 @@ pub(crate) struct Hooks;
 impl TailHooks for Hooks {
     fn at_hot_or_warm_tail(
         &self,
-        e: &Engine,
+        e: EngineOps<'_>,
         tier: &Tier,
         cs: &mut ClassState,
         h: HeaderRead<'_>,
@@ -94,7 +95,7 @@ impl TailHooks for Hooks {
         // read that set Promote could not queue it). It stays readable in WARM until
         // the migration thread copies it. Queue mark, ACTIVE and links: one header write.
         let w = h.charge_write(header_bytes::LINKS);
-        e.moves.offer(Direction::ToDram, w, true, &*cs);
+        e.offer_move(Direction::ToDram, w, true, &*cs);
         w.clear(state::ACTIVE);
         cs.stats.moves_to_warm += 1;
         cs.lru.move_to(&tier.mem, w, crate::lru::WARM);
@@ -103,7 +104,7 @@ impl TailHooks for Hooks {
 
     fn at_cold_tail(
         &self,
-        e: &Engine,
+        e: EngineOps<'_>,
         tier: &Tier,
         cs: &mut ClassState,
         h: HeaderRead<'_>,
@@ -114,7 +115,15 @@ impl TailHooks for Hooks {
         tier.id == TierId::Dram
             && e.migrating()
             && tiering::wants_demotion(e, tier, cs, h, now_s)
-            && e.moves.offer_charged(Direction::ToSlow, h, true, &*cs)
+            && e.offer_move_charged(Direction::ToSlow, h, true, &*cs)
+    }
+}
+
+impl Registered for DualLru {
+    const MOVES_ITEMS: bool = true;
+
+    fn new(config: &EngineConfig) -> DualLru {
+        DualLru::new(config)
     }
 }
 
@@ -124,12 +133,12 @@ impl Policy for DualLru {
     }
 
     /// Always inlined (into `Engine::read`, through `AnyPolicy`): the hit's header view
-    /// and edit then stay in registers (as a call, a GET took 19 instructions more than
-    /// inlined, 13 more than before the views).
+    /// and edit then stay in registers (a call costs a GET more: measured in
+    /// docs/results/engine-hot-path-figures.md).
     #[inline(always)]
     fn on_access(
         &self,
-        e: &Engine,
+        e: EngineOps<'_>,
         tier: &Tier,
         item: HeaderRead<'_>,
         class_id: usize,
@@ -156,7 +165,7 @@ impl Policy for DualLru {
             {
                 let w = edit.write();
                 w.set(state::PROMOTE);
-                e.moves.offer(Direction::ToDram, w, false, &*table);
+                e.offer_move(Direction::ToDram, w, false, &*table);
             }
         } else {
             // The slow tier's LRU order is kept lazily (see `maintain_class`).
@@ -166,13 +175,9 @@ impl Policy for DualLru {
         edit.finish()
     }
 
-    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
-        slru::evict_cold_tail(e, tier, cs, now_s)
-    }
-
     fn destination<'e>(
         &self,
-        e: &'e Engine,
+        e: EngineOps<'e>,
         direction: Direction,
         class_id: usize,
         total_bytes: usize,
@@ -222,17 +227,13 @@ impl Policy for DualLru {
         }
     }
 
-    fn migrates(&self) -> bool {
-        true
-    }
-
-    fn begin_pass(&self, e: &Engine, tier: &Tier) {
+    fn begin_pass(&self, e: EngineOps<'_>, tier: &Tier) {
         if tier.id == TierId::Dram {
             self.periods.advance(e);
         }
     }
 
-    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize {
+    fn maintain_class(&self, e: EngineOps<'_>, tier: &Tier, class_id: usize) -> usize {
         if tier.id == TierId::Slow && tiering::slow_has_room(tier) {
             // The slow tier's segments order its evictions, and it evicts only when
             // full: while it has room, its maintainer leaves them alone (each juggle

@@ -14,7 +14,8 @@
 //! charges the item's own header write (links and state) and, in `lru.rs`, its
 //! neighbours'.
 
-use crate::engine::{Engine, Tier};
+use super::engine_ops::EngineOps;
+use crate::engine::Tier;
 use crate::item::{header_bytes, state, HeaderEdit, HeaderRead, NIL};
 use crate::lru::{COLD, HOT, WARM};
 use crate::slab::ClassState;
@@ -31,7 +32,7 @@ pub(crate) trait TailHooks {
     /// hook moved it (the pull then stops, as after a move).
     fn at_hot_or_warm_tail(
         &self,
-        _e: &Engine,
+        _e: EngineOps<'_>,
         _tier: &Tier,
         _cs: &mut ClassState,
         _item: HeaderRead<'_>,
@@ -44,7 +45,7 @@ pub(crate) trait TailHooks {
     /// took it (e.g. queued it for demotion).
     fn at_cold_tail(
         &self,
-        _e: &Engine,
+        _e: EngineOps<'_>,
         _tier: &Tier,
         _cs: &mut ClassState,
         _item: HeaderRead<'_>,
@@ -110,7 +111,7 @@ pub(crate) fn hit(tier: &Tier, edit: &mut HeaderEdit<'_>, may_move: bool) {
 /// with ACTIVE set (as in memcached when its asynchronous bump queue is full), and the
 /// maintainer's COLD pull rescues it to WARM once the order matters.
 /// Always inlined into each policy's hit, so that the hit's edit is not passed by
-/// reference to a call (a Dual-LRU GET took 6 instructions more as a call).
+/// reference to a call (measured: docs/results/engine-hot-path-figures.md).
 #[inline(always)]
 pub(crate) fn bump_with(tier: &Tier, edit: &mut HeaderEdit<'_>, may_move: bool) -> Bump {
     let mut bump = Bump::default();
@@ -145,7 +146,7 @@ pub(crate) fn bump_with(tier: &Tier, edit: &mut HeaderEdit<'_>, may_move: bool) 
 /// holds the class lock; shards are only `try_lock`ed.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pull_tail(
-    e: &Engine,
+    e: EngineOps<'_>,
     tier: &Tier,
     cs: &mut ClassState,
     segment: usize,
@@ -171,7 +172,7 @@ pub(crate) fn pull_tail(
 /// (`tail_read`: used if that item is still the tail, so the pass reads it once).
 #[allow(clippy::too_many_arguments)]
 fn pull_tail_from(
-    e: &Engine,
+    e: EngineOps<'_>,
     tier: &Tier,
     cs: &mut ClassState,
     segment: usize,
@@ -206,9 +207,9 @@ fn pull_tail_from(
                     break;
                 }
                 let pct = if segment == HOT {
-                    e.tuning.hot_lru_pct()
+                    e.lru_tuning().hot_lru_pct()
                 } else {
-                    e.tuning.warm_lru_pct()
+                    e.lru_tuning().warm_lru_pct()
                 };
                 let limit = total_bytes * u64::from(pct) / 100;
                 let age = now_s.saturating_sub(h.last_access_s());
@@ -255,7 +256,7 @@ fn pull_tail_from(
 /// memcached's `lru_maintainer_juggle` for one class: rounds of HOT, WARM and COLD tail
 /// pulls until nothing moves. Returns the rounds that moved something.
 pub(crate) fn juggle_class(
-    e: &Engine,
+    e: EngineOps<'_>,
     tier: &Tier,
     class_id: usize,
     hooks: &impl TailHooks,
@@ -271,8 +272,8 @@ pub(crate) fn juggle_class(
         let cold_tail = cs.lru.tail_header(&tier.mem, COLD, header_bytes::ALL);
         let cold_age = crate::lru::age_s(cold_tail, now);
         (
-            (f64::from(cold_age) * e.tuning.hot_max_factor()) as u32,
-            (f64::from(cold_age) * e.tuning.warm_max_factor()) as u32,
+            (f64::from(cold_age) * e.lru_tuning().hot_max_factor()) as u32,
+            (f64::from(cold_age) * e.lru_tuning().warm_max_factor()) as u32,
             cs.lru.total_bytes(),
             cold_tail,
         )
@@ -296,7 +297,12 @@ pub(crate) fn juggle_class(
 /// first live item whose shard is free, reclaiming dead ones on the way); if COLD had
 /// nothing to give, let HOT and then WARM flow into COLD for the next attempt. Returns
 /// items removed or moved. The caller holds the class lock.
-pub(crate) fn evict_cold_tail(e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+pub(crate) fn evict_cold_tail(
+    e: EngineOps<'_>,
+    tier: &Tier,
+    cs: &mut ClassState,
+    now_s: u32,
+) -> usize {
     let mem = &tier.mem;
     let mut removed = 0;
     let mut search = cs.lru.tail[COLD];
@@ -309,7 +315,7 @@ pub(crate) fn evict_cold_tail(e: &Engine, tier: &Tier, cs: &mut ClassState, now_
             if e.reclaim_dead(tier, cs, h, false) {
                 removed += 1;
             }
-        } else if !e.config.evictions_enabled {
+        } else if !e.config().evictions_enabled {
             // `-M`: nothing live may be evicted.
             break;
         } else if e.evict_item(tier, cs, h, now_s) {

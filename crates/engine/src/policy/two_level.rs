@@ -4,8 +4,10 @@
 //! written to DRAM (demoting its tail synchronously when it is full). Inside each tier
 //! the segmented LRU of memcached orders the items.
 
+use super::engine_ops::EngineOps;
 use crate::api::TierId;
-use crate::engine::{Engine, Tier};
+use crate::config::EngineConfig;
+use crate::engine::Tier;
 use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, Fresh, HeaderRead};
 use crate::moves::Direction;
@@ -14,14 +16,22 @@ use crate::slab::ClassState;
 use super::dual_lru::Hooks as DualLruHooks;
 use super::slru;
 use super::tiering;
-use super::{Candidate, Policy, Refusal};
+use super::{Candidate, Policy, Refusal, Registered};
 
 pub(crate) struct TwoLevel;
+
+impl Registered for TwoLevel {
+    const MOVES_ITEMS: bool = true;
+
+    fn new(_config: &EngineConfig) -> TwoLevel {
+        TwoLevel
+    }
+}
 
 impl Policy for TwoLevel {
     fn alloc_new_item<'e>(
         &self,
-        e: &'e Engine,
+        e: EngineOps<'e>,
         _key_hash: u32,
         class_id: usize,
         total_bytes: usize,
@@ -42,7 +52,7 @@ impl Policy for TwoLevel {
 
     fn on_access(
         &self,
-        e: &Engine,
+        e: EngineOps<'_>,
         tier: &Tier,
         item: HeaderRead<'_>,
         _class_id: usize,
@@ -59,7 +69,7 @@ impl Policy for TwoLevel {
             if !h.has(state::QUEUED) {
                 let w = edit.write();
                 w.set(state::PROMOTE);
-                e.moves.offer(Direction::ToDram, w, false, &*table);
+                e.offer_move(Direction::ToDram, w, false, &*table);
             }
         } else {
             slru::hit(tier, &mut edit, true);
@@ -67,13 +77,9 @@ impl Policy for TwoLevel {
         edit.finish()
     }
 
-    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
-        slru::evict_cold_tail(e, tier, cs, now_s)
-    }
-
     fn destination<'e>(
         &self,
-        e: &'e Engine,
+        e: EngineOps<'e>,
         direction: Direction,
         class_id: usize,
         total_bytes: usize,
@@ -92,11 +98,7 @@ impl Policy for TwoLevel {
         }
     }
 
-    fn migrates(&self) -> bool {
-        true
-    }
-
-    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize {
+    fn maintain_class(&self, e: EngineOps<'_>, tier: &Tier, class_id: usize) -> usize {
         // The same tail rules as Dual-LRU: re-offer Promote items the read could not
         // queue, keep DRAM's reserve by demoting its COLD tail.
         slru::juggle_class(e, tier, class_id, &DualLruHooks)

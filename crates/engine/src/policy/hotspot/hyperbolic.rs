@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::engine::Engine;
+use super::super::engine_ops::EngineOps;
 use crate::index::Index;
 use crate::item::{header_bytes, state, HeaderRead};
 use crate::slab::ClassState;
@@ -35,13 +35,13 @@ impl Hotspot {
     /// The caller holds the class lock (shards are only tried).
     pub(super) fn hyperbolic_victim<'e>(
         &self,
-        e: &'e Engine,
+        e: EngineOps<'e>,
         cs: &mut ClassState,
         now_s: u32,
     ) -> Option<HeaderRead<'e>> {
         let dram = e.dram();
         let now_period = self.entry_period();
-        let large = cs.id == e.geometry.large;
+        let large = cs.id == e.geometry().large;
         let mut best: Option<(HeaderRead<'e>, u64, u64)> = None;
         for _ in 0..HYPERBOLIC_SAMPLES {
             if cs.pages.is_empty() {
@@ -66,7 +66,7 @@ impl Hotspot {
                 continue;
             }
             let key_hash = h.key_hash();
-            let Some(mut table) = e.index.shard(key_hash).table.try_lock() else {
+            let Some(mut table) = e.try_lock_shard(key_hash) else {
                 continue;
             };
             let Some(entered) = Index::with_policy_bits(&mut table, key_hash, addr, |b, _| *b)

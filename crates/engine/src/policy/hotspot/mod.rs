@@ -69,11 +69,12 @@ mod thresholds;
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 
+use super::engine_ops::EngineOps;
 use crate::lock::{Mutex, Rank};
 
 use crate::api::TierId;
 use crate::config::{EngineConfig, SLAB_CLASSES_MAX};
-use crate::engine::{Engine, Tier};
+use crate::engine::Tier;
 use crate::index::{Index, ShardGuard};
 use crate::item::{header_bytes, state, Fresh, HeaderRead, HeaderWrite};
 use crate::lru::COLD;
@@ -82,7 +83,7 @@ use crate::slab::ClassState;
 
 use super::access::{CountStep, Periods, COUNT_MAX};
 use super::tiering;
-use super::{Candidate, Policy, Refusal};
+use super::{Candidate, Policy, Refusal, Registered};
 
 use multi_queue::queue_of;
 use reassignment::{Reassignment, COUNT_VALUES};
@@ -175,7 +176,7 @@ impl Hotspot {
     #[inline(never)]
     fn other_access(
         &self,
-        e: &Engine,
+        e: EngineOps<'_>,
         tier: &Tier,
         h: HeaderRead<'_>,
         class_id: usize,
@@ -216,9 +217,18 @@ impl Hotspot {
         if e.migrating() && !h.has(state::QUEUED) && count > self.threshold(class_id) {
             let w = edit.write();
             w.set(state::PROMOTE);
-            e.moves.offer(Direction::ToDram, w, false, &*table);
+            e.offer_move(Direction::ToDram, w, false, &*table);
         }
         edit.finish()
+    }
+}
+
+impl Registered for Hotspot {
+    const MOVES_ITEMS: bool = true;
+    const LISTS_ARE_QUEUES: bool = true;
+
+    fn new(config: &EngineConfig) -> Hotspot {
+        Hotspot::new(config)
     }
 }
 
@@ -229,7 +239,7 @@ impl Policy for Hotspot {
 
     fn on_link(
         &self,
-        e: &Engine,
+        e: EngineOps<'_>,
         table: &mut ShardGuard<'_>,
         key_hash: u32,
         tier: &Tier,
@@ -297,7 +307,7 @@ impl Policy for Hotspot {
     #[inline(always)]
     fn on_access(
         &self,
-        e: &Engine,
+        e: EngineOps<'_>,
         tier: &Tier,
         item: HeaderRead<'_>,
         class_id: usize,
@@ -311,7 +321,7 @@ impl Policy for Hotspot {
         self.other_access(e, tier, item, class_id, now_s, table, key_hash)
     }
 
-    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+    fn make_room(&self, e: EngineOps<'_>, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
         match tier.id {
             TierId::Slow => self.clock_evict(e, tier, cs, now_s),
             TierId::Dram => self.make_dram_room(e, tier, cs, now_s),
@@ -320,7 +330,7 @@ impl Policy for Hotspot {
 
     fn destination<'e>(
         &self,
-        e: &'e Engine,
+        e: EngineOps<'e>,
         direction: Direction,
         class_id: usize,
         total_bytes: usize,
@@ -393,17 +403,13 @@ impl Policy for Hotspot {
         }
     }
 
-    fn migrates(&self) -> bool {
-        true
-    }
-
-    fn begin_pass(&self, e: &Engine, tier: &Tier) {
+    fn begin_pass(&self, e: EngineOps<'_>, tier: &Tier) {
         if tier.id == TierId::Dram && self.periods.advance(e) > 0 {
             self.close_period();
         }
     }
 
-    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize {
+    fn maintain_class(&self, e: EngineOps<'_>, tier: &Tier, class_id: usize) -> usize {
         if tier.id != TierId::Dram {
             // The slow tier has nothing to maintain: CLOCK works at eviction time.
             return 0;
@@ -418,7 +424,7 @@ impl Policy for Hotspot {
         // Demotions already waiting free their chunks soon: only the rest of the reserve
         // is queued now, so passes that run before the migration thread do not demote
         // the same shortfall twice.
-        let pending = e.moves.queue_len(Direction::ToSlow);
+        let pending = e.move_queue_len(Direction::ToSlow);
         let reserve = (cs.pages.len() * cs.per_page) as u64 / tiering::RESERVE_DIVISOR + 1;
         let wanted = reserve
             .saturating_sub(cs.free_chunks)
@@ -430,7 +436,7 @@ impl Policy for Hotspot {
                 break;
             };
             if victim.has(state::QUEUED)
-                || !e.moves.offer_charged(Direction::ToSlow, victim, true, &*cs)
+                || !e.offer_move_charged(Direction::ToSlow, victim, true, &*cs)
             {
                 break;
             }
@@ -447,7 +453,7 @@ impl Policy for Hotspot {
         Some(self.threshold(class_id))
     }
 
-    fn plan_page_move(&self, e: &Engine) -> Option<Option<(usize, usize)>> {
+    fn plan_page_move(&self, e: EngineOps<'_>) -> Option<Option<(usize, usize)>> {
         self.benefit_page_move(e)
     }
 }

@@ -2,8 +2,9 @@
 //! lists by access count, the victim search over their tails, decay down the queues,
 //! and the DRAM hit that moves an item between queues.
 
+use super::super::engine_ops::EngineOps;
 use crate::api::TierId;
-use crate::engine::{Engine, Tier};
+use crate::engine::Tier;
 use crate::item::{header_bytes, state, HeaderRead, NIL};
 use crate::slab::ClassState;
 
@@ -37,7 +38,7 @@ impl Hotspot {
     /// view of that read. The caller holds the class lock.
     pub(super) fn dram_victim<'e>(
         &self,
-        e: &'e Engine,
+        e: EngineOps<'e>,
         cs: &mut ClassState,
         now_s: u32,
     ) -> Option<HeaderRead<'e>> {
@@ -54,7 +55,7 @@ impl Hotspot {
             // the next queue up.
             let mut tries = VICTIM_TRIES;
             let mut queued_passed = 0;
-            while tries > 0 && queued_passed <= e.config.move_queue_max {
+            while tries > 0 && queued_passed <= e.config().move_queue_max {
                 if search == NIL {
                     break;
                 }
@@ -98,7 +99,7 @@ impl Hotspot {
     /// The caller holds the class lock.
     pub(super) fn evict_lowest_tail(
         &self,
-        e: &Engine,
+        e: EngineOps<'_>,
         tier: &Tier,
         cs: &mut ClassState,
         now_s: u32,
@@ -122,7 +123,7 @@ impl Hotspot {
 
     /// Moves items whose counters decayed below their queue down to the queue they
     /// belong in (from each queue's tail, a few per pass). The caller holds the lock.
-    pub(super) fn decay_queues(&self, e: &Engine, cs: &mut ClassState) {
+    pub(super) fn decay_queues(&self, e: EngineOps<'_>, cs: &mut ClassState) {
         if self.hyperbolic {
             return;
         }
@@ -151,13 +152,13 @@ impl Hotspot {
     /// the class lock.
     pub(super) fn make_dram_room(
         &self,
-        e: &Engine,
+        e: EngineOps<'_>,
         tier: &Tier,
         cs: &mut ClassState,
         now_s: u32,
     ) -> usize {
         debug_assert_eq!(tier.id, TierId::Dram);
-        if !e.config.evictions_enabled {
+        if !e.config().evictions_enabled {
             return 0;
         }
         // The victim search reclaims dead items it passes: that is room too.
@@ -196,8 +197,9 @@ impl Hotspot {
     /// whether the header's access word changed.
     ///
     /// Inlined into the read path (`Engine::read`): out of line, the call, its argument
-    /// set-up and its saved registers cost ~30 instructions a hit. One load of the state word serves the queue, ACTIVE and FETCHED
-    /// checks (a relink changes only the queue bits). Hyperbolic DRAM and slow-tier
+    /// set-up and its saved registers are paid on every hit. One load of the state word
+    /// serves the queue, ACTIVE and FETCHED checks (a relink changes only the queue
+    /// bits). Hyperbolic DRAM and slow-tier
     /// items take [`Hotspot::other_access`].
     #[inline(always)]
     pub(super) fn dram_hit(
@@ -210,7 +212,7 @@ impl Hotspot {
         // The hit's header writes, charged once (the access word) when the edit ends.
         let mut edit = h.edit(header_bytes::ACCESS);
         // The step's `after` is the count now (reading it back would decay the byte
-        // twice more, ~50 instructions a hit).
+        // twice more, on every hit).
         let (_, step) = self.periods.record_step(&mut edit, now_s);
         let bits = h.state();
         let segment = usize::from((bits & state::SEG_MASK) >> state::SEG_SHIFT);

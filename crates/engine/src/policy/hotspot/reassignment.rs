@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::engine::Engine;
+use super::super::engine_ops::EngineOps;
 
 use super::super::access::{CountStep, COUNT_MAX};
 use super::Hotspot;
@@ -72,11 +72,11 @@ impl Hotspot {
     /// per class (the large class, whose items span pages, keeps what it has).
     pub(super) fn plan_split(
         &self,
-        e: &Engine,
+        e: EngineOps<'_>,
         last_period: &[Reached],
         current: &[usize],
     ) -> Vec<usize> {
-        let geometry = &e.geometry;
+        let geometry = &e.geometry();
         let large = geometry.large;
         let classes: Vec<usize> = (1..large).collect();
         let pages_total: usize =
@@ -112,7 +112,7 @@ impl Hotspot {
 
     /// The page move of this automover step toward the benefit-maximising split:
     /// `Some(None)` for none, `None` to leave it to the automover's rules.
-    pub(super) fn benefit_page_move(&self, e: &Engine) -> Option<Option<(usize, usize)>> {
+    pub(super) fn benefit_page_move(&self, e: EngineOps<'_>) -> Option<Option<(usize, usize)>> {
         // HM-HC's DRAM counts accesses since an item entered DRAM, not HMCached's decayed
         // counter the plan needs (one byte holds one or the other): its pages move by
         // the automover's rules.
@@ -124,7 +124,7 @@ impl Hotspot {
             // DRAM has free pages: classes take them as they need them.
             return Some(None);
         }
-        let current: Vec<usize> = (0..=e.geometry.large)
+        let current: Vec<usize> = (0..=e.geometry().large)
             .map(|c| dram.classes[c].0.lock().pages.len())
             .collect();
         let mut r = self.reassignment.lock();
@@ -137,8 +137,8 @@ impl Hotspot {
         }
         let target = &r.target_pages;
         let gap = |c: usize| target.get(c).map_or(0, |&t| t as i64 - current[c] as i64);
-        let dst = (1..e.geometry.large).max_by_key(|&c| gap(c))?;
-        let src = (1..e.geometry.large).min_by_key(|&c| gap(c))?;
+        let dst = (1..e.geometry().large).max_by_key(|&c| gap(c))?;
+        let src = (1..e.geometry().large).min_by_key(|&c| gap(c))?;
         Some((gap(dst) > 0 && gap(src) < 0 && current[src] > 0).then_some((src, dst)))
     }
 }

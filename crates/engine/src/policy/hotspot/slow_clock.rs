@@ -1,7 +1,8 @@
 //! The hotspot policy's slow-tier eviction: CLOCK over the class's list, the reference
 //! bit kept in the index descriptor (so a slow-tier hit writes nothing to the slow tier).
 
-use crate::engine::{Engine, Tier};
+use super::super::engine_ops::EngineOps;
+use crate::engine::Tier;
 use crate::index::Index;
 use crate::item::{header_bytes, state, NIL};
 use crate::slab::ClassState;
@@ -17,7 +18,7 @@ impl Hotspot {
     /// holds the class lock.
     pub(super) fn clock_evict(
         &self,
-        e: &Engine,
+        e: EngineOps<'_>,
         tier: &Tier,
         cs: &mut ClassState,
         now_s: u32,
@@ -47,12 +48,12 @@ impl Hotspot {
             if h.has(state::QUEUED) {
                 continue;
             }
-            if !e.config.evictions_enabled {
+            if !e.config().evictions_enabled {
                 return 0;
             }
             let key_hash = h.key_hash();
             let referenced = {
-                let Some(mut table) = e.index.shard(key_hash).table.try_lock() else {
+                let Some(mut table) = e.try_lock_shard(key_hash) else {
                     cs.stats.lrutail_reflocked += 1;
                     continue;
                 };

@@ -3,6 +3,7 @@
 use super::reassignment::benefit_split;
 use super::thresholds::{adjust_threshold, TUNE_REQUESTS};
 use super::*;
+use crate::engine::Engine;
 
 /// The reassignment histogram counts each item once per value it held in the period:
 /// an item rising from 0 to the saturated count and read on at saturation is one
@@ -287,7 +288,11 @@ fn the_split_follows_each_classs_hottest_items() {
     last_period[small][2] = 10 * per_page(small);
     // DRAM's three pages are all free: the split is of those.
     let current = vec![0usize; e.geometry.large + 1];
-    let split = h.plan_split(&e, &last_period, &current);
+    let split = h.plan_split(
+        crate::policy::engine_ops::EngineOps::new(&e),
+        &last_period,
+        &current,
+    );
     // Benefit of a page: large 8 x chunk bytes per item, small 2 x: the large class
     // takes two pages (all its hot items), the small one the third.
     assert_eq!(

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::engine::Engine;
+use super::super::engine_ops::EngineOps;
 use crate::stats::C;
 
 use super::super::access::COUNT_MAX;
@@ -68,13 +68,13 @@ impl Hotspot {
 
     /// Algorithm 1 for one class, when it has served [`TUNE_REQUESTS`] get hits since
     /// its last adjustment (called by the DRAM maintainer).
-    pub(super) fn tune(&self, e: &Engine, class_id: usize) {
+    pub(super) fn tune(&self, e: EngineOps<'_>, class_id: usize) {
         let Some(class) = self.classes.get(class_id) else {
             return;
         };
         let mut t = class.tuning.lock();
-        let dram_hits = e.counters.get_class(class_id, C::DramHits);
-        let slow_hits = e.counters.get_class(class_id, C::SlowHits);
+        let dram_hits = e.class_counter(class_id, C::DramHits);
+        let slow_hits = e.class_counter(class_id, C::SlowHits);
         if dram_hits < t.dram_hits || slow_hits < t.slow_hits {
             // `stats reset` zeroed the counters: start the period again.
             t.dram_hits = dram_hits;
