@@ -7,15 +7,15 @@
 use std::sync::atomic::Ordering;
 
 use crate::api::*;
+use crate::counters::{C, G};
 use crate::engine::Engine;
 use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, HeaderRead, ITEM_HEADER_BYTES};
+use crate::lifecycle::Found;
 use crate::lru::{HOT, WARM};
-use crate::memory::Found;
 use crate::policy::engine_ops::EngineOps;
 use crate::policy::Policy;
-use crate::stats::{C, G};
 
 /// What a store does after its checks, decided under the shard lock.
 enum Verdict {

@@ -18,8 +18,8 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::engine_ops::EngineOps;
+use crate::counters::G;
 use crate::item::{HeaderEdit, HeaderRead};
-use crate::stats::G;
 
 /// Count bits of the policy byte.
 const COUNT_BITS: u32 = 5;

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::engine_ops::EngineOps;
 use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::engine::Tier;
+use crate::engine::SlabTier;
 use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, Fresh, HeaderRead};
 use crate::moves::Direction;
@@ -79,7 +79,7 @@ impl TailHooks for Hooks {
     fn at_hot_or_warm_tail(
         &self,
         e: EngineOps<'_>,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         h: HeaderRead<'_>,
         _now_s: u32,
@@ -105,7 +105,7 @@ impl TailHooks for Hooks {
     fn at_cold_tail(
         &self,
         e: EngineOps<'_>,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         h: HeaderRead<'_>,
         now_s: u32,
@@ -139,7 +139,7 @@ impl Policy for DualLru {
     fn on_access(
         &self,
         e: EngineOps<'_>,
-        tier: &Tier,
+        tier: &SlabTier,
         item: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
@@ -227,13 +227,13 @@ impl Policy for DualLru {
         }
     }
 
-    fn begin_pass(&self, e: EngineOps<'_>, tier: &Tier) {
+    fn begin_pass(&self, e: EngineOps<'_>, tier: &SlabTier) {
         if tier.id == TierId::Dram {
             self.periods.advance(e);
         }
     }
 
-    fn maintain_class(&self, e: EngineOps<'_>, tier: &Tier, class_id: usize) -> usize {
+    fn maintain_class(&self, e: EngineOps<'_>, tier: &SlabTier, class_id: usize) -> usize {
         if tier.id == TierId::Slow && tiering::slow_has_room(tier) {
             // The slow tier's segments order its evictions, and it evicts only when
             // full: while it has room, its maintainer leaves them alone (each juggle
@@ -252,7 +252,7 @@ impl Policy for DualLru {
         rounds
     }
 
-    fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
+    fn class_need(&self, _tier: &SlabTier, cs: &ClassState) -> u64 {
         cs.stats.evicted + cs.dram_pressure
     }
 }

@@ -10,12 +10,12 @@
 //! same rank.
 
 use crate::config::EngineConfig;
-use crate::engine::{Dead, Engine, Tier};
+use crate::counters::{C, G};
+use crate::engine::{Dead, Engine, SlabTier};
 use crate::index::ShardGuard;
 use crate::item::{Fresh, HeaderRead, HeaderWrite, ItemAddr};
 use crate::moves::{Direction, ItemLock, MoveReq, Queued};
 use crate::slab::{ClassState, Geometry};
-use crate::stats::{C, G};
 
 /// The engine as a policy sees it.
 #[derive(Clone, Copy)]
@@ -34,19 +34,19 @@ impl<'e> EngineOps<'e> {
 
     /// The DRAM tier (always present; it may have no pages).
     #[inline(always)]
-    pub fn dram(self) -> &'e Tier {
+    pub fn dram(self) -> &'e SlabTier {
         self.engine.dram()
     }
 
     /// The slow tier, if the engine has one.
     #[inline(always)]
-    pub fn slow(self) -> Option<&'e Tier> {
+    pub fn slow(self) -> Option<&'e SlabTier> {
         self.engine.slow()
     }
 
     /// The tier an item's address is in.
     #[inline(always)]
-    pub fn tier_of(self, addr: ItemAddr) -> &'e Tier {
+    pub fn tier_of(self, addr: ItemAddr) -> &'e SlabTier {
         self.engine.tier_of(addr)
     }
 
@@ -64,7 +64,7 @@ impl<'e> EngineOps<'e> {
 
     /// The run-time LRU settings (`lru_tune`: atomics, no lock).
     #[inline(always)]
-    pub fn lru_tuning(self) -> &'e crate::tuning::Tuning {
+    pub fn lru_tuning(self) -> &'e crate::tuning::RuntimeSettings {
         &self.engine.tuning
     }
 
@@ -107,7 +107,12 @@ impl<'e> EngineOps<'e> {
     /// lock); the caller may hold a shard lock (shards are only tried), never a class
     /// lock.
     #[inline(always)]
-    pub fn alloc(self, tier: &'e Tier, class_id: usize, total_bytes: usize) -> Option<Fresh<'e>> {
+    pub fn alloc(
+        self,
+        tier: &'e SlabTier,
+        class_id: usize,
+        total_bytes: usize,
+    ) -> Option<Fresh<'e>> {
         self.engine.alloc(tier, class_id, total_bytes)
     }
 
@@ -116,7 +121,7 @@ impl<'e> EngineOps<'e> {
     #[inline(always)]
     pub fn take_free(
         self,
-        tier: &'e Tier,
+        tier: &'e SlabTier,
         class_id: usize,
         total_bytes: usize,
     ) -> Option<Fresh<'e>> {
@@ -127,7 +132,7 @@ impl<'e> EngineOps<'e> {
     #[inline]
     pub fn take_chunk(
         self,
-        tier: &'e Tier,
+        tier: &'e SlabTier,
         cs: &mut ClassState,
         total_bytes: usize,
     ) -> Option<Fresh<'e>> {
@@ -148,7 +153,7 @@ impl<'e> EngineOps<'e> {
     #[inline]
     pub fn reclaim_dead(
         self,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         h: HeaderRead<'_>,
         by_crawler: bool,
@@ -161,7 +166,7 @@ impl<'e> EngineOps<'e> {
     #[inline]
     pub fn evict_item(
         self,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         h: HeaderRead<'_>,
         now_s: u32,

@@ -42,7 +42,7 @@ mod uniform;
 
 use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::engine::Tier;
+use crate::engine::SlabTier;
 use crate::index::ShardGuard;
 use crate::item::{Fresh, HeaderRead, HeaderWrite};
 use crate::moves::Direction;
@@ -108,7 +108,7 @@ pub(crate) trait Policy {
         _e: EngineOps<'_>,
         _table: &mut ShardGuard<'_>,
         _key_hash: u32,
-        tier: &Tier,
+        tier: &SlabTier,
         _item: HeaderWrite<'_>,
         _old: Option<HeaderRead<'_>>,
     ) -> usize {
@@ -129,7 +129,7 @@ pub(crate) trait Policy {
     fn on_access(
         &self,
         _e: EngineOps<'_>,
-        tier: &Tier,
+        tier: &SlabTier,
         item: HeaderRead<'_>,
         _class_id: usize,
         now_s: u32,
@@ -145,7 +145,13 @@ pub(crate) trait Policy {
     /// An allocation in `tier` found `cs`'s class full (the caller holds its lock): free
     /// room by evicting or demoting. Returns how many items were removed or moved (0:
     /// nothing could be done). By default memcached's: evict the COLD tail.
-    fn make_room(&self, e: EngineOps<'_>, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+    fn make_room(
+        &self,
+        e: EngineOps<'_>,
+        tier: &SlabTier,
+        cs: &mut ClassState,
+        now_s: u32,
+    ) -> usize {
         slru::evict_cold_tail(e, tier, cs, now_s)
     }
 
@@ -171,7 +177,7 @@ pub(crate) trait Policy {
         _table: &mut ShardGuard<'_>,
         _key_hash: u32,
         direction: Direction,
-        _dst_tier: &Tier,
+        _dst_tier: &SlabTier,
         _dst: HeaderWrite<'_>,
         _now_s: u32,
     ) -> usize {
@@ -184,18 +190,18 @@ pub(crate) trait Policy {
     }
 
     /// Start of a maintainer pass over `tier` (no lock held).
-    fn begin_pass(&self, _e: EngineOps<'_>, _tier: &Tier) {}
+    fn begin_pass(&self, _e: EngineOps<'_>, _tier: &SlabTier) {}
 
     /// One maintainer pass over one class of `tier` (no lock held). Returns the rounds
     /// that moved something (0 when settled).
     /// By default memcached's segmented-LRU juggling of the class, nothing more.
-    fn maintain_class(&self, e: EngineOps<'_>, tier: &Tier, class_id: usize) -> usize {
+    fn maintain_class(&self, e: EngineOps<'_>, tier: &SlabTier, class_id: usize) -> usize {
         slru::juggle_class(e, tier, class_id, &slru::NoHooks)
     }
 
     /// A class's need for pages so far, monotonic (the automover looks at deltas). The
     /// caller holds the class lock.
-    fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
+    fn class_need(&self, _tier: &SlabTier, cs: &ClassState) -> u64 {
         cs.stats.evicted
     }
 
@@ -221,7 +227,7 @@ pub(crate) fn alloc_in_tiers<'e>(
     e: EngineOps<'e>,
     class_id: usize,
     total_bytes: usize,
-    choose: impl FnOnce(&'e Tier, &'e Tier) -> Option<Fresh<'e>>,
+    choose: impl FnOnce(&'e SlabTier, &'e SlabTier) -> Option<Fresh<'e>>,
 ) -> Option<Fresh<'e>> {
     let dram = e.dram();
     let Some(slow) = e.slow() else {
@@ -241,8 +247,8 @@ pub(crate) fn alloc_in_tiers<'e>(
 #[inline]
 pub(crate) fn alloc_at_home<'e>(
     e: EngineOps<'e>,
-    dram: &'e Tier,
-    slow: &'e Tier,
+    dram: &'e SlabTier,
+    slow: &'e SlabTier,
     home_in_dram: bool,
     class_id: usize,
     total_bytes: usize,
@@ -405,7 +411,7 @@ impl Policy for AnyPolicy {
         e: EngineOps<'_>,
         table: &mut ShardGuard<'_>,
         key_hash: u32,
-        tier: &Tier,
+        tier: &SlabTier,
         item: HeaderWrite<'_>,
         old: Option<HeaderRead<'_>>,
     ) -> usize {
@@ -417,7 +423,7 @@ impl Policy for AnyPolicy {
     fn on_access(
         &self,
         e: EngineOps<'_>,
-        tier: &Tier,
+        tier: &SlabTier,
         item: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
@@ -427,7 +433,13 @@ impl Policy for AnyPolicy {
         dispatch!(self, p => p.on_access(e, tier, item, class_id, now_s, table, key_hash))
     }
     #[inline]
-    fn make_room(&self, e: EngineOps<'_>, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+    fn make_room(
+        &self,
+        e: EngineOps<'_>,
+        tier: &SlabTier,
+        cs: &mut ClassState,
+        now_s: u32,
+    ) -> usize {
         dispatch!(self, p => p.make_room(e, tier, cs, now_s))
     }
     #[inline]
@@ -447,22 +459,22 @@ impl Policy for AnyPolicy {
         table: &mut ShardGuard<'_>,
         key_hash: u32,
         direction: Direction,
-        dst_tier: &Tier,
+        dst_tier: &SlabTier,
         dst: HeaderWrite<'_>,
         now_s: u32,
     ) -> usize {
         dispatch!(self, p => p.after_move(table, key_hash, direction, dst_tier, dst, now_s))
     }
     #[inline]
-    fn begin_pass(&self, e: EngineOps<'_>, tier: &Tier) {
+    fn begin_pass(&self, e: EngineOps<'_>, tier: &SlabTier) {
         dispatch!(self, p => p.begin_pass(e, tier))
     }
     #[inline]
-    fn maintain_class(&self, e: EngineOps<'_>, tier: &Tier, class_id: usize) -> usize {
+    fn maintain_class(&self, e: EngineOps<'_>, tier: &SlabTier, class_id: usize) -> usize {
         dispatch!(self, p => p.maintain_class(e, tier, class_id))
     }
     #[inline]
-    fn class_need(&self, tier: &Tier, cs: &ClassState) -> u64 {
+    fn class_need(&self, tier: &SlabTier, cs: &ClassState) -> u64 {
         dispatch!(self, p => p.class_need(tier, cs))
     }
     #[inline]

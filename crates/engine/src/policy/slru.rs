@@ -15,7 +15,7 @@
 //! neighbours'.
 
 use super::engine_ops::EngineOps;
-use crate::engine::Tier;
+use crate::engine::SlabTier;
 use crate::item::{header_bytes, state, HeaderEdit, HeaderRead, NIL};
 use crate::lru::{COLD, HOT, WARM};
 use crate::slab::ClassState;
@@ -33,7 +33,7 @@ pub(crate) trait TailHooks {
     fn at_hot_or_warm_tail(
         &self,
         _e: EngineOps<'_>,
-        _tier: &Tier,
+        _tier: &SlabTier,
         _cs: &mut ClassState,
         _item: HeaderRead<'_>,
         _now_s: u32,
@@ -46,7 +46,7 @@ pub(crate) trait TailHooks {
     fn at_cold_tail(
         &self,
         _e: EngineOps<'_>,
-        _tier: &Tier,
+        _tier: &SlabTier,
         _cs: &mut ClassState,
         _item: HeaderRead<'_>,
         _now_s: u32,
@@ -63,7 +63,7 @@ impl TailHooks for NoHooks {}
 /// `segment` and charges the item's header write. A caller that rewrites other state
 /// bits in the same move charges `header_bytes::LINKS` itself and calls `Lru::move_to`
 /// with the write view.
-pub(crate) fn move_to(tier: &Tier, cs: &mut ClassState, item: HeaderRead<'_>, segment: usize) {
+pub(crate) fn move_to(tier: &SlabTier, cs: &mut ClassState, item: HeaderRead<'_>, segment: usize) {
     let h = item.charge_write(header_bytes::LINKS);
     cs.lru.move_to(&tier.mem, h, segment);
 }
@@ -80,7 +80,7 @@ pub(crate) struct Bump {
 /// A read of an item under memcached's rules, its last-access time included: the time
 /// written if it changed, then [`hit`] (the item may move to WARM).
 #[inline(always)]
-pub(crate) fn touch_hit(tier: &Tier, edit: &mut HeaderEdit<'_>, now_s: u32) {
+pub(crate) fn touch_hit(tier: &SlabTier, edit: &mut HeaderEdit<'_>, now_s: u32) {
     touch(edit, now_s);
     hit(tier, edit, true);
 }
@@ -97,7 +97,7 @@ pub(crate) fn touch(edit: &mut HeaderEdit<'_>, now_s: u32) {
 /// header widened to links, state and access word (one header update) when the item
 /// was relinked to WARM.
 #[inline(always)]
-pub(crate) fn hit(tier: &Tier, edit: &mut HeaderEdit<'_>, may_move: bool) {
+pub(crate) fn hit(tier: &SlabTier, edit: &mut HeaderEdit<'_>, may_move: bool) {
     if bump_with(tier, edit, may_move).moved_to_warm {
         edit.widen(header_bytes::LINKS.start..header_bytes::ACCESS.end);
     }
@@ -113,7 +113,7 @@ pub(crate) fn hit(tier: &Tier, edit: &mut HeaderEdit<'_>, may_move: bool) {
 /// Always inlined into each policy's hit, so that the hit's edit is not passed by
 /// reference to a call (measured: docs/results/engine-hot-path-figures.md).
 #[inline(always)]
-pub(crate) fn bump_with(tier: &Tier, edit: &mut HeaderEdit<'_>, may_move: bool) -> Bump {
+pub(crate) fn bump_with(tier: &SlabTier, edit: &mut HeaderEdit<'_>, may_move: bool) -> Bump {
     let mut bump = Bump::default();
     let h = edit.read();
     if h.has(state::ACTIVE) {
@@ -147,7 +147,7 @@ pub(crate) fn bump_with(tier: &Tier, edit: &mut HeaderEdit<'_>, may_move: bool) 
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pull_tail(
     e: EngineOps<'_>,
-    tier: &Tier,
+    tier: &SlabTier,
     cs: &mut ClassState,
     segment: usize,
     total_bytes: u64,
@@ -173,7 +173,7 @@ pub(crate) fn pull_tail(
 #[allow(clippy::too_many_arguments)]
 fn pull_tail_from(
     e: EngineOps<'_>,
-    tier: &Tier,
+    tier: &SlabTier,
     cs: &mut ClassState,
     segment: usize,
     total_bytes: u64,
@@ -257,7 +257,7 @@ fn pull_tail_from(
 /// pulls until nothing moves. Returns the rounds that moved something.
 pub(crate) fn juggle_class(
     e: EngineOps<'_>,
-    tier: &Tier,
+    tier: &SlabTier,
     class_id: usize,
     hooks: &impl TailHooks,
 ) -> usize {
@@ -299,7 +299,7 @@ pub(crate) fn juggle_class(
 /// items removed or moved. The caller holds the class lock.
 pub(crate) fn evict_cold_tail(
     e: EngineOps<'_>,
-    tier: &Tier,
+    tier: &SlabTier,
     cs: &mut ClassState,
     now_s: u32,
 ) -> usize {

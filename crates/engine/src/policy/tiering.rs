@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::engine_ops::EngineOps;
 use crate::config::SLAB_PAGE_SIZE_BYTES;
-use crate::engine::Tier;
+use crate::engine::SlabTier;
 use crate::item::{header_bytes, state, Fresh, HeaderRead, NIL};
 use crate::lru::{COLD, HOT, WARM};
 use crate::moves::{Direction, MoveReq, Queued};
@@ -56,7 +56,7 @@ pub(crate) enum Room {
 /// Whether DRAM is (nearly) out of room for `cs`'s class: no free page in the pool and
 /// at most the reserve of free chunks. The caller holds the class lock (the pool lock
 /// is a leaf).
-pub(crate) fn dram_needs_room(tier: &Tier, cs: &ClassState) -> bool {
+pub(crate) fn dram_needs_room(tier: &SlabTier, cs: &ClassState) -> bool {
     let total_chunks = (cs.pages.len() * cs.per_page) as u64;
     cs.free_chunks * RESERVE_DIVISOR <= total_chunks && tier.pool.lock().free_pages() == 0
 }
@@ -67,7 +67,7 @@ pub(crate) fn dram_needs_room(tier: &Tier, cs: &ClassState) -> bool {
 /// restore the reserve would count as spare room, be taken by the next promotion without
 /// an admission test, and cause the next demotion — churn. The caller holds the class
 /// lock.
-pub(crate) fn dram_has_spare(tier: &Tier, cs: &ClassState) -> bool {
+pub(crate) fn dram_has_spare(tier: &SlabTier, cs: &ClassState) -> bool {
     let total_chunks = (cs.pages.len() * cs.per_page) as u64;
     cs.free_chunks * RESERVE_DIVISOR > 2 * total_chunks || tier.pool.lock().free_pages() > 0
 }
@@ -76,7 +76,7 @@ pub(crate) fn dram_has_spare(tier: &Tier, cs: &ClassState) -> bool {
 /// pool. While it has, nothing will be evicted from it soon, and the order of its LRUs
 /// serves nobody; keeping that order would cost a slow-tier header read and neighbour
 /// link writes per move.
-pub(crate) fn slow_has_room(tier: &Tier) -> bool {
+pub(crate) fn slow_has_room(tier: &SlabTier) -> bool {
     debug_assert!(tier.id == crate::api::TierId::Slow);
     let pool = tier.pool.lock();
     let free_pages = pool.free_pages() as u64;
@@ -276,7 +276,7 @@ pub(crate) fn slow_chunk(
 /// drains DRAM (seed 001).
 pub(crate) fn wants_demotion(
     e: EngineOps<'_>,
-    tier: &Tier,
+    tier: &SlabTier,
     cs: &ClassState,
     h: HeaderRead<'_>,
     now_s: u32,

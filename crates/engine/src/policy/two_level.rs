@@ -7,7 +7,7 @@
 use super::engine_ops::EngineOps;
 use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::engine::Tier;
+use crate::engine::SlabTier;
 use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, Fresh, HeaderRead};
 use crate::moves::Direction;
@@ -53,7 +53,7 @@ impl Policy for TwoLevel {
     fn on_access(
         &self,
         e: EngineOps<'_>,
-        tier: &Tier,
+        tier: &SlabTier,
         item: HeaderRead<'_>,
         _class_id: usize,
         now_s: u32,
@@ -98,13 +98,13 @@ impl Policy for TwoLevel {
         }
     }
 
-    fn maintain_class(&self, e: EngineOps<'_>, tier: &Tier, class_id: usize) -> usize {
+    fn maintain_class(&self, e: EngineOps<'_>, tier: &SlabTier, class_id: usize) -> usize {
         // The same tail rules as Dual-LRU: re-offer Promote items the read could not
         // queue, keep DRAM's reserve by demoting its COLD tail.
         slru::juggle_class(e, tier, class_id, &DualLruHooks)
     }
 
-    fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
+    fn class_need(&self, _tier: &SlabTier, cs: &ClassState) -> u64 {
         cs.stats.evicted + cs.dram_pressure
     }
 }

@@ -9,7 +9,7 @@
 
 use super::engine_ops::EngineOps;
 use crate::config::EngineConfig;
-use crate::engine::Tier;
+use crate::engine::SlabTier;
 use crate::item::Fresh;
 use crate::SLAB_PAGE_SIZE_BYTES;
 
@@ -20,7 +20,7 @@ pub(crate) struct Uniform;
 impl Uniform {
     /// Whether a key hashes into DRAM's share: `uniform_dram_share_ppm` of the hash
     /// space, or `dram_pages / all_pages` of it.
-    fn homed_in_dram(e: EngineOps<'_>, dram: &Tier, slow: &Tier, key_hash: u32) -> bool {
+    fn homed_in_dram(e: EngineOps<'_>, dram: &SlabTier, slow: &SlabTier, key_hash: u32) -> bool {
         let (dram_part, all_parts) = match e.config().uniform_dram_share_ppm {
             Some(ppm) => (u64::from(ppm), u64::from(crate::config::PPM)),
             // The start-up sizes: DRAM's region may be reserved beyond `-m` for

@@ -74,7 +74,7 @@ use crate::lock::{Mutex, Rank};
 
 use crate::api::TierId;
 use crate::config::{EngineConfig, SLAB_CLASSES_MAX};
-use crate::engine::Tier;
+use crate::engine::SlabTier;
 use crate::index::{Index, ShardGuard};
 use crate::item::{header_bytes, state, Fresh, HeaderRead, HeaderWrite};
 use crate::lru::COLD;
@@ -177,7 +177,7 @@ impl Hotspot {
     fn other_access(
         &self,
         e: EngineOps<'_>,
-        tier: &Tier,
+        tier: &SlabTier,
         h: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
@@ -242,7 +242,7 @@ impl Policy for Hotspot {
         e: EngineOps<'_>,
         table: &mut ShardGuard<'_>,
         key_hash: u32,
-        tier: &Tier,
+        tier: &SlabTier,
         item: HeaderWrite<'_>,
         old: Option<HeaderRead<'_>>,
     ) -> usize {
@@ -308,7 +308,7 @@ impl Policy for Hotspot {
     fn on_access(
         &self,
         e: EngineOps<'_>,
-        tier: &Tier,
+        tier: &SlabTier,
         item: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
@@ -321,7 +321,13 @@ impl Policy for Hotspot {
         self.other_access(e, tier, item, class_id, now_s, table, key_hash)
     }
 
-    fn make_room(&self, e: EngineOps<'_>, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+    fn make_room(
+        &self,
+        e: EngineOps<'_>,
+        tier: &SlabTier,
+        cs: &mut ClassState,
+        now_s: u32,
+    ) -> usize {
         match tier.id {
             TierId::Slow => self.clock_evict(e, tier, cs, now_s),
             TierId::Dram => self.make_dram_room(e, tier, cs, now_s),
@@ -357,7 +363,7 @@ impl Policy for Hotspot {
         table: &mut ShardGuard<'_>,
         key_hash: u32,
         direction: Direction,
-        dst_tier: &Tier,
+        dst_tier: &SlabTier,
         h: HeaderWrite<'_>,
         now_s: u32,
     ) -> usize {
@@ -403,13 +409,13 @@ impl Policy for Hotspot {
         }
     }
 
-    fn begin_pass(&self, e: EngineOps<'_>, tier: &Tier) {
+    fn begin_pass(&self, e: EngineOps<'_>, tier: &SlabTier) {
         if tier.id == TierId::Dram && self.periods.advance(e) > 0 {
             self.close_period();
         }
     }
 
-    fn maintain_class(&self, e: EngineOps<'_>, tier: &Tier, class_id: usize) -> usize {
+    fn maintain_class(&self, e: EngineOps<'_>, tier: &SlabTier, class_id: usize) -> usize {
         if tier.id != TierId::Dram {
             // The slow tier has nothing to maintain: CLOCK works at eviction time.
             return 0;
@@ -445,7 +451,7 @@ impl Policy for Hotspot {
         usize::from(queued > 0)
     }
 
-    fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
+    fn class_need(&self, _tier: &SlabTier, cs: &ClassState) -> u64 {
         cs.stats.evicted + cs.dram_pressure
     }
 

@@ -4,7 +4,7 @@
 
 use super::super::engine_ops::EngineOps;
 use crate::api::TierId;
-use crate::engine::Tier;
+use crate::engine::SlabTier;
 use crate::item::{header_bytes, state, HeaderRead, NIL};
 use crate::slab::ClassState;
 
@@ -100,7 +100,7 @@ impl Hotspot {
     pub(super) fn evict_lowest_tail(
         &self,
         e: EngineOps<'_>,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         now_s: u32,
     ) -> bool {
@@ -153,7 +153,7 @@ impl Hotspot {
     pub(super) fn make_dram_room(
         &self,
         e: EngineOps<'_>,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         now_s: u32,
     ) -> usize {
@@ -204,7 +204,7 @@ impl Hotspot {
     #[inline(always)]
     pub(super) fn dram_hit(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         h: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
@@ -236,7 +236,13 @@ impl Hotspot {
     /// A hit moved a DRAM item's counter to queue `due`: relinks it there if the class
     /// lock is free (out of line: most hits stay in their queue), charging the links.
     #[inline(never)]
-    pub(super) fn relink_hit(&self, tier: &Tier, h: HeaderRead<'_>, class_id: usize, due: usize) {
+    pub(super) fn relink_hit(
+        &self,
+        tier: &SlabTier,
+        h: HeaderRead<'_>,
+        class_id: usize,
+        due: usize,
+    ) {
         if let Some(mut cs) = tier.classes[class_id].0.try_lock() {
             if h.has(state::LINKED) {
                 super::super::slru::move_to(tier, &mut cs, h, due);

@@ -2,7 +2,7 @@
 //! bit kept in the index descriptor (so a slow-tier hit writes nothing to the slow tier).
 
 use super::super::engine_ops::EngineOps;
-use crate::engine::Tier;
+use crate::engine::SlabTier;
 use crate::index::Index;
 use crate::item::{header_bytes, state, NIL};
 use crate::slab::ClassState;
@@ -19,7 +19,7 @@ impl Hotspot {
     pub(super) fn clock_evict(
         &self,
         e: EngineOps<'_>,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         now_s: u32,
     ) -> usize {

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use super::super::engine_ops::EngineOps;
-use crate::stats::C;
+use crate::counters::C;
 
 use super::super::access::COUNT_MAX;
 use super::Hotspot;

@@ -1,7 +1,7 @@
-//! Item memory: taking and returning chunks, writing a new item, publishing it (index +
-//! LRU) and taking it away again. Which tier a new item goes to and what is removed when
-//! a class is full are the policy's decisions (`policy/`); this file is the mechanism
-//! they use.
+//! An item's life in memory: taking and returning chunks, writing a new item,
+//! publishing it (index + LRU), finding it, and taking it away again. Which tier a new
+//! item goes to and what is removed when a class is full are the policy's decisions
+//! (`policy/`); this file is the mechanism they use.
 //!
 //! Accounting of an item's own header: every operation that rewrites an item's links or
 //! state charges that header write once (`header_bytes::LINKS`), and hands the
@@ -12,7 +12,8 @@
 use std::sync::atomic::Ordering;
 
 use crate::api::StoreOutcome;
-use crate::engine::{Dead, Engine, Tier};
+use crate::counters::G;
+use crate::engine::{Dead, Engine, SlabTier};
 use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::{Held, Index, ShardGuard};
 use crate::item::{
@@ -23,12 +24,11 @@ use crate::policy::engine_ops::EngineOps;
 use crate::policy::Policy;
 use crate::pool::LARGE_TAIL;
 use crate::slab::{ClassState, Geometry};
-use crate::stats::G;
 
 /// A live item a look-up found: its tier, and the item with its header located and the
 /// proof to read it (which borrows the shard's guard for `'g`).
 pub(crate) struct Found<'e, 'g> {
-    pub tier: &'e Tier,
+    pub tier: &'e SlabTier,
     pub item: ItemRef<'e, Held<'g>>,
 }
 
@@ -56,7 +56,7 @@ impl Engine {
     /// only place a [`Fresh`] chunk comes from (recovery aside).
     pub(crate) fn take_chunk<'t>(
         &self,
-        tier: &'t Tier,
+        tier: &'t SlabTier,
         cs: &mut ClassState,
         total_bytes: usize,
     ) -> Option<Fresh<'t>> {
@@ -110,7 +110,7 @@ impl Engine {
     /// (memcached's `slab_reassign_inline_reclaim`). Bounded by the free list.
     pub(crate) fn take_free_outside<'t>(
         &self,
-        tier: &'t Tier,
+        tier: &'t SlabTier,
         cs: &mut ClassState,
         page: usize,
     ) -> Option<Fresh<'t>> {
@@ -137,7 +137,7 @@ impl Engine {
     /// Returns a chunk that is in no LRU and no index to its class (or the pool). The
     /// caller paid for the chunk's header write (`h`, `LINKS`). In a persistent pool the
     /// chunk's record is invalidated first, so it can never come back.
-    pub(crate) fn free_chunk(&self, tier: &Tier, cs: &mut ClassState, h: HeaderWrite<'_>) {
+    pub(crate) fn free_chunk(&self, tier: &SlabTier, cs: &mut ClassState, h: HeaderWrite<'_>) {
         let addr = h.addr();
         self.unseal(tier, h.read(), header_bytes::LINKS);
         // item.rs, invariant 3 (b): a chunk leaves the index and its LRU before it is freed.
@@ -174,7 +174,7 @@ impl Engine {
     /// another class.
     pub(crate) fn alloc<'t>(
         &self,
-        tier: &'t Tier,
+        tier: &'t SlabTier,
         class_id: usize,
         total_bytes: usize,
     ) -> Option<Fresh<'t>> {
@@ -222,7 +222,7 @@ impl Engine {
     /// Takes a free chunk (or a free page) of `class_id` in `tier`, evicting nothing.
     pub(crate) fn take_free<'t>(
         &self,
-        tier: &'t Tier,
+        tier: &'t SlabTier,
         class_id: usize,
         total_bytes: usize,
     ) -> Option<Fresh<'t>> {
@@ -269,7 +269,7 @@ impl Engine {
     /// header's rewrite is charged here. Counting why is the caller's business.
     pub(crate) fn remove_locked(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         table: &mut ShardGuard<'_>,
         item: HeaderRead<'_>,
@@ -286,7 +286,7 @@ impl Engine {
     /// whether it was removed.
     pub(crate) fn reclaim_dead(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         h: HeaderRead<'_>,
         by_crawler: bool,
@@ -318,7 +318,7 @@ impl Engine {
     /// nothing is dead.
     pub(crate) fn reclaim_dead_at_tails(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         scan: TailScan,
     ) -> usize {
@@ -350,7 +350,7 @@ impl Engine {
     /// Returns whether it was evicted.
     pub(crate) fn evict_item(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         h: HeaderRead<'_>,
         now_s: u32,
