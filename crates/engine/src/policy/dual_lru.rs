@@ -26,9 +26,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::engine_ops::EngineOps;
+use super::engine_ops::SlabTier;
 use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::engine::SlabTier;
 use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, Fresh, HeaderRead};
 use crate::moves::Direction;

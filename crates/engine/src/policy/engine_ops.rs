@@ -11,7 +11,11 @@
 
 use crate::config::EngineConfig;
 use crate::counters::{C, G};
-use crate::engine::{Dead, Engine, SlabTier};
+use crate::engine::{Dead, Engine};
+
+/// The tier a policy works in, named here so that a policy names the engine only
+/// through this file.
+pub(crate) use crate::engine::SlabTier;
 use crate::index::ShardGuard;
 use crate::item::{Fresh, HeaderRead, HeaderWrite, ItemAddr};
 use crate::moves::{Direction, ItemLock, MoveReq, Queued};

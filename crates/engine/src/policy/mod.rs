@@ -42,12 +42,12 @@ mod uniform;
 
 use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::engine::SlabTier;
 use crate::index::ShardGuard;
 use crate::item::{Fresh, HeaderRead, HeaderWrite};
 use crate::moves::Direction;
 use crate::slab::ClassState;
 use engine_ops::EngineOps;
+use engine_ops::SlabTier;
 
 /// Why a move got no destination chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

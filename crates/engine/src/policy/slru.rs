@@ -15,7 +15,7 @@
 //! neighbours'.
 
 use super::engine_ops::EngineOps;
-use crate::engine::SlabTier;
+use super::engine_ops::SlabTier;
 use crate::item::{header_bytes, state, HeaderEdit, HeaderRead, NIL};
 use crate::lru::{COLD, HOT, WARM};
 use crate::slab::ClassState;

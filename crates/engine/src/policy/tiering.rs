@@ -5,8 +5,8 @@
 use std::sync::atomic::Ordering;
 
 use super::engine_ops::EngineOps;
+use super::engine_ops::SlabTier;
 use crate::config::SLAB_PAGE_SIZE_BYTES;
-use crate::engine::SlabTier;
 use crate::item::{header_bytes, state, Fresh, HeaderRead, NIL};
 use crate::lru::{COLD, HOT, WARM};
 use crate::moves::{Direction, MoveReq, Queued};

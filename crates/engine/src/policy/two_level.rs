@@ -5,9 +5,9 @@
 //! the segmented LRU of memcached orders the items.
 
 use super::engine_ops::EngineOps;
+use super::engine_ops::SlabTier;
 use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::engine::SlabTier;
 use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, Fresh, HeaderRead};
 use crate::moves::Direction;

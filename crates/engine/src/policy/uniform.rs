@@ -8,8 +8,8 @@
 //! memcached orders the items and a full slow tier evicts its own COLD tail.
 
 use super::engine_ops::EngineOps;
+use super::engine_ops::SlabTier;
 use crate::config::EngineConfig;
-use crate::engine::SlabTier;
 use crate::item::Fresh;
 use crate::SLAB_PAGE_SIZE_BYTES;
 

@@ -72,9 +72,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering};
 use super::engine_ops::EngineOps;
 use crate::lock::{Mutex, Rank};
 
+use super::engine_ops::SlabTier;
 use crate::api::TierId;
 use crate::config::{EngineConfig, SLAB_CLASSES_MAX};
-use crate::engine::SlabTier;
 use crate::index::{Index, ShardGuard};
 use crate::item::{header_bytes, state, Fresh, HeaderRead, HeaderWrite};
 use crate::lru::COLD;

@@ -3,8 +3,8 @@
 //! and the DRAM hit that moves an item between queues.
 
 use super::super::engine_ops::EngineOps;
+use super::super::engine_ops::SlabTier;
 use crate::api::TierId;
-use crate::engine::SlabTier;
 use crate::item::{header_bytes, state, HeaderRead, NIL};
 use crate::slab::ClassState;
 

@@ -2,7 +2,7 @@
 //! bit kept in the index descriptor (so a slow-tier hit writes nothing to the slow tier).
 
 use super::super::engine_ops::EngineOps;
-use crate::engine::SlabTier;
+use super::super::engine_ops::SlabTier;
 use crate::index::Index;
 use crate::item::{header_bytes, state, NIL};
 use crate::slab::ClassState;
