@@ -124,7 +124,8 @@ impl Periods {
     }
 
     /// The policy byte after one more access now, and what the access did to the count.
-    #[inline]
+    /// Always inlined: it runs on every store (an overwrite's count) and slow-tier hit.
+    #[inline(always)]
     pub fn accessed_step(&self, access: u8, last_access_s: u32) -> (u8, CountStep) {
         let current = self.current();
         let now_bits = ((current % PERIOD_SLOTS) as u8) << COUNT_BITS;

@@ -31,7 +31,9 @@ pub(super) struct Reassignment {
 
 impl Hotspot {
     /// An access moved the counter of an item of `class_id` by `step`: at most two
-    /// relaxed adds, none for a saturated counter that stays.
+    /// relaxed adds, none for a saturated counter that stays. Inlined: it runs on every
+    /// hit (`dram_hit`) and store (`on_link`), and out of its file it was made a call.
+    #[inline(always)]
     pub(super) fn record_reached(&self, class_id: usize, step: CountStep) {
         let Some(class) = self.classes.get(class_id) else {
             return;
