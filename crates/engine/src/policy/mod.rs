@@ -74,7 +74,9 @@ pub(crate) trait Policy {
     /// up when it is full. The caller may hold a shard lock, so shards are only tried.
     /// By default a free DRAM chunk, else the slow tier's (evicting there), else DRAM's
     /// by eviction: a store never waits for a demotion (the maintainer's reserve of
-    /// free DRAM chunks takes new items).
+    /// free DRAM chunks takes new items). Always inlined (into the store path): two
+    /// registry entries share the hotspot policy's body, and as a call it cost a store.
+    #[inline(always)]
     fn alloc_new_item<'e>(
         &self,
         e: EngineOps<'e>,
@@ -82,11 +84,14 @@ pub(crate) trait Policy {
         class_id: usize,
         total_bytes: usize,
     ) -> Option<Fresh<'e>> {
-        alloc_in_tiers(e, class_id, total_bytes, |dram, slow| {
-            e.take_free(dram, class_id, total_bytes)
-                .or_else(|| e.alloc(slow, class_id, total_bytes))
-                .or_else(|| e.alloc(dram, class_id, total_bytes))
-        })
+        // A match, not `alloc_in_tiers`' closure, which was left a call.
+        let (dram, slow) = match new_item_tiers(e) {
+            NewItemTiers::One(tier) => return e.alloc(tier, class_id, total_bytes),
+            NewItemTiers::Both { dram, slow } => (dram, slow),
+        };
+        e.take_free(dram, class_id, total_bytes)
+            .or_else(|| e.alloc(slow, class_id, total_bytes))
+            .or_else(|| e.alloc(dram, class_id, total_bytes))
     }
 
     /// The policy byte a new item starts with.
@@ -219,9 +224,32 @@ pub(crate) trait Policy {
     }
 }
 
-/// The chunk for a new item when there is one tier to put it in, whatever the policy:
-/// DRAM without a slow tier, the slow tier when DRAM has no pages. With both tiers,
-/// `choose(dram, slow)` is the policy's choice. The caller may hold a shard lock.
+/// Where a new item can go, whatever the policy.
+pub(crate) enum NewItemTiers<'e> {
+    /// One tier to put it in: DRAM without a slow tier, the slow tier when DRAM has no
+    /// pages.
+    One(&'e SlabTier),
+    /// Both: the policy chooses.
+    Both {
+        dram: &'e SlabTier,
+        slow: &'e SlabTier,
+    },
+}
+
+/// The tiers a new item can go to (no lock).
+#[inline(always)]
+pub(crate) fn new_item_tiers(e: EngineOps<'_>) -> NewItemTiers<'_> {
+    let dram = e.dram();
+    match e.slow() {
+        None => NewItemTiers::One(dram),
+        Some(slow) if dram.page_count == 0 => NewItemTiers::One(slow),
+        Some(slow) => NewItemTiers::Both { dram, slow },
+    }
+}
+
+/// The chunk for a new item: in the one tier there is ([`new_item_tiers`]), or where
+/// `choose(dram, slow)`, the policy's choice, puts it. The caller may hold a shard
+/// lock.
 #[inline(always)]
 pub(crate) fn alloc_in_tiers<'e>(
     e: EngineOps<'e>,
@@ -229,14 +257,10 @@ pub(crate) fn alloc_in_tiers<'e>(
     total_bytes: usize,
     choose: impl FnOnce(&'e SlabTier, &'e SlabTier) -> Option<Fresh<'e>>,
 ) -> Option<Fresh<'e>> {
-    let dram = e.dram();
-    let Some(slow) = e.slow() else {
-        return e.alloc(dram, class_id, total_bytes);
-    };
-    if dram.page_count == 0 {
-        return e.alloc(slow, class_id, total_bytes);
+    match new_item_tiers(e) {
+        NewItemTiers::One(tier) => e.alloc(tier, class_id, total_bytes),
+        NewItemTiers::Both { dram, slow } => choose(dram, slow),
     }
-    choose(dram, slow)
 }
 
 /// The chunk for a new item whose home tier a placement policy chose (`home_in_dram`)
