@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use crate::engine::Engine;
 use crate::events::{kind, EventWhat};
 use crate::lru::COLD;
+use crate::policy::engine_ops::EngineOps;
 use crate::policy::Policy;
 
 /// Steps of eviction history the automover looks at (memcached's window of 30 s).
@@ -86,7 +87,7 @@ impl Engine {
             return false;
         }
         let tier = self.dram();
-        if let Some(plan) = self.policy.plan_page_move(self) {
+        if let Some(plan) = self.policy.plan_page_move(EngineOps::new(self)) {
             return plan.is_some_and(|(src, dst)| self.automove_page(src, dst));
         }
         let tiered = self.page_moves_demote(tier);

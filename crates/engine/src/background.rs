@@ -12,14 +12,15 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::engine::Engine;
+use crate::policy::engine_ops::EngineOps;
 use crate::policy::Policy;
 
 const MAINTAINER_SLEEP_MIN: Duration = Duration::from_millis(1);
 const MAINTAINER_SLEEP_MAX: Duration = Duration::from_millis(1000);
 /// A migration thread that found a full batch goes on at once; one that found less
 /// sleeps this long, so that entries arriving at a trickle are handled a batch per
-/// wake-up: waking every 100 us for one or two entries cost more in context switches
-/// than the moves themselves (ycsb, 4 300 moves/s: 12.8 us of thread CPU per move).
+/// wake-up: waking for one or two entries cost more in context switches than the moves
+/// themselves (measured: docs/results/engine-hot-path-figures.md).
 /// Nothing waits for a queued move: the queues are bounded (`move_queue_max`, and a
 /// full queue drops offers), and a store that finds no DRAM chunk goes to the slow tier.
 const MIGRATION_SLEEP_MIN: Duration = Duration::from_millis(1);
@@ -60,10 +61,12 @@ impl Engine {
         }
         tier.items_seen.store(items, Ordering::Relaxed);
         tier.item_bytes_seen.store(item_bytes, Ordering::Relaxed);
-        self.policy.begin_pass(self, tier);
+        self.policy.begin_pass(EngineOps::new(self), tier);
         let mut rounds = 0;
         for class_id in 1..=self.geometry.large {
-            rounds += self.policy.maintain_class(self, tier, class_id);
+            rounds += self
+                .policy
+                .maintain_class(EngineOps::new(self), tier, class_id);
         }
         self.rare
             .lru_maintainer_juggles

@@ -30,7 +30,7 @@ pub trait Clock: Send + Sync {
     fn uptime_s(&self) -> u32;
     /// Where a ticking clock publishes `now_s` ([`NOT_TICKING`] while it is not
     /// ticking), so that the engine reads it with a load instead of a call through the
-    /// trait object (~10 instructions, several times a request); `None` for a clock that
+    /// trait object, several times a request; `None` for a clock that
     /// publishes nothing (a manual clock).
     fn published_now_s(&self) -> Option<Arc<AtomicU64>> {
         None
@@ -40,8 +40,8 @@ pub trait Clock: Send + Sync {
 /// Wall-clock time, read from the coarse monotonic clock (`tier::monotonic_coarse_ns`).
 ///
 /// Every request reads the engine time (a worker once per loop turn, a store again), and
-/// one read of the coarse clock costs ~70 instructions, a quarter of what a whole GET miss
-/// may cost (docs/results/speed.md). So a server starts a ticker
+/// a read of the coarse clock costs a large part of what a whole GET miss may cost
+/// (docs/results/speed.md, docs/results/engine-hot-path-figures.md). So a server starts a ticker
 /// ([`SystemClock::start_ticker`]) that publishes the elapsed time every
 /// [`TICKER_INTERVAL`], and a read is then one atomic load, as memcached's `current_time`
 /// (which its clock event sets once a second). Without a ticker (tests, tools) every read

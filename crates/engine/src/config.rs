@@ -114,55 +114,8 @@ pub struct EngineConfig {
     pub uniform_dram_share_ppm: Option<u32>,
 }
 
-/// `--policy`: the placement policies the engine implements.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum PlacementPolicy {
-    /// Fogcached's Dual-LRU: a segmented LRU per tier joined by two Move queues, with
-    /// promotion admission by decayed access counts.
-    #[default]
-    DualLru,
-    /// HMCached's HM-UNI: new items spread over the tiers in proportion to their sizes,
-    /// never moved.
-    Uniform,
-    /// HMCached's HM-TLC: every access pulls an item into DRAM, DRAM's LRU tail is
-    /// demoted.
-    TwoLevel,
-    /// HMCached's hotspot-aware policy: decayed access counters, promotion past a
-    /// per-class threshold tuned by hill-climbing, multi-queue replacement in DRAM,
-    /// CLOCK in the slow tier, slow-tier metadata in the DRAM index.
-    Hotspot,
-    /// HMCached's HM-HC: the hotspot machinery with hyperbolic caching as DRAM's
-    /// replacement (priority = accesses / time in DRAM, victims by sampling).
-    Hyperbolic,
-}
-
-impl PlacementPolicy {
-    /// Every policy, in the order `--help` lists them.
-    pub const ALL: [PlacementPolicy; 5] = [
-        PlacementPolicy::DualLru,
-        PlacementPolicy::Hotspot,
-        PlacementPolicy::Hyperbolic,
-        PlacementPolicy::Uniform,
-        PlacementPolicy::TwoLevel,
-    ];
-    /// Names accepted by [`PlacementPolicy::parse`].
-    pub const NAMES: [&'static str; 5] =
-        ["dual-lru", "hotspot", "hyperbolic", "uniform", "two-level"];
-
-    pub fn parse(name: &str) -> Option<PlacementPolicy> {
-        Self::ALL.into_iter().find(|p| p.name() == name)
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            PlacementPolicy::DualLru => "dual-lru",
-            PlacementPolicy::Uniform => "uniform",
-            PlacementPolicy::TwoLevel => "two-level",
-            PlacementPolicy::Hotspot => "hotspot",
-            PlacementPolicy::Hyperbolic => "hyperbolic",
-        }
-    }
-}
+/// `--policy`: declared by the policy registry (`policy/mod.rs`).
+pub use crate::policy::PlacementPolicy;
 
 /// `--slow-pool-mismatch`: what a start does with a pool it cannot read as it is (written
 /// with other settings, by another format version, or with a damaged header). A file

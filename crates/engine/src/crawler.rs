@@ -31,7 +31,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::config::CRAWLER_ITEMS_PER_SLEEP;
-use crate::engine::{Engine, Tier};
+use crate::engine::{Engine, SlabTier};
 use crate::events::{kind, CrawlerStatus, EventWhat};
 use crate::item::{header_bytes, state, HeaderRead, ItemAddr, NIL};
 use crate::lru::SEGMENTS;
@@ -132,7 +132,13 @@ impl Engine {
         reclaimed
     }
 
-    fn crawl_segment(&self, tier: &Tier, class_id: usize, segment: usize, pace: &mut Pace) -> Walk {
+    fn crawl_segment(
+        &self,
+        tier: &SlabTier,
+        class_id: usize,
+        segment: usize,
+        pace: &mut Pace,
+    ) -> Walk {
         let mem = &tier.mem;
         let mut budget = tier.classes[class_id].0.lock().lru.count[segment];
         if pace.tocrawl > 0 {

@@ -11,7 +11,7 @@
 //! requests of a shard for long.
 
 use crate::api::TierId;
-use crate::engine::{Engine, Tier};
+use crate::engine::{Engine, SlabTier};
 use crate::index::Index;
 use crate::item::{header_bytes, state, HeaderRead, NIL};
 use crate::lru::SEGMENTS;
@@ -144,7 +144,7 @@ impl Engine {
 
 /// A live item found by a listing, in its tier, with its header's view.
 struct Listed<'e> {
-    tier: &'e Tier,
+    tier: &'e SlabTier,
     h: HeaderRead<'e>,
 }
 

@@ -4,7 +4,7 @@
 //!
 //! - `ops.rs`: the request verbs (`read`, `store`, `delete`, `arith`, `touch`,
 //!   `flush_all`);
-//! - `memory.rs`: allocation, linking, unlinking and freeing of items;
+//! - `lifecycle.rs`: allocation, linking, unlinking and freeing of items;
 //! - `moves.rs`: the Move queues and `move_item`, the one way an item changes tier;
 //! - `pages.rs`: slab page moves (`slabs reassign`, page evacuation);
 //! - `crawler.rs`, `automove.rs`, `background.rs`: background work;
@@ -28,22 +28,23 @@ use crate::automove::AutomoveState;
 use crate::background::Background;
 use crate::clock::Clock;
 use crate::config::{ConfigError, EngineConfig, SLAB_PAGE_SIZE_BYTES};
+use crate::counters::Counters;
 use crate::events::EventLog;
 use crate::index::Index;
 use crate::item::{HeaderRead, ItemAddr, ItemMemory, ITEM_HEADER_BYTES};
 use crate::moves::Migration;
-use crate::policy::{AnyPolicy, Policy};
+use crate::policy::AnyPolicy;
 use crate::pool::{self, PendingFlush, Pool, PoolGeometry, PoolSettings};
 use crate::recovery::RecoveryReport;
 use crate::slab::{ClassState, Geometry, PagePool};
-use crate::stats::Counters;
 
 /// Class state padded to its own cache lines.
 #[repr(align(128))]
 pub(crate) struct ClassLock(pub Mutex<ClassState>);
 
-/// One memory tier: its slab memory, page pool and classes.
-pub(crate) struct Tier {
+/// One memory tier as the engine slabs it: its item memory, page pool and classes
+/// (named apart from the `tier` crate, which provides the region under it).
+pub(crate) struct SlabTier {
     pub id: TierId,
     /// Pages of the tier's region (0: the tier is absent, e.g. `--dram 0`).
     pub page_count: usize,
@@ -70,18 +71,18 @@ pub(crate) struct Tier {
 /// Where a tier keeps its page classes.
 enum PageClasses {
     Owned(Box<[AtomicU8]>),
-    /// In the pool header's page table (`Tier::pool`).
+    /// In the pool header's page table (`SlabTier::pool`).
     InPool,
 }
 
-impl Tier {
-    fn new(id: TierId, region: tier::Region, geometry: &Geometry, pool: Option<Pool>) -> Tier {
+impl SlabTier {
+    fn new(id: TierId, region: tier::Region, geometry: &Geometry, pool: Option<Pool>) -> SlabTier {
         let page_count = region.page_count();
         let tier_number = match id {
             TierId::Dram => 0,
             TierId::Slow => 1,
         };
-        Tier {
+        SlabTier {
             id,
             page_count,
             item_bytes_seen: AtomicU64::new(0),
@@ -185,7 +186,7 @@ pub struct Engine {
     /// The clock's published `now_s`, if it publishes one (see [`Engine::now_s`]).
     published_now_s: Option<Arc<AtomicU64>>,
     pub(crate) geometry: Geometry,
-    pub(crate) tiers: Vec<Tier>,
+    pub(crate) tiers: Vec<SlabTier>,
     pub(crate) index: Index,
     pub(crate) counters: Counters,
     pub(crate) rare: RareStats,
@@ -216,7 +217,7 @@ pub struct Engine {
     /// Fetches, stores, evictions and moves, recorded only while somebody watches.
     pub(crate) events: EventLog,
     /// What `lru tune` and `lru_crawler` change at run time.
-    pub(crate) tuning: crate::tuning::Tuning,
+    pub(crate) tuning: crate::tuning::RuntimeSettings,
     /// End of the last crawler pass (engine-clock seconds), for its `sysevents` lines.
     pub(crate) crawl_ended_s: AtomicU32,
 }
@@ -236,7 +237,7 @@ impl Engine {
         let pages = reserve_bytes / SLAB_PAGE_SIZE_BYTES;
         let region = tier::Region::anonymous(pages * SLAB_PAGE_SIZE_BYTES)
             .map_err(|e| ConfigError::Memory(e.to_string()))?;
-        let dram = Tier::new(TierId::Dram, region, &geometry, None);
+        let dram = SlabTier::new(TierId::Dram, region, &geometry, None);
         dram.pool.lock().set_limit_pages(limit_pages);
         let mut tiers = vec![dram];
         if let Some(spec) = &config.slow_tier {
@@ -298,14 +299,14 @@ impl Engine {
                     }
                     None => None,
                 };
-                tiers.push(Tier::new(TierId::Slow, region, &geometry, pool));
+                tiers.push(SlabTier::new(TierId::Slow, region, &geometry, pool));
             }
         }
         let class_slots = geometry.large + 1;
         let automove = config.slab_automove;
         let moves = Migration::new(config.move_queue_max);
         let policy = AnyPolicy::new(&config);
-        let tuning = crate::tuning::Tuning::new(&config);
+        let tuning = crate::tuning::RuntimeSettings::new(&config);
         let engine = Arc::new(Engine {
             index: Index::new(config.hashpower_initial),
             config,
@@ -370,12 +371,12 @@ impl Engine {
             && ITEM_HEADER_BYTES + key_len + value_len + 2 <= self.config.item_size_max_bytes
     }
 
-    pub(crate) fn dram(&self) -> &Tier {
+    pub(crate) fn dram(&self) -> &SlabTier {
         &self.tiers[0]
     }
 
     /// The slow tier, when one is configured.
-    pub(crate) fn slow(&self) -> Option<&Tier> {
+    pub(crate) fn slow(&self) -> Option<&SlabTier> {
         self.tiers.get(1)
     }
 
@@ -391,7 +392,7 @@ impl Engine {
     }
 
     #[inline]
-    pub(crate) fn tier_of(&self, addr: ItemAddr) -> &Tier {
+    pub(crate) fn tier_of(&self, addr: ItemAddr) -> &SlabTier {
         &self.tiers[((addr >> 56) as usize).min(self.tiers.len() - 1)]
     }
 
@@ -566,9 +567,9 @@ impl Engine {
             limit_bytes: (tier.limit_pages() * SLAB_PAGE_SIZE_BYTES) as u64,
             pages_in_use: tier.pool.lock().pages_in_use() as u64,
             get_hits: self.counters.get(if which == TierId::Dram {
-                crate::stats::G::DramGetHits
+                crate::counters::G::DramGetHits
             } else {
-                crate::stats::G::SlowGetHits
+                crate::counters::G::SlowGetHits
             }),
             ..TierUsage::default()
         };

@@ -549,7 +549,7 @@ impl ItemMemory {
 
     /// The item at `addr`, its header located once for every field read next, with the
     /// check of invariant 1: in range, aligned and of this memory's tier, in one compare
-    /// (a dozen checks a request, three instructions fewer each): the offset is the
+    /// (a dozen checks a request, each cheaper so): the offset is the
     /// address with this tier's bits flipped, so another tier's address keeps bits above
     /// every bound; rotating moves any of the low three bits to the top, above every
     /// bound too; an aligned offset's eighth is below the bound iff the offset leaves
@@ -587,8 +587,8 @@ impl ItemMemory {
 /// An item whose header was located once: [`ItemMemory::locate`] made the bounds check
 /// of invariant 1 for the header, so every field read through it needs no other, and a
 /// key or value read needs one compare (its end against the region's). A request reads a
-/// dozen fields and the key and value of the item it found; checking the address again
-/// for each cost ~7 instructions apiece. Private: what the rest of the engine holds is a
+/// dozen fields and the key and value of the item it found, and checking the address
+/// again for each was paid on every one (docs/results/engine-hot-path-figures.md). Private: what the rest of the engine holds is a
 /// view of it, made by a charge.
 ///
 /// Invariant: `ptr` is `mem`'s base plus the offset of `addr`, and that offset passed
@@ -714,7 +714,7 @@ impl<'m> Located<'m> {
     /// The key bytes, for any lifetime the caller picks: private to this module, whose
     /// proof-taking functions tie it to a proof. One non-generic body for every proof
     /// type, compiled as the engine's hot path always was (a generic body made the
-    /// optimiser inline it and call what it calls: +24 instructions per GET).
+    /// optimiser inline it and call what it calls, a cost on every GET).
     ///
     /// # Safety
     /// The caller holds an [`ItemAccess`] for this item for as long as the slice lives

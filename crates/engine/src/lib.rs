@@ -5,10 +5,10 @@
 //! Map: `item.rs` (item layout, the only raw-pointer code), `slab.rs` (classes, page
 //! pool, free chunks), `lru.rs` (segmented lists), `index.rs` (sharded hash index),
 //! `engine.rs` (the engine, its tiers, lock order), `ops.rs` (request verbs),
-//! `memory.rs` (allocation, link, unlink), `moves.rs` (Move queues, `move_item`),
+//! `lifecycle.rs` (allocation, link, unlink), `moves.rs` (Move queues, `move_item`),
 //! `pages.rs` (slab page moves), `crawler.rs`, `automove.rs`, `background.rs`
 //! (background work), `tuning.rs` (what `lru tune` and `lru_crawler` change at run
-//! time), `policy/` (every placement decision), `stats.rs` + `report.rs`
+//! time), `policy/` (every placement decision), `counters.rs` + `stats_lines.rs`
 //! (statistics), `events.rs` (the event log `watch` streams), `dump.rs` (item listings for
 //! `stats cachedump` and `lru_crawler metadump`), `fault.rs` (the panic points test
 //! builds can trigger).
@@ -18,6 +18,7 @@ mod automove;
 mod background;
 pub mod clock;
 pub mod config;
+mod counters;
 mod crawler;
 mod dump;
 mod engine;
@@ -25,9 +26,9 @@ pub mod events;
 pub mod fault;
 mod index;
 mod item;
+mod lifecycle;
 mod lock;
 mod lru;
-mod memory;
 mod moves;
 mod ops;
 mod pages;
@@ -37,9 +38,8 @@ mod policy;
 mod pool;
 mod records;
 mod recovery;
-mod report;
 mod slab;
-mod stats;
+mod stats_lines;
 mod tuning;
 
 pub use api::*;

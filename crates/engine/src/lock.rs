@@ -31,10 +31,10 @@ use std::ops::{Deref, DerefMut};
 pub(crate) enum Rank {
     /// An index shard's table (`index.rs`).
     Shard,
-    /// A hotspot class's threshold tuning (`policy/hotspot.rs::tune`, which reads its
+    /// A hotspot class's threshold tuning (`policy/hotspot/thresholds.rs::tune`, which reads its
     /// class's free chunks under it).
     HotspotTuning,
-    /// The hotspot policy's DRAM reassignment plan (`policy/hotspot.rs`), which reads
+    /// The hotspot policy's DRAM reassignment plan (`policy/hotspot/reassignment.rs`), which reads
     /// DRAM's free pages under it.
     HotspotReassignment,
     /// A slab class of either tier: free chunks and LRU lists (`engine.rs::ClassLock`).

@@ -68,6 +68,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::lock::{Mutex, Rank};
+use crate::policy::engine_ops::EngineOps;
 
 use crate::api::MigrationCounts;
 use crate::engine::Engine;
@@ -491,26 +492,28 @@ impl Engine {
             )
         };
         // 2. A destination chunk, allocated with no lock held.
-        let dst_chunk =
-            match self
-                .policy
-                .destination(self, direction, class_id, total_bytes, candidate)
-            {
-                Ok(chunk) => chunk,
-                Err(Refusal::NotAdmitted) => {
-                    // The item stays where it is, served from there, and leaves the
-                    // Promote state; a later access may offer it again.
-                    self.release_relocked(&req, claim, state::PROMOTE | state::QUEUED);
-                    return Outcome::Skipped;
-                }
-                Err(Refusal::NoSpace) => {
-                    // The policy told the automover of the class's need when it found no
-                    // DRAM room (`tiering::make_dram_room`): counting it here again
-                    // would count one failed promotion twice.
-                    self.release_relocked(&req, claim, state::QUEUED);
-                    return Outcome::NoSpace;
-                }
-            };
+        let dst_chunk = match self.policy.destination(
+            EngineOps::new(self),
+            direction,
+            class_id,
+            total_bytes,
+            candidate,
+        ) {
+            Ok(chunk) => chunk,
+            Err(Refusal::NotAdmitted) => {
+                // The item stays where it is, served from there, and leaves the
+                // Promote state; a later access may offer it again.
+                self.release_relocked(&req, claim, state::PROMOTE | state::QUEUED);
+                return Outcome::Skipped;
+            }
+            Err(Refusal::NoSpace) => {
+                // The policy told the automover of the class's need when it found no
+                // DRAM room (`tiering::make_dram_room`): counting it here again
+                // would count one failed promotion twice.
+                self.release_relocked(&req, claim, state::QUEUED);
+                return Outcome::NoSpace;
+            }
+        };
         // Test builds only: a test may hold this move here (or have every move yield
         // here) to run requests that only the re-check below can see.
         #[cfg(feature = "test-hooks")]

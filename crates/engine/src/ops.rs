@@ -7,14 +7,15 @@
 use std::sync::atomic::Ordering;
 
 use crate::api::*;
+use crate::counters::{C, G};
 use crate::engine::Engine;
 use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, HeaderRead, ITEM_HEADER_BYTES};
+use crate::lifecycle::Found;
 use crate::lru::{HOT, WARM};
-use crate::memory::Found;
+use crate::policy::engine_ops::EngineOps;
 use crate::policy::Policy;
-use crate::stats::{C, G};
 
 /// What a store does after its checks, decided under the shard lock.
 enum Verdict {
@@ -146,9 +147,15 @@ impl Engine {
             self.reseal(h, item.proof());
         }
         let access_charged = !opts.no_bump
-            && self
-                .policy
-                .on_access(self, tier, h, class_id, now, &mut table, key_hash);
+            && self.policy.on_access(
+                EngineOps::new(self),
+                tier,
+                h,
+                class_id,
+                now,
+                &mut table,
+                key_hash,
+            );
         if let Some(mut edit) = edit {
             if access_charged {
                 // A touch (`gat`, `mg T`) or a recache token rewrote expiry or state:
@@ -630,7 +637,9 @@ impl Engine {
         }
         // The look-up charged header and key; the value's read continues it.
         let old_value = item.read_value();
-        let Some(current) = parse_counter(old_value) else {
+        // memcached's `do_add_delta` reads the value with `safe_strtoull`, as the
+        // protocol reads a client's number.
+        let Some(current) = protocol::common::parse_u64(old_value) else {
             return ArithOutcome::NonNumeric;
         };
         let value = if opts.increment {
@@ -722,7 +731,7 @@ impl Engine {
                     self.note_expiry(rel);
                 }
                 if self.policy.on_access(
-                    self,
+                    EngineOps::new(self),
                     tier,
                     h,
                     tier.class_of(addr),
@@ -785,41 +794,6 @@ fn key_binary_bit(key_binary: bool) -> u16 {
     }
 }
 
-/// Reads a stored counter as memcached's `do_add_delta` does, with `safe_strtoull` on
-/// the value: leading whitespace (C `isspace`) is skipped, then an optional `+` or `-`,
-/// then at least one digit (any number of leading zeros); the digits must be followed by
-/// the end of the value, a NUL or a whitespace byte, and whatever follows is ignored
-/// (so `"9 0"` reads as 9 and `"12\r\nab"` as 12). A `-` number is negated modulo 2^64
-/// by `strtoull` and kept only if the result is not negative as an i64 (`"-0"` is 0).
-/// Overflow is refused.
-fn parse_counter(value: &[u8]) -> Option<u64> {
-    let is_c_space = |b: u8| matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r');
-    let skipped = value.iter().take_while(|&&b| is_c_space(b)).count();
-    let rest = &value[skipped..];
-    let (negative, rest) = match rest.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        Some((b'+', rest)) => (false, rest),
-        _ => (false, rest),
-    };
-    let digit_count = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-    if digit_count == 0 {
-        return None;
-    }
-    match rest.get(digit_count) {
-        None | Some(0) => {}
-        Some(&b) if is_c_space(b) => {}
-        Some(_) => return None,
-    }
-    let magnitude = rest[..digit_count].iter().try_fold(0u64, |acc, &d| {
-        acc.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    })?;
-    if !negative {
-        return Some(magnitude);
-    }
-    let wrapped = magnitude.wrapping_neg();
-    (i64::try_from(wrapped).is_ok()).then_some(wrapped)
-}
-
 /// A u64 formatted in decimal on the stack.
 struct DecimalBuf {
     buf: [u8; 20],
@@ -854,30 +828,31 @@ mod tests {
 
     #[test]
     fn counter_parsing_follows_memcached() {
-        assert_eq!(parse_counter(b"42"), Some(42));
-        assert_eq!(parse_counter(b"42  "), Some(42));
-        assert_eq!(parse_counter(b"18446744073709551615"), Some(u64::MAX));
-        assert_eq!(parse_counter(b"18446744073709551616"), None);
-        assert_eq!(parse_counter(b"000000000000000000000000042"), Some(42));
-        assert_eq!(parse_counter(b""), None);
-        assert_eq!(parse_counter(b"  "), None);
-        assert_eq!(parse_counter(b"\t\n"), None);
-        assert_eq!(parse_counter(b"1a"), None);
-        assert_eq!(parse_counter(b"a1"), None);
-        assert_eq!(parse_counter(b"+"), None);
+        use protocol::common::parse_u64;
+        assert_eq!(parse_u64(b"42"), Some(42));
+        assert_eq!(parse_u64(b"42  "), Some(42));
+        assert_eq!(parse_u64(b"18446744073709551615"), Some(u64::MAX));
+        assert_eq!(parse_u64(b"18446744073709551616"), None);
+        assert_eq!(parse_u64(b"000000000000000000000000042"), Some(42));
+        assert_eq!(parse_u64(b""), None);
+        assert_eq!(parse_u64(b"  "), None);
+        assert_eq!(parse_u64(b"\t\n"), None);
+        assert_eq!(parse_u64(b"1a"), None);
+        assert_eq!(parse_u64(b"a1"), None);
+        assert_eq!(parse_u64(b"+"), None);
         // Checked against memcached 1.6.18 (`incr k 1` on each value): `+3` -> 4,
         // ` 7` -> 8, `12 abc` -> 13, `12\r\nab` -> 13, `-0` -> 1, `1\0a` -> 2,
         // `1\t` -> 2, `9 0` (decr 0) -> 9; `-1 ` and `1a` are non-numeric.
-        assert_eq!(parse_counter(b"+3"), Some(3));
-        assert_eq!(parse_counter(b" 7"), Some(7));
-        assert_eq!(parse_counter(b"12 abc"), Some(12));
-        assert_eq!(parse_counter(b"12\r\nab"), Some(12));
-        assert_eq!(parse_counter(b"-0"), Some(0));
-        assert_eq!(parse_counter(b"1\0a"), Some(1));
-        assert_eq!(parse_counter(b"1\t"), Some(1));
-        assert_eq!(parse_counter(b"9 0"), Some(9));
-        assert_eq!(parse_counter(b"-1 "), None);
-        assert_eq!(parse_counter(b"-18446744073709551615"), Some(1));
+        assert_eq!(parse_u64(b"+3"), Some(3));
+        assert_eq!(parse_u64(b" 7"), Some(7));
+        assert_eq!(parse_u64(b"12 abc"), Some(12));
+        assert_eq!(parse_u64(b"12\r\nab"), Some(12));
+        assert_eq!(parse_u64(b"-0"), Some(0));
+        assert_eq!(parse_u64(b"1\0a"), Some(1));
+        assert_eq!(parse_u64(b"1\t"), Some(1));
+        assert_eq!(parse_u64(b"9 0"), Some(9));
+        assert_eq!(parse_u64(b"-1 "), None);
+        assert_eq!(parse_u64(b"-18446744073709551615"), Some(1));
         assert_eq!(DecimalBuf::new(0).as_bytes(), b"0");
         assert_eq!(
             DecimalBuf::new(u64::MAX).as_bytes(),

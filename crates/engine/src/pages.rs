@@ -8,7 +8,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::config::{ConfigError, SLAB_PAGE_SIZE_BYTES};
-use crate::engine::{Engine, ReassignError, Tier};
+use crate::engine::{Engine, ReassignError, SlabTier};
 use crate::index::{Index, ShardGuard};
 use crate::item::{header_bytes, state, HeaderRead, NIL};
 use crate::moves::{Direction, Queued};
@@ -34,7 +34,7 @@ impl Engine {
     /// caller to hand to a class with [`Engine::adopt_page`].
     pub(crate) fn evacuate_page(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         src: usize,
         page: usize,
         retries: usize,
@@ -147,7 +147,7 @@ impl Engine {
     }
 
     /// The page of `class_id` with the fewest chunks in use.
-    pub(crate) fn emptiest_page(&self, tier: &Tier, class_id: usize) -> Option<usize> {
+    pub(crate) fn emptiest_page(&self, tier: &SlabTier, class_id: usize) -> Option<usize> {
         let cs = tier.classes[class_id].0.lock();
         cs.pages
             .iter()
@@ -157,7 +157,7 @@ impl Engine {
 
     /// A class that could neither allocate nor evict takes a page from the classes
     /// with the most pages (memcached would exceed `-m` here; we stay within it).
-    pub(crate) fn steal_page(&self, tier: &Tier, class_id: usize) -> bool {
+    pub(crate) fn steal_page(&self, tier: &SlabTier, class_id: usize) -> bool {
         let mut victims: Vec<(usize, usize)> = (1..=self.geometry.large)
             .filter(|&c| c != class_id)
             .map(|c| (c, tier.classes[c].0.lock().pages.len()))
@@ -177,7 +177,7 @@ impl Engine {
     }
 
     /// Gives a page reserved by `evacuate_page(.., keep = true)` to class `dst`.
-    fn adopt_page(&self, tier: &Tier, dst: usize, page: usize) {
+    fn adopt_page(&self, tier: &SlabTier, dst: usize, page: usize) {
         let mut cs = tier.classes[dst].0.lock();
         tier.pool.lock().set_owner(page, dst);
         cs.add_page(&tier.mem, page, &tier.page_used, tier.page_class(page));
@@ -234,7 +234,7 @@ impl Engine {
 
     /// Moves the emptiest page of `src` to `dst` (0: leave it in the pool). In DRAM
     /// with a slow tier the page's items are demoted first, so none is lost.
-    pub(crate) fn move_page(&self, tier: &Tier, src: usize, dst: usize) -> bool {
+    pub(crate) fn move_page(&self, tier: &SlabTier, src: usize, dst: usize) -> bool {
         let Some(page) = self.emptiest_page(tier, src) else {
             return false;
         };
@@ -255,7 +255,13 @@ impl Engine {
     /// emptied page is evacuated, which evicts nothing. Rounds of both until the page is
     /// empty, bounded: a page whose items keep losing the race (a counter incremented
     /// all the time) stays where it is this time, and the caller tries again later.
-    fn demote_and_evacuate_page(&self, tier: &Tier, src: usize, page: usize, keep: bool) -> bool {
+    fn demote_and_evacuate_page(
+        &self,
+        tier: &SlabTier,
+        src: usize,
+        page: usize,
+        keep: bool,
+    ) -> bool {
         for _ in 0..PAGE_MOVE_ROUNDS {
             for _ in 0..PAGE_DEMOTE_PASSES {
                 if !self.demote_page_items(tier, src, page) {
@@ -293,7 +299,7 @@ impl Engine {
     /// page.
     /// The caller holds no lock (demotions wait for shard locks). Returns whether some
     /// item was looked at but did not move (another pass may take it).
-    pub(crate) fn demote_page_items(&self, tier: &Tier, src: usize, page: usize) -> bool {
+    pub(crate) fn demote_page_items(&self, tier: &SlabTier, src: usize, page: usize) -> bool {
         let reqs: Vec<Queued> = {
             let mut cs = tier.classes[src].0.lock();
             if !cs.pages.contains(&(page as u32))
@@ -357,7 +363,7 @@ impl Engine {
     /// or the item's page is not the one being emptied).
     fn rescue_item(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         table: &mut ShardGuard<'_>,
         h: HeaderRead<'_>,
@@ -414,7 +420,7 @@ impl Engine {
 
     /// Whether a DRAM page being moved can hand its items to the slow tier instead of
     /// evicting them: the policy migrates and both tiers are present.
-    pub(crate) fn page_moves_demote(&self, tier: &Tier) -> bool {
+    pub(crate) fn page_moves_demote(&self, tier: &SlabTier) -> bool {
         tier.id == crate::api::TierId::Dram && self.migrating()
     }
 }

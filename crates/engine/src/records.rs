@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering;
 
 use crate::config::Durability;
-use crate::engine::{Engine, Tier};
+use crate::engine::{Engine, SlabTier};
 use crate::index::Held;
 use crate::item::{header_bytes, HeaderRead, HeaderWrite, Written, ITEM_HEADER_BYTES};
 use crate::pool::record_checksum;
@@ -30,7 +30,13 @@ impl Engine {
     /// the caller paid for, and `key_value` its key and value, read through a view the
     /// caller paid for.
     #[inline(never)]
-    fn seal_in(&self, tier: &Tier, pool: &crate::pool::Pool, h: HeaderWrite<'_>, key_value: &[u8]) {
+    fn seal_in(
+        &self,
+        tier: &SlabTier,
+        pool: &crate::pool::Pool,
+        h: HeaderWrite<'_>,
+        key_value: &[u8],
+    ) {
         let checksum = record_checksum(pool.generation(), h.read(), key_value);
         let synced = tier.mem.region().map_mode() == &tier::MapMode::SharedSync;
         if synced {
@@ -52,7 +58,7 @@ impl Engine {
     #[inline]
     pub(crate) fn unseal(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         h: HeaderRead<'_>,
         already: std::ops::Range<usize>,
     ) -> bool {
@@ -62,7 +68,12 @@ impl Engine {
 
     /// [`Engine::unseal`] of an item of a pool's tier.
     #[inline(never)]
-    fn unseal_in(&self, tier: &Tier, h: HeaderRead<'_>, already: std::ops::Range<usize>) -> bool {
+    fn unseal_in(
+        &self,
+        tier: &SlabTier,
+        h: HeaderRead<'_>,
+        already: std::ops::Range<usize>,
+    ) -> bool {
         if h.checksum(Ordering::Relaxed) == 0 {
             return false;
         }

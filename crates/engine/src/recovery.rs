@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use crate::config::ConfigError;
 use crate::config::SLAB_PAGE_SIZE_BYTES;
-use crate::engine::{Engine, Tier};
+use crate::engine::{Engine, SlabTier};
 use crate::index::Index;
 use crate::item::{header_bytes, state, HeaderRead, ItemAddr, ItemMemory, ItemRead, Written, NIL};
 use crate::lru::{COLD, SEGMENTS};
@@ -137,7 +137,7 @@ impl Engine {
     /// are indexed shard by shard with each shard sized for its count first (no table
     /// grows and rehashes during recovery), and the survivors are linked and the rest
     /// freed class by class. Returns the highest CAS kept.
-    fn recover_records(&self, tier: &Tier, report: &mut RecoveryReport) -> u64 {
+    fn recover_records(&self, tier: &SlabTier, report: &mut RecoveryReport) -> u64 {
         let Some(pool) = &tier.pool_file else {
             return 0;
         };
@@ -300,7 +300,7 @@ impl Engine {
     /// corrected for pages that cannot be right).
     fn scan_pages<'t>(
         &self,
-        tier: &'t Tier,
+        tier: &'t SlabTier,
         pages: std::ops::Range<usize>,
         now_s: u32,
     ) -> PageScan<'t> {
@@ -366,7 +366,7 @@ impl Engine {
     /// record is counted and dropped.
     fn check_record<'m>(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         class_id: usize,
         h: HeaderRead<'m>,
         now_s: u32,
@@ -418,7 +418,7 @@ impl Engine {
     }
 
     /// A chunk recovery does not keep: invalidated and put on the free list.
-    fn free_recovered_chunk(&self, tier: &Tier, cs: &mut ClassState, addr: ItemAddr) {
+    fn free_recovered_chunk(&self, tier: &SlabTier, cs: &mut ClassState, addr: ItemAddr) {
         let h = tier.mem.write_header(addr, header_bytes::ALL);
         if h.checksum(Ordering::Relaxed) != 0 {
             h.set_checksum(0, Ordering::Release);

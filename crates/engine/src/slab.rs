@@ -11,9 +11,9 @@
 use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 
 use crate::config::{EngineConfig, CHUNK_ALIGN_BYTES, SLAB_CLASSES_MAX, SLAB_PAGE_SIZE_BYTES};
+use crate::counters::ClassStats;
 use crate::item::{header_bytes, state, HeaderRead, HeaderWrite, ItemAddr, ItemMemory, NIL};
 use crate::lru::Lru;
-use crate::stats::ClassStats;
 
 /// The item header memcached's class sizes start from (`sizeof(item)` on 64-bit).
 const MEMCACHED_ITEM_HEADER_BYTES: usize = 48;

@@ -40,7 +40,7 @@ pub enum CrawlerSettingError {
 }
 
 /// The run-time values (see the module comment).
-pub(crate) struct Tuning {
+pub(crate) struct RuntimeSettings {
     /// `stats sizes` lists the size histogram (`stats sizes_enable`, `-o track_sizes`).
     sizes_enabled: AtomicBool,
     crawler_enabled: AtomicBool,
@@ -53,9 +53,9 @@ pub(crate) struct Tuning {
     warm_max_factor_bits: AtomicU64,
 }
 
-impl Tuning {
-    pub fn new(config: &EngineConfig) -> Tuning {
-        Tuning {
+impl RuntimeSettings {
+    pub fn new(config: &EngineConfig) -> RuntimeSettings {
+        RuntimeSettings {
             sizes_enabled: AtomicBool::new(config.track_sizes),
             crawler_enabled: AtomicBool::new(config.lru_crawler),
             crawler_sleep_us: AtomicU32::new(config.lru_crawler_sleep_us),

@@ -4,7 +4,7 @@
 //! operation; an item's own header is charged once per operation that rewrites it; a
 //! neighbour whose link changes costs one line written.
 //!
-//! Items here are `key(i)` (7 bytes) with 118-byte values: 56 + 7 + 118 = 181 bytes in
+//! Items here are `key_of(i)` (7 bytes) with 118-byte values: 56 + 7 + 118 = 181 bytes in
 //! the 192-byte class, whose chunks start on 64-byte boundaries (192 = 3 x 64), so an
 //! item spans exactly 3 lines, its header 1, and its key ends in the first line.
 
@@ -17,11 +17,11 @@ const VALUE_BYTES: usize = 118;
 /// Lines an item of this test spans: ceil(181 / 64).
 const ITEM_LINES: u64 = 3;
 
-fn key(i: u32) -> String {
+fn key_of(i: u32) -> String {
     format!("key:{i:03}")
 }
 
-fn val(i: u32) -> Vec<u8> {
+fn val_of(i: u32) -> Vec<u8> {
     let mut v = format!("value of {i}:").into_bytes();
     v.resize(VALUE_BYTES, b'.');
     v
@@ -59,8 +59,8 @@ fn slow_lines(e: &Engine, op: impl FnOnce()) -> (u64, u64) {
 #[test]
 fn the_test_items_span_three_lines_in_a_line_aligned_class() {
     let e = slow_only();
-    assert_eq!(e.slab_class_for(key(0).len(), VALUE_BYTES), 4);
-    assert!(stored(set(&e, key(0).as_bytes(), &val(0))));
+    assert_eq!(e.slab_class_for(key_of(0).len(), VALUE_BYTES), 4);
+    assert!(stored(set(&e, key_of(0).as_bytes(), &val_of(0))));
     let mut slabs = std::collections::BTreeMap::new();
     e.stats_slabs(&mut |k, v| {
         slabs.insert(k.to_string(), v.to_string());
@@ -74,10 +74,10 @@ fn the_test_items_span_three_lines_in_a_line_aligned_class() {
 #[test]
 fn a_hit_on_a_slow_item_reads_its_lines_and_writes_one_header_line() {
     let e = slow_only();
-    assert!(stored(set(&e, key(0).as_bytes(), &val(0))));
+    assert!(stored(set(&e, key_of(0).as_bytes(), &val_of(0))));
     for read in 1..=3 {
         let lines = slow_lines(&e, || {
-            assert_eq!(value(&e, key(0).as_bytes()), Some(val(0)));
+            assert_eq!(value(&e, key_of(0).as_bytes()), Some(val_of(0)));
         });
         assert_eq!(lines, (ITEM_LINES, 1), "read {read}");
     }
@@ -94,17 +94,17 @@ fn a_hit_on_a_slow_item_reads_its_lines_and_writes_one_header_line() {
 fn an_unlink_between_slow_neighbours_writes_the_item_and_each_neighbour_once() {
     let e = slow_only();
     for i in 0..3 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
     }
     let lines = slow_lines(&e, || {
         assert_eq!(
-            e.delete(key(1).as_bytes(), &DeleteOptions::default()),
+            e.delete(key_of(1).as_bytes(), &DeleteOptions::default()),
             DeleteOutcome::Deleted
         );
     });
     assert_eq!(lines, (1, 4));
-    assert_eq!(value(&e, key(0).as_bytes()), Some(val(0)));
-    assert_eq!(value(&e, key(2).as_bytes()), Some(val(2)));
+    assert_eq!(value(&e, key_of(0).as_bytes()), Some(val_of(0)));
+    assert_eq!(value(&e, key_of(2).as_bytes()), Some(val_of(2)));
 }
 
 /// Linking a new item D at the head of HOT, in front of C: the chunk comes off the free
@@ -114,10 +114,10 @@ fn an_unlink_between_slow_neighbours_writes_the_item_and_each_neighbour_once() {
 fn a_link_in_front_of_a_slow_neighbour_writes_the_item_and_the_neighbours_once() {
     let e = slow_only();
     for i in 0..3 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
     }
     let lines = slow_lines(&e, || {
-        assert!(stored(set(&e, key(3).as_bytes(), &val(3))));
+        assert!(stored(set(&e, key_of(3).as_bytes(), &val_of(3))));
     });
     assert_eq!(lines, (1, ITEM_LINES + 1 + 1));
 }
@@ -160,27 +160,27 @@ fn a_demotion_and_a_promotion_charge_the_slow_tier_exactly() {
     let (e, clock) = tiered();
     // W is demoted first, so the slow tier's page for the class is split already and
     // its COLD segment holds W.
-    assert!(stored(set(&e, key(0).as_bytes(), &val(0))));
-    queue_demotion(&e, &clock, &key(0));
+    assert!(stored(set(&e, key_of(0).as_bytes(), &val_of(0))));
+    queue_demotion(&e, &clock, &key_of(0));
     assert_eq!(e.migration_step(), 1);
-    assert_eq!(e.tier_of_key(key(0).as_bytes()), Some(TierId::Slow));
-    assert!(stored(set(&e, key(1).as_bytes(), &val(1))));
-    queue_demotion(&e, &clock, &key(1));
+    assert_eq!(e.tier_of_key(key_of(0).as_bytes()), Some(TierId::Slow));
+    assert!(stored(set(&e, key_of(1).as_bytes(), &val_of(1))));
+    queue_demotion(&e, &clock, &key_of(1));
     let lines = slow_lines(&e, || assert_eq!(e.migration_step(), 1));
-    assert_eq!(e.tier_of_key(key(1).as_bytes()), Some(TierId::Slow));
+    assert_eq!(e.tier_of_key(key_of(1).as_bytes()), Some(TierId::Slow));
     assert_eq!(lines, (1, 1 + ITEM_LINES + 1), "demotion");
     // Read to the Promote state: FETCHED, ACTIVE (left in COLD: the slow tier has
     // room, so it is not moved to WARM, which would clear ACTIVE), then Promote, queued
     // for DRAM.
     for _ in 0..3 {
-        assert_eq!(value(&e, key(1).as_bytes()), Some(val(1)));
+        assert_eq!(value(&e, key_of(1).as_bytes()), Some(val_of(1)));
     }
     assert_eq!(e.migration_counts().move_to_dram_queue_len, 1);
     let lines = slow_lines(&e, || assert_eq!(e.migration_step(), 1));
-    assert_eq!(e.tier_of_key(key(1).as_bytes()), Some(TierId::Dram));
+    assert_eq!(e.tier_of_key(key_of(1).as_bytes()), Some(TierId::Dram));
     assert_eq!(lines, (1 + ITEM_LINES, 1 + 1 + 1), "promotion");
-    assert_eq!(value(&e, key(0).as_bytes()), Some(val(0)));
-    assert_eq!(value(&e, key(1).as_bytes()), Some(val(1)));
+    assert_eq!(value(&e, key_of(0).as_bytes()), Some(val_of(0)));
+    assert_eq!(value(&e, key_of(1).as_bytes()), Some(val_of(1)));
 }
 
 /// The first item of a class in the slow tier splits a fresh page: every chunk header
@@ -192,7 +192,7 @@ fn a_fresh_slow_page_is_formatted_with_one_line_per_chunk_header() {
     let e = slow_only();
     let chunks_per_page = 1024 * 1024 / 192;
     let lines = slow_lines(&e, || {
-        assert!(stored(set(&e, key(0).as_bytes(), &val(0))));
+        assert!(stored(set(&e, key_of(0).as_bytes(), &val_of(0))));
     });
     assert_eq!(lines, (1, chunks_per_page + 1 + ITEM_LINES));
 }
@@ -212,9 +212,9 @@ fn the_emulated_slow_tier_wait_is_reported() {
         }),
         ..EngineConfig::default()
     });
-    assert!(stored(set(&e, key(0).as_bytes(), &[b'v'; 1024])));
+    assert!(stored(set(&e, key_of(0).as_bytes(), &[b'v'; 1024])));
     let before = stat(&e, "slow_emulated_wait_us");
-    assert_eq!(value(&e, key(0).as_bytes()).map(|v| v.len()), Some(1024));
+    assert_eq!(value(&e, key_of(0).as_bytes()).map(|v| v.len()), Some(1024));
     let waited_us = stat(&e, "slow_emulated_wait_us") - before;
     assert!(
         (100..110).contains(&waited_us),
@@ -238,8 +238,8 @@ fn a_crawler_pass_reads_one_header_line_per_slow_item_checked() {
         assert!(stored(store(
             &e,
             StoreMode::Set,
-            key(i).as_bytes(),
-            &val(i),
+            key_of(i).as_bytes(),
+            &val_of(i),
             0,
             3600
         )));
@@ -261,8 +261,8 @@ fn a_crawler_pass_reads_one_header_line_per_slow_item_checked() {
 fn the_slow_maintainer_reads_nothing_while_the_slow_tier_has_room() {
     let e = slow_only();
     for i in 0..50 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
-        assert_eq!(value(&e, key(i).as_bytes()), Some(val(i)));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
+        assert_eq!(value(&e, key_of(i).as_bytes()), Some(val_of(i)));
     }
     let lines = slow_lines(&e, || {
         e.lru_maintainer_tier_step(1);

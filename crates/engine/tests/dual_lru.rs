@@ -23,54 +23,11 @@ fn tiered(dram_mib: u64, slow_mib: u64) -> EngineConfig {
     }
 }
 
-/// A value of `len` bytes that names its key and a version.
-fn val(key: &str, version: u32, len: usize) -> Vec<u8> {
-    let mut v = format!("{key}#{version}#").into_bytes();
-    v.resize(len, b'.');
-    v
-}
-
-fn key(i: u32) -> String {
-    format!("key:{i:06}")
-}
-
-/// Runs every maintainer pass and drains both Move queues (bounded).
-fn settle(e: &Engine) {
-    for _ in 0..100 {
-        let moved = e.lru_maintainer_tier_step(0) + e.lru_maintainer_tier_step(1);
-        let migrated = e.migration_step();
-        if moved == 0 && migrated == 0 {
-            break;
-        }
-    }
-}
-
 /// Reads that take a never-read item to the Promote state, at most: FETCHED, ACTIVE
 /// (which in COLD moves it to WARM and clears ACTIVE), ACTIVE again, then Promote. While
 /// the slow tier has room its LRU order is kept lazily: ACTIVE stays set in COLD, and
 /// the third read already promotes (the fourth then finds the item queued).
 const READS_TO_PROMOTE: usize = 4;
-
-fn read_n(e: &Engine, k: &str, n: usize) -> Option<Vec<u8>> {
-    let mut last = None;
-    for _ in 0..n {
-        last = value(e, k.as_bytes());
-    }
-    last
-}
-
-/// Fills a 1 MiB DRAM tier (one page) past its size; with migration the overflow is
-/// demoted, never evicted.
-fn fill(e: &Engine, keys: u32, len: usize) {
-    for i in 0..keys {
-        let k = key(i);
-        assert!(stored(set(e, k.as_bytes(), &val(&k, 0, len))), "set {k}");
-        if i % 64 == 0 {
-            settle(e);
-        }
-    }
-    settle(e);
-}
 
 #[test]
 fn dram_full_demotes_the_cold_tail_instead_of_evicting() {

@@ -4,7 +4,7 @@
 //! tier's CLOCK. The invariants every policy keeps are in `policy_invariants.rs` and
 //! `policy_stress.rs`, which run this policy too.
 //!
-//! Items are `key(i)` (8 bytes) with 117-byte values: 56 + 8 + 117 = 181 bytes, class 4
+//! Items are `key_of(i)` (8 bytes) with 117-byte values: 56 + 8 + 117 = 181 bytes, class 4
 //! (192-byte chunks, 5461 to a 1 MiB page), an item spans 3 lines.
 
 mod common;
@@ -16,11 +16,11 @@ const VALUE_BYTES: usize = 117;
 const ITEM_LINES: u64 = 3;
 const CHUNKS_PER_PAGE: u32 = 1024 * 1024 / 192;
 
-fn key(i: u32) -> String {
+fn key_of(i: u32) -> String {
     format!("key:{i:04}")
 }
 
-fn val(i: u32) -> Vec<u8> {
+fn val_of(i: u32) -> Vec<u8> {
     let mut v = format!("value of {i}:").into_bytes();
     v.resize(VALUE_BYTES, b'.');
     v
@@ -60,7 +60,12 @@ fn slow_lines(e: &Engine, op: impl FnOnce()) -> (u64, u64) {
 }
 
 fn read(e: &Engine, i: u32) {
-    assert_eq!(value(e, key(i).as_bytes()), Some(val(i)), "{}", key(i));
+    assert_eq!(
+        value(e, key_of(i).as_bytes()),
+        Some(val_of(i)),
+        "{}",
+        key_of(i)
+    );
 }
 
 /// HMCached's NVM-friendly index: the counter and the reference bit of a slow-tier item
@@ -71,8 +76,8 @@ fn read(e: &Engine, i: u32) {
 #[test]
 fn a_hit_on_a_slow_item_writes_nothing_to_the_slow_tier_after_its_first() {
     let e = hotspot(0, 4);
-    assert!(stored(set(&e, key(0).as_bytes(), &val(0))));
-    assert_eq!(e.tier_of_key(key(0).as_bytes()), Some(TierId::Slow));
+    assert!(stored(set(&e, key_of(0).as_bytes(), &val_of(0))));
+    assert_eq!(e.tier_of_key(key_of(0).as_bytes()), Some(TierId::Slow));
     let first = slow_lines(&e, || read(&e, 0));
     assert_eq!(first, (ITEM_LINES, 1), "first hit");
     for hit in 2..=10 {
@@ -87,8 +92,12 @@ fn a_hit_on_a_slow_item_writes_nothing_to_the_slow_tier_after_its_first() {
 /// class is placed in the slow tier.
 fn fill_dram(e: &Engine) -> u32 {
     for i in 0..CHUNKS_PER_PAGE {
-        assert!(stored(set(e, key(i).as_bytes(), &val(i))));
-        assert_eq!(e.tier_of_key(key(i).as_bytes()), Some(TierId::Dram), "{i}");
+        assert!(stored(set(e, key_of(i).as_bytes(), &val_of(i))));
+        assert_eq!(
+            e.tier_of_key(key_of(i).as_bytes()),
+            Some(TierId::Dram),
+            "{i}"
+        );
     }
     CHUNKS_PER_PAGE
 }
@@ -105,8 +114,15 @@ fn a_slow_item_is_promoted_when_its_count_passes_the_threshold_displacing_the_co
     read(&e, 0);
     read(&e, 0);
     let newcomer = n;
-    assert!(stored(set(&e, key(newcomer).as_bytes(), &val(newcomer))));
-    assert_eq!(e.tier_of_key(key(newcomer).as_bytes()), Some(TierId::Slow));
+    assert!(stored(set(
+        &e,
+        key_of(newcomer).as_bytes(),
+        &val_of(newcomer)
+    )));
+    assert_eq!(
+        e.tier_of_key(key_of(newcomer).as_bytes()),
+        Some(TierId::Slow)
+    );
     for reads in 1..=3 {
         read(&e, newcomer);
         assert_eq!(
@@ -119,11 +135,14 @@ fn a_slow_item_is_promoted_when_its_count_passes_the_threshold_displacing_the_co
     read(&e, newcomer);
     assert_eq!(e.migration_counts().move_to_dram_queue_len, 1);
     assert_eq!(e.migration_step(), 1);
-    assert_eq!(e.tier_of_key(key(newcomer).as_bytes()), Some(TierId::Dram));
+    assert_eq!(
+        e.tier_of_key(key_of(newcomer).as_bytes()),
+        Some(TierId::Dram)
+    );
     let m = e.migration_counts();
     assert_eq!((m.promotions, m.demotions), (1, 1), "{m:?}");
-    assert_eq!(e.tier_of_key(key(0).as_bytes()), Some(TierId::Dram));
-    assert_eq!(e.tier_of_key(key(1).as_bytes()), Some(TierId::Slow));
+    assert_eq!(e.tier_of_key(key_of(0).as_bytes()), Some(TierId::Dram));
+    assert_eq!(e.tier_of_key(key_of(1).as_bytes()), Some(TierId::Slow));
     for i in [0, 1, newcomer] {
         read(&e, i);
     }
@@ -147,20 +166,20 @@ fn the_multi_queue_evicts_from_the_lowest_queue_first() {
         }
     }
     for i in n..n + 200 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
     }
     assert_eq!(stat(&e, "evictions"), 200);
     for i in 0..100 {
         assert!(
-            e.tier_of_key(key(i).as_bytes()).is_some(),
+            e.tier_of_key(key_of(i).as_bytes()).is_some(),
             "hot {i} evicted"
         );
     }
     for i in 100..300 {
-        assert_eq!(e.tier_of_key(key(i).as_bytes()), None, "{i} kept");
+        assert_eq!(e.tier_of_key(key_of(i).as_bytes()), None, "{i} kept");
     }
     for i in 300..n + 200 {
-        assert!(e.tier_of_key(key(i).as_bytes()).is_some(), "{i} evicted");
+        assert!(e.tier_of_key(key_of(i).as_bytes()).is_some(), "{i} evicted");
     }
 }
 
@@ -172,37 +191,37 @@ fn the_multi_queue_evicts_from_the_lowest_queue_first() {
 fn the_slow_clock_passes_over_referenced_items_and_evicts_the_next() {
     let e = hotspot(0, 1);
     for i in 0..CHUNKS_PER_PAGE {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
     }
     for i in 0..10 {
         read(&e, i);
     }
     let n = CHUNKS_PER_PAGE;
     for i in n..n + 20 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
     }
     assert_eq!(stat(&e, "evictions"), 20);
     for i in 0..10 {
         assert!(
-            e.tier_of_key(key(i).as_bytes()).is_some(),
+            e.tier_of_key(key_of(i).as_bytes()).is_some(),
             "read {i} evicted"
         );
     }
     for i in 10..30 {
-        assert_eq!(e.tier_of_key(key(i).as_bytes()), None, "{i} kept");
+        assert_eq!(e.tier_of_key(key_of(i).as_bytes()), None, "{i} kept");
     }
     // The hand passed 0..9 and cleared their bits: unread since, they go next, in order.
     for i in n + 20..n + 30 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
     }
     for i in 0..10 {
         assert!(
-            e.tier_of_key(key(i).as_bytes()).is_some(),
+            e.tier_of_key(key_of(i).as_bytes()).is_some(),
             "{i} evicted before the hand came round"
         );
     }
     for i in 30..40 {
-        assert_eq!(e.tier_of_key(key(i).as_bytes()), None, "{i} kept");
+        assert_eq!(e.tier_of_key(key_of(i).as_bytes()), None, "{i} kept");
     }
 }
 
@@ -212,14 +231,14 @@ fn the_slow_clock_passes_over_referenced_items_and_evicts_the_next() {
 fn a_store_succeeds_when_every_slow_item_is_referenced() {
     let e = hotspot(0, 1);
     for i in 0..CHUNKS_PER_PAGE {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
     }
     for i in 0..CHUNKS_PER_PAGE {
         read(&e, i);
     }
     let n = CHUNKS_PER_PAGE;
     for i in n..n + 100 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))), "{i}");
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))), "{i}");
         read(&e, i);
     }
     assert_eq!(stat(&e, "evictions"), 100);
@@ -232,25 +251,25 @@ fn a_store_succeeds_when_every_slow_item_is_referenced() {
 fn deleting_the_item_under_the_clock_hand_moves_the_hand_on() {
     let e = hotspot(0, 1);
     for i in 0..CHUNKS_PER_PAGE {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
     }
     for i in 0..10 {
         read(&e, i);
     }
     let n = CHUNKS_PER_PAGE;
-    assert!(stored(set(&e, key(n).as_bytes(), &val(n))));
-    assert_eq!(e.tier_of_key(key(10).as_bytes()), None);
+    assert!(stored(set(&e, key_of(n).as_bytes(), &val_of(n))));
+    assert_eq!(e.tier_of_key(key_of(10).as_bytes()), None);
     assert_eq!(
-        e.delete(key(11).as_bytes(), &DeleteOptions::default()),
+        e.delete(key_of(11).as_bytes(), &DeleteOptions::default()),
         DeleteOutcome::Deleted
     );
     let a = n + 1;
-    assert!(stored(set(&e, key(a).as_bytes(), &val(a))));
+    assert!(stored(set(&e, key_of(a).as_bytes(), &val_of(a))));
     assert_eq!(stat(&e, "evictions"), 1, "A took the deleted item's chunk");
     let b = n + 2;
-    assert!(stored(set(&e, key(b).as_bytes(), &val(b))));
+    assert!(stored(set(&e, key_of(b).as_bytes(), &val_of(b))));
     assert_eq!(stat(&e, "evictions"), 2);
-    assert_eq!(e.tier_of_key(key(12).as_bytes()), None, "12 kept");
+    assert_eq!(e.tier_of_key(key_of(12).as_bytes()), None, "12 kept");
     for i in [a, b, 13] {
         read(&e, i);
     }
@@ -285,7 +304,7 @@ fn dram_pages_move_to_the_class_whose_items_gain_most() {
     });
     let small_count = 4 * CHUNKS_PER_PAGE;
     for i in 0..small_count {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
     }
     let large_key = |i: u32| format!("large:{i:05}");
     let large_val = |i: u32| {
@@ -345,12 +364,12 @@ fn hyperbolic_evicts_the_items_with_the_fewest_accesses_for_their_time() {
         }
     }
     for i in n..n + 100 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
     }
     assert_eq!(stat(&e, "evictions"), 100);
     for i in (0..n).step_by(2) {
         assert!(
-            e.tier_of_key(key(i).as_bytes()).is_some(),
+            e.tier_of_key(key_of(i).as_bytes()).is_some(),
             "read item {i} evicted"
         );
     }
@@ -373,8 +392,8 @@ fn a_promoted_item_keeps_its_count_whatever_its_slow_copys_access_time() {
     let n = fill_dram(&e);
     let hot = n;
     for i in n..n + 41 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
-        assert_eq!(e.tier_of_key(key(i).as_bytes()), Some(TierId::Slow));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
+        assert_eq!(e.tier_of_key(key_of(i).as_bytes()), Some(TierId::Slow));
     }
     clock.advance_s(30);
     read(&e, hot); // first fetch: the slow copy's access time is second 30
@@ -392,7 +411,7 @@ fn a_promoted_item_keeps_its_count_whatever_its_slow_copys_access_time() {
     // The pass also queued demotions to restore DRAM's reserve of free chunks.
     while e.migration_step() > 0 {}
     assert_eq!(e.migration_counts().promotions, 1);
-    assert_eq!(e.tier_of_key(key(hot).as_bytes()), Some(TierId::Dram));
+    assert_eq!(e.tier_of_key(key_of(hot).as_bytes()), Some(TierId::Dram));
     let mut items = std::collections::BTreeMap::new();
     e.stats_items(&mut |k, v| {
         items.insert(k.to_string(), v.to_string());
@@ -437,7 +456,7 @@ fn decayed_items_move_down_the_queues() {
         ..EngineConfig::default()
     });
     for i in 0..100 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
     }
     for i in 0..10 {
         for _ in 0..6 {
@@ -447,7 +466,7 @@ fn decayed_items_move_down_the_queues() {
     assert_eq!(queue_counts(&e), (90, 0, 10, 100));
     e.lru_maintainer_tier_step(0); // period 1 begins (160 requests)
     for i in 100..500 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i))));
+        assert!(stored(set(&e, key_of(i).as_bytes(), &val_of(i))));
     }
     e.lru_maintainer_tier_step(0); // four more periods (400 requests)
     assert_eq!(queue_counts(&e), (500, 0, 0, 500));
@@ -463,12 +482,12 @@ fn an_overwrite_keeps_the_items_counter() {
         slab_reassign: false,
         ..EngineConfig::default()
     });
-    assert!(stored(set(&e, key(0).as_bytes(), &val(0))));
+    assert!(stored(set(&e, key_of(0).as_bytes(), &val_of(0))));
     for _ in 0..5 {
         read(&e, 0);
     }
     assert_eq!(queue_counts(&e), (0, 0, 1, 1));
-    assert!(stored(set(&e, key(0).as_bytes(), &val(0))));
+    assert!(stored(set(&e, key_of(0).as_bytes(), &val_of(0))));
     assert_eq!(queue_counts(&e), (0, 0, 1, 1));
 }
 
@@ -485,7 +504,7 @@ fn with_evictions_off_a_full_cache_refuses_stores_and_keeps_its_items() {
     });
     let n = fill_dram(&e);
     assert_eq!(
-        set(&e, key(n).as_bytes(), &val(n)),
+        set(&e, key_of(n).as_bytes(), &val_of(n)),
         StoreOutcome::OutOfMemory
     );
     assert_eq!(stat(&e, "evictions"), 0);
@@ -512,13 +531,13 @@ fn the_dram_maintainer_keeps_a_reserve_by_demoting_the_coldest() {
     assert!(demoted >= u64::from(n) / 20, "{demoted} demoted of {n}");
     for i in n / 2..n {
         assert_eq!(
-            e.tier_of_key(key(i).as_bytes()),
+            e.tier_of_key(key_of(i).as_bytes()),
             Some(TierId::Dram),
             "read item {i} demoted"
         );
     }
-    assert!(stored(set(&e, key(n).as_bytes(), &val(n))));
-    assert_eq!(e.tier_of_key(key(n).as_bytes()), Some(TierId::Dram));
+    assert!(stored(set(&e, key_of(n).as_bytes(), &val_of(n))));
+    assert_eq!(e.tier_of_key(key_of(n).as_bytes()), Some(TierId::Dram));
     for i in 0..=n {
         read(&e, i);
     }

@@ -25,55 +25,8 @@ fn tiered(policy: PlacementPolicy, dram_mib: u64, slow_mib: u64) -> EngineConfig
     }
 }
 
-/// Whether the policy moves items between tiers.
-fn moves_items(policy: PlacementPolicy) -> bool {
-    policy != PlacementPolicy::Uniform
-}
-
-/// A value of `len` bytes that names its key and a version.
-fn val(key: &str, version: u32, len: usize) -> Vec<u8> {
-    let mut v = format!("{key}#{version}#").into_bytes();
-    v.resize(len, b'.');
-    v
-}
-
-fn key(i: u32) -> String {
-    format!("key:{i:06}")
-}
-
-/// Runs every maintainer pass and drains both Move queues (bounded).
-fn settle(e: &Engine) {
-    for _ in 0..100 {
-        let moved = e.lru_maintainer_tier_step(0) + e.lru_maintainer_tier_step(1);
-        let migrated = e.migration_step();
-        if moved == 0 && migrated == 0 {
-            break;
-        }
-    }
-}
-
 /// Reads that take a never-read slow-tier item to Dual-LRU's Promote state.
 const READS_TO_PROMOTE: usize = 4;
-
-fn read_n(e: &Engine, k: &str, n: usize) -> Option<Vec<u8>> {
-    let mut last = None;
-    for _ in 0..n {
-        last = value(e, k.as_bytes());
-    }
-    last
-}
-
-/// Fills past the DRAM tier, settling as it goes.
-fn fill(e: &Engine, keys: u32, len: usize) {
-    for i in 0..keys {
-        let k = key(i);
-        assert!(stored(set(e, k.as_bytes(), &val(&k, 0, len))), "set {k}");
-        if i % 64 == 0 {
-            settle(e);
-        }
-    }
-    settle(e);
-}
 
 /// Items with a TTL in both tiers, some queued for promotion when they expire: none is
 /// returned after its expiry, none is copied.
@@ -137,7 +90,7 @@ fn each_key_has_exactly_one_live_copy_after_many_migrations(policy: PlacementPol
         settle(&e);
     }
     let m = e.migration_counts();
-    if moves_items(policy) {
+    if policy.moves_items() {
         assert!(m.promotions > 50 && m.demotions > 50, "{m:?}");
     }
     let dram = e.tier_usage(TierId::Dram);
@@ -264,7 +217,7 @@ fn defect_001_dram_stays_occupied_and_serving_hits_and_hot_items_are_promoted(
             last = (dram.get_hits, slow.get_hits);
             window_dram_hits += hits.0;
             window_hits += hits.0 + hits.1;
-            if moves_items(policy) {
+            if policy.moves_items() {
                 assert!(
                     dram.item_bytes * 4 >= dram.limit_bytes,
                     "t={second}: DRAM drained to {} bytes",
@@ -280,18 +233,26 @@ fn defect_001_dram_stays_occupied_and_serving_hits_and_hot_items_are_promoted(
                 // HM-UNI places by key, never by use: DRAM holds its page share (2 of
                 // 34) of the live items, however few are live, and serves their hits.
                 // That is the baseline's definition, and why it is only a baseline.
+                // (`random` homes half of the keys in DRAM, more than it holds: DRAM
+                // stays full, above its page share.)
                 let share = dram.items as f64 / (dram.items + slow.items) as f64;
                 let page_share =
                     dram.limit_bytes as f64 / (dram.limit_bytes + slow.limit_bytes) as f64;
                 assert!(
-                    share > page_share / 2.0 && share < page_share * 2.0,
+                    share > page_share / 2.0,
                     "t={second}: DRAM holds {share:.3} of the items, its page share is {page_share:.3}"
                 );
+                if policy == PlacementPolicy::Uniform {
+                    assert!(
+                        share < page_share * 2.0,
+                        "t={second}: DRAM holds {share:.3} of the items, its page share is {page_share:.3}"
+                    );
+                }
             }
         }
     }
     let m = e.migration_counts();
-    if !moves_items(policy) {
+    if !policy.moves_items() {
         assert_eq!((m.promotions, m.demotions), (0, 0), "{m:?}");
         assert!(window_dram_hits > 0, "DRAM served its share of hits");
         return;
@@ -318,7 +279,7 @@ fn concurrent_fill_and_reads_never_evict_while_the_slow_tier_has_room(policy: Pl
     let promotions: u64 = (0..RUNS)
         .map(|run| fill_and_read_concurrently(policy, run))
         .sum();
-    if moves_items(policy) {
+    if policy.moves_items() {
         assert!(promotions > 0, "the hot reads promoted items");
     }
 }
@@ -448,4 +409,5 @@ invariant_suite! {
     hyperbolic => PlacementPolicy::Hyperbolic,
     two_level => PlacementPolicy::TwoLevel,
     uniform => PlacementPolicy::Uniform,
+    random => PlacementPolicy::Random,
 }

@@ -428,10 +428,10 @@ fn run_and_check(policy: PlacementPolicy) -> Result<(), String> {
     let engine = Engine::new(
         EngineConfig {
             policy,
-            // One DRAM page keeps both Move queues busy. HM-UNI never moves items, so its
-            // DRAM holds its hashed share of every class the growing append values pass
-            // through: it needs a page per class to lose nothing.
-            memory_limit_bytes: if policy == PlacementPolicy::Uniform {
+            // One DRAM page keeps both Move queues busy. A policy that never moves items
+            // (HM-UNI, random) keeps its hashed share of every class the growing append
+            // values pass through in DRAM: it needs a page per class to lose nothing.
+            memory_limit_bytes: if !policy.moves_items() {
                 16 * MIB as u64
             } else {
                 MIB as u64
@@ -534,8 +534,9 @@ fn run_and_check(policy: PlacementPolicy) -> Result<(), String> {
         "sized to evict nothing: {m:?}"
     );
     assert_eq!(stat(&engine, "slab_reassign_evictions_nomem"), 0, "{m:?}");
-    if policy == PlacementPolicy::Uniform {
-        // HM-UNI never moves an item: both tiers hold items, no queue was used.
+    if !policy.moves_items() {
+        // HM-UNI and random never move an item: both tiers hold items, no queue was
+        // used.
         assert_eq!((m.promotions, m.demotions), (0, 0), "{m:?}");
         assert!(
             engine.tier_usage(TierId::Dram).items > 0 && engine.tier_usage(TierId::Slow).items > 0,
@@ -549,7 +550,7 @@ fn run_and_check(policy: PlacementPolicy) -> Result<(), String> {
     }
     // Whether migrations raced the requests is decided after every correctness check
     // below (a run that proved little must still not hide a wrong value).
-    let raced = policy == PlacementPolicy::Uniform
+    let raced = !policy.moves_items()
         || (m.promotions + m.promotions_failed > 0 && m.demotions > 0 && m.migrations_raced > 0);
     // Now a worker's failed check, if any.
     let logs: Vec<WorkerLog> = results
@@ -692,4 +693,5 @@ policy_stress! {
     hyperbolic => engine::PlacementPolicy::Hyperbolic,
     two_level => engine::PlacementPolicy::TwoLevel,
     uniform => engine::PlacementPolicy::Uniform,
+    random => engine::PlacementPolicy::Random,
 }

@@ -64,12 +64,8 @@ fn open_at(config: EngineConfig, unix_s: u64) -> (Arc<Engine>, Arc<ManualClock>)
     (engine, clock)
 }
 
-fn key(i: u32) -> String {
-    format!("key:{i:06}")
-}
-
 /// A value that names its key and version, `len` bytes.
-fn val(i: u32, version: u32, len: usize) -> Vec<u8> {
+fn val_of(i: u32, version: u32, len: usize) -> Vec<u8> {
     let mut v = format!("{}#{version}#", key(i)).into_bytes();
     let fill = (i as u8).wrapping_mul(31).wrapping_add(version as u8);
     while v.len() < len {
@@ -77,15 +73,6 @@ fn val(i: u32, version: u32, len: usize) -> Vec<u8> {
     }
     v.truncate(len);
     v
-}
-
-fn settle(e: &Engine) {
-    for _ in 0..100 {
-        let moved = e.lru_maintainer_tier_step(0) + e.lru_maintainer_tier_step(1);
-        if moved + e.migration_step() == 0 {
-            break;
-        }
-    }
 }
 
 #[test]
@@ -120,7 +107,14 @@ fn clean_stop_keeps_every_item(policy: PlacementPolicy) {
     let mut highest_cas = 0;
     for i in 0..KEYS {
         let len = len_of(i);
-        let outcome = store(&e, StoreMode::Set, key(i).as_bytes(), &val(i, 1, len), i, 0);
+        let outcome = store(
+            &e,
+            StoreMode::Set,
+            key(i).as_bytes(),
+            &val_of(i, 1, len),
+            i,
+            0,
+        );
         let StoreOutcome::Stored { cas } = outcome else {
             panic!("{}: {outcome:?}", key(i));
         };
@@ -158,7 +152,7 @@ fn clean_stop_keeps_every_item(policy: PlacementPolicy) {
     for i in 0..KEYS {
         let len = len_of(i);
         let got = get(&e, key(i).as_bytes()).unwrap_or_else(|| panic!("{} lost", key(i)));
-        assert_eq!(got.value, val(i, 1, len), "{}", key(i));
+        assert_eq!(got.value, val_of(i, 1, len), "{}", key(i));
         assert_eq!(got.flags, i, "{}", key(i));
     }
     // Recovered items start in the slow tier.
@@ -213,7 +207,7 @@ fn after_a_crash_every_record_that_checks_out_is_served_and_nothing_deleted_or_o
     let config = pool_config(&dir.pool(), 0, 16);
     let (e, clock) = open_at(config.clone(), 1_700_000_000);
     for i in 0..3000 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i, 1, 500))));
+        assert!(stored(set(&e, key(i).as_bytes(), &val_of(i, 1, 500))));
     }
     for i in (0..3000).step_by(3) {
         assert_eq!(
@@ -222,7 +216,7 @@ fn after_a_crash_every_record_that_checks_out_is_served_and_nothing_deleted_or_o
         );
     }
     for i in (1..3000).step_by(3) {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i, 2, 700))));
+        assert!(stored(set(&e, key(i).as_bytes(), &val_of(i, 2, 700))));
     }
     // Changed in place: an incr, a touch, a stale mark.
     assert!(stored(set(&e, b"counter", b"41")));
@@ -255,13 +249,13 @@ fn after_a_crash_deleted_and_overwritten_keys_never_come_back_with_an_older_valu
     let config = pool_config(&dir.pool(), 0, 16);
     let (e, clock) = open_at(config.clone(), 1_700_000_000);
     for i in 0..3000 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i, 1, 500))));
+        assert!(stored(set(&e, key(i).as_bytes(), &val_of(i, 1, 500))));
     }
     for i in (0..3000).step_by(3) {
         e.delete(key(i).as_bytes(), &DeleteOptions::default());
     }
     for i in (1..3000).step_by(3) {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i, 2, 700))));
+        assert!(stored(set(&e, key(i).as_bytes(), &val_of(i, 2, 700))));
     }
     assert!(stored(set(&e, b"counter", b"41")));
     e.arith(b"counter", &ArithOptions::new(true, 1));
@@ -274,8 +268,8 @@ fn after_a_crash_deleted_and_overwritten_keys_never_come_back_with_an_older_valu
     for i in 0..3000 {
         let want = match i % 3 {
             0 => None,
-            1 => Some(val(i, 2, 700)),
-            _ => Some(val(i, 1, 500)),
+            1 => Some(val_of(i, 2, 700)),
+            _ => Some(val_of(i, 1, 500)),
         };
         assert_eq!(value(&e, key(i).as_bytes()), want, "{}", key(i));
     }
@@ -295,7 +289,7 @@ fn damaged_records_are_skipped_never_served() {
     let config = pool_config(&dir.pool(), 0, 4);
     let (e, clock) = open_at(config.clone(), 1_700_000_000);
     for i in 0..1000 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i, 1, 300))));
+        assert!(stored(set(&e, key(i).as_bytes(), &val_of(i, 1, 300))));
     }
     e.stop_to_pool().unwrap();
     let now = clock.now_unix_s();
@@ -315,7 +309,7 @@ fn damaged_records_are_skipped_never_served() {
     let mut served = 0;
     for i in 0..1000 {
         if let Some(v) = value(&e, key(i).as_bytes()) {
-            assert_eq!(v, val(i, 1, 300), "{} served damaged", key(i));
+            assert_eq!(v, val_of(i, 1, 300), "{} served damaged", key(i));
             served += 1;
         }
     }
@@ -489,13 +483,13 @@ fn a_pool_that_a_crash_left_with_a_record_twice_keeps_the_newer() {
     let dir = TempDir::new("duplicate");
     let config = pool_config(&dir.pool(), 0, 4);
     let (e, clock) = open_at(config.clone(), 1_700_000_000);
-    assert!(stored(set(&e, b"dup", &val(1, 1, 300))));
+    assert!(stored(set(&e, b"dup", &val_of(1, 1, 300))));
     e.stop_to_pool().unwrap();
     let first_file = std::fs::read(dir.pool()).unwrap();
     let now = clock.now_unix_s();
     drop(e);
     let (e, clock) = open_at(config.clone(), now + 1);
-    assert!(stored(set(&e, b"dup", &val(1, 2, 300))));
+    assert!(stored(set(&e, b"dup", &val_of(1, 2, 300))));
     e.stop_to_pool().unwrap();
     let now = clock.now_unix_s();
     drop(e);
@@ -513,7 +507,7 @@ fn a_pool_that_a_crash_left_with_a_record_twice_keeps_the_newer() {
     }
     std::fs::write(dir.pool(), &bytes).unwrap();
     let (e, _) = open_at(config, now + 1);
-    assert_eq!(value(&e, b"dup"), Some(val(1, 2, 300)));
+    assert_eq!(value(&e, b"dup"), Some(val_of(1, 2, 300)));
     assert_eq!(e.recovery_report().items_dropped_duplicate, 1);
 }
 
@@ -526,7 +520,7 @@ fn a_truncated_pool_serves_only_the_records_left_whole() {
     let config = pool_config(&dir.pool(), 0, 8);
     let (e, clock) = open_at(config.clone(), 1_700_000_000);
     for i in 0..6000 {
-        assert!(stored(set(&e, key(i).as_bytes(), &val(i, 1, 900))));
+        assert!(stored(set(&e, key(i).as_bytes(), &val_of(i, 1, 900))));
     }
     e.stop_to_pool().unwrap();
     let now = clock.now_unix_s();
@@ -544,7 +538,7 @@ fn a_truncated_pool_serves_only_the_records_left_whole() {
     let mut served = 0;
     for i in 0..6000 {
         if let Some(v) = value(&e, key(i).as_bytes()) {
-            assert_eq!(v, val(i, 1, 900), "{}", key(i));
+            assert_eq!(v, val_of(i, 1, 900), "{}", key(i));
             served += 1;
         }
     }

@@ -42,7 +42,7 @@ fn large(i: u32) -> String {
 
 /// A value of `len` bytes that names its key, then dots (0x2e: the bit a `QUEUED` clear
 /// would take from the byte it lands on is set in every one of them).
-fn val(key: &str, len: usize) -> Vec<u8> {
+fn val_of(key: &str, len: usize) -> Vec<u8> {
     let mut v = format!("{key}#").into_bytes();
     v.resize(len, b'.');
     v
@@ -82,7 +82,10 @@ fn a_store_demotion_that_finds_its_shard_busy_writes_nothing_where_its_victim_wa
     // Fill both DRAM pages with small items, in address order.
     for i in 0..2 * per_page {
         let k = small(i);
-        assert!(stored(set(&e, k.as_bytes(), &val(&k, SMALL_BYTES))), "{k}");
+        assert!(
+            stored(set(&e, k.as_bytes(), &val_of(&k, SMALL_BYTES))),
+            "{k}"
+        );
         assert_eq!(e.tier_of_key(k.as_bytes()), Some(TierId::Dram), "{k}");
     }
     let chunk_bytes = slab_stat(&e, &format!("{small_class}:chunk_size")) as usize;
@@ -99,7 +102,7 @@ fn a_store_demotion_that_finds_its_shard_busy_writes_nothing_where_its_victim_wa
     assert!(stored(set(
         &e,
         newest.as_bytes(),
-        &val(&newest, SMALL_BYTES)
+        &val_of(&newest, SMALL_BYTES)
     )));
     assert_eq!(e.tier_of_key(newest.as_bytes()), Some(TierId::Dram));
     let victim = small(1);
@@ -112,7 +115,7 @@ fn a_store_demotion_that_finds_its_shard_busy_writes_nothing_where_its_victim_wa
     std::thread::scope(|scope| {
         let pause = e.pause_migration_before_relock(victim.as_bytes(), TierId::Slow);
         let store =
-            scope.spawn(|| stored(set(&e, trigger.as_bytes(), &val(&trigger, SMALL_BYTES))));
+            scope.spawn(|| stored(set(&e, trigger.as_bytes(), &val_of(&trigger, SMALL_BYTES))));
         assert!(
             pause.wait_until_paused(std::time::Duration::from_secs(10)),
             "the store never demoted {victim} (the DRAM LRU tail) synchronously"
@@ -129,7 +132,10 @@ fn a_store_demotion_that_finds_its_shard_busy_writes_nothing_where_its_victim_wa
         );
         for i in 0..large_items {
             let k = large(i);
-            assert!(stored(set(&e, k.as_bytes(), &val(&k, LARGE_BYTES))), "{k}");
+            assert!(
+                stored(set(&e, k.as_bytes(), &val_of(&k, LARGE_BYTES))),
+                "{k}"
+            );
             assert_eq!(e.tier_of_key(k.as_bytes()), Some(TierId::Dram), "{k}");
         }
         let large_chunk = slab_stat(&e, &format!("{large_class}:chunk_size")) as usize;
@@ -160,7 +166,7 @@ fn a_store_demotion_that_finds_its_shard_busy_writes_nothing_where_its_victim_wa
     );
     for i in 0..large_items {
         let k = large(i);
-        let want = val(&k, LARGE_BYTES);
+        let want = val_of(&k, LARGE_BYTES);
         let got = value(&e, k.as_bytes()).unwrap_or_else(|| panic!("{k} is gone"));
         assert!(
             got == want,
@@ -185,7 +191,10 @@ fn a_store_demotion_that_finds_its_shard_busy_leaves_its_victim_movable() {
     let per_page = SLAB_PAGE_SIZE_BYTES as u32 / 52_984;
     for i in 0..2 * per_page {
         let k = small(i);
-        assert!(stored(set(&e, k.as_bytes(), &val(&k, SMALL_BYTES))), "{k}");
+        assert!(
+            stored(set(&e, k.as_bytes(), &val_of(&k, SMALL_BYTES))),
+            "{k}"
+        );
         assert_eq!(e.tier_of_key(k.as_bytes()), Some(TierId::Dram), "{k}");
     }
     let victim = small(0);
@@ -194,7 +203,7 @@ fn a_store_demotion_that_finds_its_shard_busy_leaves_its_victim_movable() {
     std::thread::scope(|scope| {
         let pause = e.pause_migration_before_relock(victim.as_bytes(), TierId::Slow);
         let store =
-            scope.spawn(|| stored(set(&e, trigger.as_bytes(), &val(&trigger, SMALL_BYTES))));
+            scope.spawn(|| stored(set(&e, trigger.as_bytes(), &val_of(&trigger, SMALL_BYTES))));
         assert!(
             pause.wait_until_paused(std::time::Duration::from_secs(10)),
             "the store never demoted {victim} (the DRAM LRU tail) synchronously"
@@ -233,6 +242,6 @@ fn a_store_demotion_that_finds_its_shard_busy_leaves_its_victim_movable() {
     );
     assert_eq!(
         value(&e, victim.as_bytes()),
-        Some(val(&victim, SMALL_BYTES))
+        Some(val_of(&victim, SMALL_BYTES))
     );
 }

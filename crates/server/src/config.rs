@@ -290,7 +290,8 @@ struct Cli {
     /// memcached's replacement keeps new items that a frequency order would evict),
     /// hyperbolic (HM-HC: hotspot with hyperbolic caching as DRAM's replacement), uniform
     /// (HM-UNI: items spread over the tiers by size, never moved), two-level (HM-TLC:
-    /// every access pulls the item into DRAM).
+    /// every access pulls the item into DRAM), random (a baseline: keys spread over the
+    /// tiers by hash, half to each whatever their sizes, never moved).
     #[arg(long = "policy", value_name = "NAME")]
     policy: Option<String>,
     /// Requests per period of the decayed access counts that promotion admission
@@ -2046,7 +2047,7 @@ mod tests {
         }
         assert_eq!(
             parse_usage(&["--policy", "lfu"]),
-            "unknown policy \"lfu\" (valid: dual-lru, hotspot, hyperbolic, uniform, two-level)"
+            "unknown policy \"lfu\" (valid: dual-lru, hotspot, hyperbolic, uniform, two-level, random)"
         );
         assert_eq!(parse_ok(&["--mq-queues", "3"]).engine.mq_queues, 3);
         assert!(parse_ok(&[]).engine.benefit_reassign);

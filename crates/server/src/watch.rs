@@ -47,7 +47,7 @@ use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use engine::events::kind;
-use engine::{CloseReason, Event, EventWhat, PlacementPolicy, StoreMode, StoreOutcome, TierId};
+use engine::{CloseReason, Event, EventWhat, StoreMode, StoreOutcome, TierId};
 
 use crate::registry::{ConnEntry, ConnState};
 use crate::runtime::Shared;
@@ -229,10 +229,7 @@ fn run(shared: &std::sync::Weak<Shared>, receiver: &Receiver<NewWatcher>) {
             }
             break;
         }
-        let queues = matches!(
-            shared.engine.config().policy,
-            PlacementPolicy::Hotspot | PlacementPolicy::Hyperbolic
-        );
+        let queues = shared.engine.config().policy.lists_are_queues();
         for new in incoming.into_iter().chain(receiver.try_iter()) {
             new.entry.set_state(ConnState::Watch);
             watchers.push(Watcher {

@@ -140,7 +140,7 @@ struct Cli {
     #[arg(long)]
     access_period: Option<u64>,
     /// Placement policies to run, in order: repeat the option or give a comma list
-    /// (dual-lru, hotspot, hyperbolic, uniform, two-level, no-migration, kernel-tiering)
+    /// (dual-lru, hotspot, hyperbolic, uniform, two-level, random, no-migration, kernel-tiering)
     /// [default: dual-lru]
     #[arg(long, value_name = "NAME[,NAME...]")]
     policy: Vec<String>,

@@ -50,6 +50,11 @@ pub const POLICIES: &[PolicySetting] = &[
         kind: PolicyKind::Engine,
         configure: |c| c.policy = PlacementPolicy::TwoLevel,
     },
+    PolicySetting {
+        name: "random",
+        kind: PolicyKind::Engine,
+        configure: |c| c.policy = PlacementPolicy::Random,
+    },
     // The papers' "without dynamic relocation": items stay in the tier of their write.
     PolicySetting {
         name: "no-migration",
@@ -142,7 +147,7 @@ mod tests {
         assert!(!config.migration_enabled);
         assert_eq!(
             PolicySetting::named("lru").unwrap_err().to_string(),
-            "unknown policy \"lru\" (known: dual-lru, hotspot, hyperbolic, uniform, two-level, no-migration, kernel-tiering)"
+            "unknown policy \"lru\" (known: dual-lru, hotspot, hyperbolic, uniform, two-level, random, no-migration, kernel-tiering)"
         );
     }
 

@@ -90,7 +90,7 @@ fn an_unknown_policy_is_refused_with_the_known_names() {
     assert!(!ok);
     assert!(
         out.contains(
-            "unknown policy \"lirs\" (known: dual-lru, hotspot, hyperbolic, uniform, two-level, no-migration, kernel-tiering)"
+            "unknown policy \"lirs\" (known: dual-lru, hotspot, hyperbolic, uniform, two-level, random, no-migration, kernel-tiering)"
         ),
         "{out}"
     );

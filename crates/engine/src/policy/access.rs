@@ -17,9 +17,9 @@
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use crate::engine::Engine;
+use super::engine_ops::EngineOps;
+use crate::counters::G;
 use crate::item::{HeaderEdit, HeaderRead};
-use crate::stats::G;
 
 /// Count bits of the policy byte.
 const COUNT_BITS: u32 = 5;
@@ -69,7 +69,7 @@ impl Periods {
     }
 
     /// The period length in requests now.
-    pub fn length_requests(&self, e: &Engine) -> u64 {
+    pub fn length_requests(&self, e: EngineOps<'_>) -> u64 {
         if self.configured_requests > 0 {
             return self.configured_requests;
         }
@@ -78,9 +78,8 @@ impl Periods {
 
     /// Moves the period on by as many periods as the requests since it began fill
     /// (called by the DRAM maintainer, one thread). Returns the periods that ended.
-    pub fn advance(&self, e: &Engine) -> u32 {
-        let requests =
-            e.counters.get(G::CmdGet) + e.counters.get(G::CmdTouch) + e.counters.get(G::TotalItems);
+    pub fn advance(&self, e: EngineOps<'_>) -> u32 {
+        let requests = e.counter(G::CmdGet) + e.counter(G::CmdTouch) + e.counter(G::TotalItems);
         let started = self.started_at_requests.load(Ordering::Relaxed);
         let length = self.length_requests(e);
         let ended = (requests.saturating_sub(started) / length).min(u64::from(PERIOD_SLOTS));
@@ -125,7 +124,8 @@ impl Periods {
     }
 
     /// The policy byte after one more access now, and what the access did to the count.
-    #[inline]
+    /// Always inlined: it runs on every store (an overwrite's count) and slow-tier hit.
+    #[inline(always)]
     pub fn accessed_step(&self, access: u8, last_access_s: u32) -> (u8, CountStep) {
         let current = self.current();
         let now_bits = ((current % PERIOD_SLOTS) as u8) << COUNT_BITS;

@@ -25,9 +25,10 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::engine_ops::EngineOps;
+use super::engine_ops::SlabTier;
 use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::engine::{Engine, Tier};
 use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, Fresh, HeaderRead};
 use crate::moves::Direction;
@@ -36,7 +37,7 @@ use crate::slab::ClassState;
 use super::access::Periods;
 use super::slru::{self, TailHooks};
 use super::tiering;
-use super::{Candidate, Policy, Refusal};
+use super::{Candidate, Policy, Refusal, Registered};
 
 pub(crate) struct DualLru {
     periods: Periods,
@@ -77,8 +78,8 @@ pub(crate) struct Hooks;
 impl TailHooks for Hooks {
     fn at_hot_or_warm_tail(
         &self,
-        e: &Engine,
-        tier: &Tier,
+        e: EngineOps<'_>,
+        tier: &SlabTier,
         cs: &mut ClassState,
         h: HeaderRead<'_>,
         _now_s: u32,
@@ -94,7 +95,7 @@ impl TailHooks for Hooks {
         // read that set Promote could not queue it). It stays readable in WARM until
         // the migration thread copies it. Queue mark, ACTIVE and links: one header write.
         let w = h.charge_write(header_bytes::LINKS);
-        e.moves.offer(Direction::ToDram, w, true, &*cs);
+        e.offer_move(Direction::ToDram, w, true, &*cs);
         w.clear(state::ACTIVE);
         cs.stats.moves_to_warm += 1;
         cs.lru.move_to(&tier.mem, w, crate::lru::WARM);
@@ -103,8 +104,8 @@ impl TailHooks for Hooks {
 
     fn at_cold_tail(
         &self,
-        e: &Engine,
-        tier: &Tier,
+        e: EngineOps<'_>,
+        tier: &SlabTier,
         cs: &mut ClassState,
         h: HeaderRead<'_>,
         now_s: u32,
@@ -114,42 +115,31 @@ impl TailHooks for Hooks {
         tier.id == TierId::Dram
             && e.migrating()
             && tiering::wants_demotion(e, tier, cs, h, now_s)
-            && e.moves.offer_charged(Direction::ToSlow, h, true, &*cs)
+            && e.offer_move_charged(Direction::ToSlow, h, true, &*cs)
+    }
+}
+
+impl Registered for DualLru {
+    const MOVES_ITEMS: bool = true;
+
+    fn new(config: &EngineConfig) -> DualLru {
+        DualLru::new(config)
     }
 }
 
 impl Policy for DualLru {
-    fn alloc_new_item<'e>(
-        &self,
-        e: &'e Engine,
-        _key_hash: u32,
-        class_id: usize,
-        total_bytes: usize,
-    ) -> Option<Fresh<'e>> {
-        let dram = e.dram();
-        let Some(slow) = e.slow() else {
-            return e.alloc(dram, class_id, total_bytes);
-        };
-        if dram.page_count == 0 {
-            return e.alloc(slow, class_id, total_bytes);
-        }
-        e.take_free(dram, class_id, total_bytes)
-            .or_else(|| e.alloc(slow, class_id, total_bytes))
-            .or_else(|| e.alloc(dram, class_id, total_bytes))
-    }
-
     fn new_item_access(&self, _now_s: u32) -> u8 {
         self.periods.fresh()
     }
 
     /// Always inlined (into `Engine::read`, through `AnyPolicy`): the hit's header view
-    /// and edit then stay in registers (as a call, a GET took 19 instructions more than
-    /// inlined, 13 more than before the views).
+    /// and edit then stay in registers (a call costs a GET more: measured in
+    /// docs/results/engine-hot-path-figures.md).
     #[inline(always)]
     fn on_access(
         &self,
-        e: &Engine,
-        tier: &Tier,
+        e: EngineOps<'_>,
+        tier: &SlabTier,
         item: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
@@ -175,27 +165,19 @@ impl Policy for DualLru {
             {
                 let w = edit.write();
                 w.set(state::PROMOTE);
-                e.moves.offer(Direction::ToDram, w, false, &*table);
+                e.offer_move(Direction::ToDram, w, false, &*table);
             }
         } else {
             // The slow tier's LRU order is kept lazily (see `maintain_class`).
             let may_move = tier.id != TierId::Slow || !tiering::slow_has_room(tier);
-            let bump = slru::bump_with(tier, &mut edit, may_move);
-            if bump.moved_to_warm {
-                // Links, state and access word: one header update.
-                edit.widen(header_bytes::LINKS.start..header_bytes::ACCESS.end);
-            }
+            slru::hit(tier, &mut edit, may_move);
         }
         edit.finish()
     }
 
-    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
-        slru::evict_cold_tail(e, tier, cs, now_s)
-    }
-
     fn destination<'e>(
         &self,
-        e: &'e Engine,
+        e: EngineOps<'e>,
         direction: Direction,
         class_id: usize,
         total_bytes: usize,
@@ -245,17 +227,13 @@ impl Policy for DualLru {
         }
     }
 
-    fn migrates(&self) -> bool {
-        true
-    }
-
-    fn begin_pass(&self, e: &Engine, tier: &Tier) {
+    fn begin_pass(&self, e: EngineOps<'_>, tier: &SlabTier) {
         if tier.id == TierId::Dram {
             self.periods.advance(e);
         }
     }
 
-    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize {
+    fn maintain_class(&self, e: EngineOps<'_>, tier: &SlabTier, class_id: usize) -> usize {
         if tier.id == TierId::Slow && tiering::slow_has_room(tier) {
             // The slow tier's segments order its evictions, and it evicts only when
             // full: while it has room, its maintainer leaves them alone (each juggle
@@ -274,7 +252,7 @@ impl Policy for DualLru {
         rounds
     }
 
-    fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
+    fn class_need(&self, _tier: &SlabTier, cs: &ClassState) -> u64 {
         cs.stats.evicted + cs.dram_pressure
     }
 }

@@ -13,34 +13,41 @@
 //! | what the maintainer does each pass | [`Policy::begin_pass`], [`Policy::maintain_class`] |
 //! | how a class's need for pages is measured | [`Policy::class_need`] |
 //!
-//! One file per policy: `dual_lru.rs` (Fogcached), `hotspot.rs` (HMCached, and its
-//! HM-HC variant with hyperbolic caching in DRAM),
-//! `uniform.rs` (HM-UNI), `two_level.rs` (HM-TLC). `slru.rs` holds memcached's segmented-LRU rules that all
-//! three use inside each tier, `tiering.rs` the DRAM-room helpers the migrating
-//! policies share, and `access.rs` the decayed access counter. Dispatch is static:
-//! [`AnyPolicy`] is an enum whose methods match on the variant, so the call on every
-//! request is a direct, inlinable call, not a virtual one.
+//! A policy sees the engine only through [`EngineOps`] (`engine_ops.rs`: every engine
+//! operation a policy may use, each with its lock contract), never `Engine` itself.
+//! The trait's defaults are memcached's segmented LRU inside each tier and no moves, so
+//! a policy that only places items (`uniform`, `random`) writes `alloc_new_item` alone.
+//!
+//! One file per policy: `dual_lru.rs` (Fogcached), `hotspot/` (HMCached, and its
+//! HM-HC variant with hyperbolic caching in DRAM), `uniform.rs` (HM-UNI),
+//! `two_level.rs` (HM-TLC), `random.rs` (a baseline). `slru.rs` holds memcached's
+//! segmented-LRU rules the policies use inside each tier, `tiering.rs` the DRAM-room
+//! helpers the migrating policies share, and `access.rs` the decayed access counter.
+//! The registry (`registry!`, below) names each policy once: it declares
+//! [`PlacementPolicy`] (the `--policy` names, and what each policy is for modules
+//! outside `policy/`, which ask it rather than match on a name) and [`AnyPolicy`], an
+//! enum whose methods match on the variant, so the call on every request is a direct,
+//! inlinable call, not a virtual one. A new policy is its file, its `mod` line and its
+//! registry line.
 
 pub(crate) mod access;
 mod dual_lru;
+pub(crate) mod engine_ops;
 mod hotspot;
+mod random;
 pub(crate) mod slru;
 pub(crate) mod tiering;
 mod two_level;
 mod uniform;
 
 use crate::api::TierId;
-use crate::config::{EngineConfig, PlacementPolicy};
-use crate::engine::{Engine, Tier};
+use crate::config::EngineConfig;
 use crate::index::ShardGuard;
 use crate::item::{Fresh, HeaderRead, HeaderWrite};
 use crate::moves::Direction;
 use crate::slab::ClassState;
-
-pub(crate) use dual_lru::DualLru;
-pub(crate) use hotspot::Hotspot;
-pub(crate) use two_level::TwoLevel;
-pub(crate) use uniform::Uniform;
+use engine_ops::EngineOps;
+use engine_ops::SlabTier;
 
 /// Why a move got no destination chunk.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,13 +72,27 @@ pub(crate) struct Candidate {
 pub(crate) trait Policy {
     /// The chunk for a new item of `class_id` (a store): which tier, and what to give
     /// up when it is full. The caller may hold a shard lock, so shards are only tried.
+    /// By default a free DRAM chunk, else the slow tier's (evicting there), else DRAM's
+    /// by eviction: a store never waits for a demotion (the maintainer's reserve of
+    /// free DRAM chunks takes new items). Always inlined (into the store path): two
+    /// registry entries share the hotspot policy's body, and as a call it cost a store.
+    #[inline(always)]
     fn alloc_new_item<'e>(
         &self,
-        e: &'e Engine,
-        key_hash: u32,
+        e: EngineOps<'e>,
+        _key_hash: u32,
         class_id: usize,
         total_bytes: usize,
-    ) -> Option<Fresh<'e>>;
+    ) -> Option<Fresh<'e>> {
+        // A match, not `alloc_in_tiers`' closure, which was left a call.
+        let (dram, slow) = match new_item_tiers(e) {
+            NewItemTiers::One(tier) => return e.alloc(tier, class_id, total_bytes),
+            NewItemTiers::Both { dram, slow } => (dram, slow),
+        };
+        e.take_free(dram, class_id, total_bytes)
+            .or_else(|| e.alloc(slow, class_id, total_bytes))
+            .or_else(|| e.alloc(dram, class_id, total_bytes))
+    }
 
     /// The policy byte a new item starts with.
     fn new_item_access(&self, _now_s: u32) -> u8 {
@@ -89,10 +110,10 @@ pub(crate) trait Policy {
     /// segment it is linked at. The caller holds the shard lock.
     fn on_link(
         &self,
-        _e: &Engine,
+        _e: EngineOps<'_>,
         _table: &mut ShardGuard<'_>,
         _key_hash: u32,
-        tier: &Tier,
+        tier: &SlabTier,
         _item: HeaderWrite<'_>,
         _old: Option<HeaderRead<'_>>,
     ) -> usize {
@@ -106,32 +127,52 @@ pub(crate) trait Policy {
     /// (`HeaderRead::edit`), charged once. Returns whether it charged a write of the
     /// header's access word (`header_bytes::ACCESS`).
     #[allow(clippy::too_many_arguments)]
+    ///
+    /// By default memcached's read inside the item's tier (`slru::touch_hit`): the
+    /// last-access time, FETCHED, then ACTIVE (and COLD to WARM).
+    #[allow(clippy::too_many_arguments)]
     fn on_access(
         &self,
-        e: &Engine,
-        tier: &Tier,
+        _e: EngineOps<'_>,
+        tier: &SlabTier,
         item: HeaderRead<'_>,
-        class_id: usize,
+        _class_id: usize,
         now_s: u32,
-        table: &mut ShardGuard<'_>,
-        key_hash: u32,
-    ) -> bool;
+        _table: &mut ShardGuard<'_>,
+        _key_hash: u32,
+    ) -> bool {
+        // The hit's header writes, charged once when the edit ends.
+        let mut edit = item.edit(crate::item::header_bytes::ACCESS);
+        slru::touch_hit(tier, &mut edit, now_s);
+        edit.finish()
+    }
 
     /// An allocation in `tier` found `cs`'s class full (the caller holds its lock): free
     /// room by evicting or demoting. Returns how many items were removed or moved (0:
-    /// nothing could be done).
-    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize;
+    /// nothing could be done). By default memcached's: evict the COLD tail.
+    fn make_room(
+        &self,
+        e: EngineOps<'_>,
+        tier: &SlabTier,
+        cs: &mut ClassState,
+        now_s: u32,
+    ) -> usize {
+        slru::evict_cold_tail(e, tier, cs, now_s)
+    }
 
     /// The destination chunk of a move of an item of `total_bytes` in `class_id`, or
-    /// why there is none. No lock is held.
+    /// why there is none. No lock is held. By default none: a policy that does not move
+    /// items never queues one.
     fn destination<'e>(
         &self,
-        e: &'e Engine,
-        direction: Direction,
-        class_id: usize,
-        total_bytes: usize,
-        candidate: Candidate,
-    ) -> Result<Fresh<'e>, Refusal>;
+        _e: EngineOps<'e>,
+        _direction: Direction,
+        _class_id: usize,
+        _total_bytes: usize,
+        _candidate: Candidate,
+    ) -> Result<Fresh<'e>, Refusal> {
+        Err(Refusal::NotAdmitted)
+    }
 
     /// A moved item's copy (`dst`: its header, written with the copy and paid for) is
     /// published (its descriptor in `table` now points at it; the caller holds the
@@ -141,7 +182,7 @@ pub(crate) trait Policy {
         _table: &mut ShardGuard<'_>,
         _key_hash: u32,
         direction: Direction,
-        _dst_tier: &Tier,
+        _dst_tier: &SlabTier,
         _dst: HeaderWrite<'_>,
         _now_s: u32,
     ) -> usize {
@@ -153,27 +194,26 @@ pub(crate) trait Policy {
         }
     }
 
-    /// Whether the policy moves items between tiers at all (the engine also needs both
-    /// tiers and `--no-migration` off).
-    fn migrates(&self) -> bool;
-
     /// Start of a maintainer pass over `tier` (no lock held).
-    fn begin_pass(&self, _e: &Engine, _tier: &Tier) {}
+    fn begin_pass(&self, _e: EngineOps<'_>, _tier: &SlabTier) {}
 
     /// One maintainer pass over one class of `tier` (no lock held). Returns the rounds
     /// that moved something (0 when settled).
-    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize;
+    /// By default memcached's segmented-LRU juggling of the class, nothing more.
+    fn maintain_class(&self, e: EngineOps<'_>, tier: &SlabTier, class_id: usize) -> usize {
+        slru::juggle_class(e, tier, class_id, &slru::NoHooks)
+    }
 
     /// A class's need for pages so far, monotonic (the automover looks at deltas). The
     /// caller holds the class lock.
-    fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
+    fn class_need(&self, _tier: &SlabTier, cs: &ClassState) -> u64 {
         cs.stats.evicted
     }
 
     /// The policy's own choice of a DRAM page move for this automover step: `None` to
     /// leave it to the automover's rules, `Some(None)` for no move, `Some(Some((src,
     /// dst)))` to move a page from class `src` to class `dst`. No lock is held.
-    fn plan_page_move(&self, _e: &Engine) -> Option<Option<(usize, usize)>> {
+    fn plan_page_move(&self, _e: EngineOps<'_>) -> Option<Option<(usize, usize)>> {
         None
     }
 
@@ -184,44 +224,197 @@ pub(crate) trait Policy {
     }
 }
 
-/// The configured policy, dispatched statically.
-pub(crate) enum AnyPolicy {
-    DualLru(DualLru),
-    Uniform(Uniform),
-    TwoLevel(TwoLevel),
-    Hotspot(Hotspot),
+/// Where a new item can go, whatever the policy.
+pub(crate) enum NewItemTiers<'e> {
+    /// One tier to put it in: DRAM without a slow tier, the slow tier when DRAM has no
+    /// pages.
+    One(&'e SlabTier),
+    /// Both: the policy chooses.
+    Both {
+        dram: &'e SlabTier,
+        slow: &'e SlabTier,
+    },
 }
 
-impl AnyPolicy {
-    pub fn new(config: &EngineConfig) -> AnyPolicy {
-        match config.policy {
-            PlacementPolicy::DualLru => AnyPolicy::DualLru(DualLru::new(config)),
-            PlacementPolicy::Uniform => AnyPolicy::Uniform(Uniform),
-            PlacementPolicy::TwoLevel => AnyPolicy::TwoLevel(TwoLevel),
-            PlacementPolicy::Hotspot | PlacementPolicy::Hyperbolic => {
-                AnyPolicy::Hotspot(Hotspot::new(config))
-            }
-        }
+/// The tiers a new item can go to (no lock).
+#[inline(always)]
+pub(crate) fn new_item_tiers(e: EngineOps<'_>) -> NewItemTiers<'_> {
+    let dram = e.dram();
+    match e.slow() {
+        None => NewItemTiers::One(dram),
+        Some(slow) if dram.page_count == 0 => NewItemTiers::One(slow),
+        Some(slow) => NewItemTiers::Both { dram, slow },
     }
 }
 
-/// Forwards a call to the variant's implementation.
-macro_rules! dispatch {
-    ($self:ident, $p:ident => $call:expr) => {
-        match $self {
-            AnyPolicy::DualLru($p) => $call,
-            AnyPolicy::Uniform($p) => $call,
-            AnyPolicy::TwoLevel($p) => $call,
-            AnyPolicy::Hotspot($p) => $call,
+/// The chunk for a new item: in the one tier there is ([`new_item_tiers`]), or where
+/// `choose(dram, slow)`, the policy's choice, puts it. The caller may hold a shard
+/// lock.
+#[inline(always)]
+pub(crate) fn alloc_in_tiers<'e>(
+    e: EngineOps<'e>,
+    class_id: usize,
+    total_bytes: usize,
+    choose: impl FnOnce(&'e SlabTier, &'e SlabTier) -> Option<Fresh<'e>>,
+) -> Option<Fresh<'e>> {
+    match new_item_tiers(e) {
+        NewItemTiers::One(tier) => e.alloc(tier, class_id, total_bytes),
+        NewItemTiers::Both { dram, slow } => choose(dram, slow),
+    }
+}
+
+/// The chunk for a new item whose home tier a placement policy chose (`home_in_dram`)
+/// and that never moves: a key homed in DRAM whose class has no free DRAM chunk goes to
+/// the slow tier rather than evicting, and DRAM evicts only when the slow tier cannot
+/// take it either; a key homed in the slow tier is stored there (evicting there), or in
+/// DRAM if the slow tier cannot take it. The caller may hold a shard lock.
+#[inline]
+pub(crate) fn alloc_at_home<'e>(
+    e: EngineOps<'e>,
+    dram: &'e SlabTier,
+    slow: &'e SlabTier,
+    home_in_dram: bool,
+    class_id: usize,
+    total_bytes: usize,
+) -> Option<Fresh<'e>> {
+    if home_in_dram {
+        e.take_free(dram, class_id, total_bytes)
+            .or_else(|| e.take_free(slow, class_id, total_bytes))
+            .or_else(|| e.alloc(dram, class_id, total_bytes))
+    } else {
+        e.alloc(slow, class_id, total_bytes)
+            .or_else(|| e.alloc(dram, class_id, total_bytes))
+    }
+}
+
+/// What the registry needs of a policy besides its decisions: how to make it, and what
+/// it is, for the modules outside `policy/` that must know (they ask
+/// [`PlacementPolicy`], never match on a policy's name).
+pub(crate) trait Registered: Policy + Sized {
+    /// Whether the policy moves items between tiers at all.
+    const MOVES_ITEMS: bool;
+    /// Whether a class's LRU lists are the policy's own queues (`q0`, `q1`, ...) rather
+    /// than memcached's HOT, WARM and COLD segments.
+    const LISTS_ARE_QUEUES: bool = false;
+
+    fn new(config: &EngineConfig) -> Self;
+}
+
+/// Declares the registry: [`PlacementPolicy`] (the names `--policy` takes, and what
+/// each policy is), [`AnyPolicy`] (the configured policy, dispatched statically: a
+/// match on the variant, so the call on every request is a direct, inlinable call, not
+/// a virtual one) and `dispatch!` (which forwards a call to the variant's policy).
+macro_rules! registry {
+    (@with ($d:tt) $($(#[$attr:meta])* $variant:ident => $name:literal, $policy:ty;)*) => {
+        /// `--policy`: the placement policies the engine implements (the registry in
+        /// `policy/mod.rs`).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+        pub enum PlacementPolicy {
+            $($(#[$attr])* $variant,)*
+        }
+
+        impl PlacementPolicy {
+            /// Every policy, in the order `--help` lists them.
+            pub const ALL: &'static [PlacementPolicy] = &[$(PlacementPolicy::$variant),*];
+            /// Names accepted by [`PlacementPolicy::parse`].
+            pub const NAMES: &'static [&'static str] = &[$($name),*];
+
+            pub fn parse(name: &str) -> Option<PlacementPolicy> {
+                Self::ALL.iter().copied().find(|p| p.name() == name)
+            }
+
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(PlacementPolicy::$variant => $name,)*
+                }
+            }
+
+            /// Whether the policy moves items between tiers at all (with both tiers and
+            /// `--no-migration` off).
+            pub fn moves_items(&self) -> bool {
+                match self {
+                    $(PlacementPolicy::$variant => <$policy as Registered>::MOVES_ITEMS,)*
+                }
+            }
+
+            /// Whether a class's LRU lists are the policy's own queues (`q0`, `q1`, ...
+            /// in `watch` and crawler output) rather than memcached's HOT, WARM and
+            /// COLD.
+            pub fn lists_are_queues(&self) -> bool {
+                match self {
+                    $(PlacementPolicy::$variant => <$policy as Registered>::LISTS_ARE_QUEUES,)*
+                }
+            }
+        }
+
+        /// The configured policy, dispatched statically.
+        pub(crate) enum AnyPolicy {
+            $($variant($policy),)*
+        }
+
+        impl AnyPolicy {
+            /// Whether the policy moves items between tiers at all (the engine also
+            /// needs both tiers and `--no-migration` off).
+            #[inline]
+            pub fn migrates(&self) -> bool {
+                match self {
+                    $(AnyPolicy::$variant(_) => <$policy as Registered>::MOVES_ITEMS,)*
+                }
+            }
+
+            pub fn new(config: &EngineConfig) -> AnyPolicy {
+                match config.policy {
+                    $(PlacementPolicy::$variant => {
+                        AnyPolicy::$variant(<$policy as Registered>::new(config))
+                    })*
+                }
+            }
+        }
+
+        /// Forwards a call to the variant's implementation.
+        macro_rules! dispatch {
+            ($d self_:ident, $d p:ident => $d call:expr) => {
+                match $d self_ {
+                    $(AnyPolicy::$variant($d p) => $d call,)*
+                }
+            };
         }
     };
+    ($($body:tt)*) => {
+        registry!(@with ($) $($body)*);
+    };
+}
+
+// The registry: one line per policy, in the order `--help` lists them. A new policy is
+// its file (a type implementing `Policy` and `Registered`) and one line here.
+registry! {
+    /// Fogcached's Dual-LRU: a segmented LRU per tier joined by two Move queues, with
+    /// promotion admission by decayed access counts.
+    #[default]
+    DualLru => "dual-lru", dual_lru::DualLru;
+    /// HMCached's hotspot-aware policy: decayed access counters, promotion past a
+    /// per-class threshold tuned by hill-climbing, multi-queue replacement in DRAM,
+    /// CLOCK in the slow tier, slow-tier metadata in the DRAM index.
+    Hotspot => "hotspot", hotspot::Hotspot;
+    /// HMCached's HM-HC: the hotspot machinery with hyperbolic caching as DRAM's
+    /// replacement (priority = accesses / time in DRAM, victims by sampling).
+    Hyperbolic => "hyperbolic", hotspot::Hotspot;
+    /// HMCached's HM-UNI: new items spread over the tiers in proportion to their sizes,
+    /// never moved.
+    Uniform => "uniform", uniform::Uniform;
+    /// HMCached's HM-TLC: every access pulls an item into DRAM, DRAM's LRU tail is
+    /// demoted.
+    TwoLevel => "two-level", two_level::TwoLevel;
+    /// A baseline: each key's tier drawn from its hash, half of the keys to each tier
+    /// whatever their sizes, never moved.
+    Random => "random", random::Random;
 }
 
 impl Policy for AnyPolicy {
     #[inline]
     fn alloc_new_item<'e>(
         &self,
-        e: &'e Engine,
+        e: EngineOps<'e>,
         key_hash: u32,
         class_id: usize,
         total_bytes: usize,
@@ -239,22 +432,22 @@ impl Policy for AnyPolicy {
     #[inline]
     fn on_link(
         &self,
-        e: &Engine,
+        e: EngineOps<'_>,
         table: &mut ShardGuard<'_>,
         key_hash: u32,
-        tier: &Tier,
+        tier: &SlabTier,
         item: HeaderWrite<'_>,
         old: Option<HeaderRead<'_>>,
     ) -> usize {
         dispatch!(self, p => p.on_link(e, table, key_hash, tier, item, old))
     }
-    // Always inlined (into `Engine::read`): the hotspot policy's DRAM hit is a few
-    // dozen instructions, and a call in between cost ~30 of them a hit.
+    // Always inlined (into `Engine::read`): the hotspot policy's DRAM hit is short, and a
+    // call in between adds its set-up to every hit.
     #[inline(always)]
     fn on_access(
         &self,
-        e: &Engine,
-        tier: &Tier,
+        e: EngineOps<'_>,
+        tier: &SlabTier,
         item: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
@@ -264,13 +457,19 @@ impl Policy for AnyPolicy {
         dispatch!(self, p => p.on_access(e, tier, item, class_id, now_s, table, key_hash))
     }
     #[inline]
-    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+    fn make_room(
+        &self,
+        e: EngineOps<'_>,
+        tier: &SlabTier,
+        cs: &mut ClassState,
+        now_s: u32,
+    ) -> usize {
         dispatch!(self, p => p.make_room(e, tier, cs, now_s))
     }
     #[inline]
     fn destination<'e>(
         &self,
-        e: &'e Engine,
+        e: EngineOps<'e>,
         direction: Direction,
         class_id: usize,
         total_bytes: usize,
@@ -284,30 +483,26 @@ impl Policy for AnyPolicy {
         table: &mut ShardGuard<'_>,
         key_hash: u32,
         direction: Direction,
-        dst_tier: &Tier,
+        dst_tier: &SlabTier,
         dst: HeaderWrite<'_>,
         now_s: u32,
     ) -> usize {
         dispatch!(self, p => p.after_move(table, key_hash, direction, dst_tier, dst, now_s))
     }
     #[inline]
-    fn migrates(&self) -> bool {
-        dispatch!(self, p => p.migrates())
-    }
-    #[inline]
-    fn begin_pass(&self, e: &Engine, tier: &Tier) {
+    fn begin_pass(&self, e: EngineOps<'_>, tier: &SlabTier) {
         dispatch!(self, p => p.begin_pass(e, tier))
     }
     #[inline]
-    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize {
+    fn maintain_class(&self, e: EngineOps<'_>, tier: &SlabTier, class_id: usize) -> usize {
         dispatch!(self, p => p.maintain_class(e, tier, class_id))
     }
     #[inline]
-    fn class_need(&self, tier: &Tier, cs: &ClassState) -> u64 {
+    fn class_need(&self, tier: &SlabTier, cs: &ClassState) -> u64 {
         dispatch!(self, p => p.class_need(tier, cs))
     }
     #[inline]
-    fn plan_page_move(&self, e: &Engine) -> Option<Option<(usize, usize)>> {
+    fn plan_page_move(&self, e: EngineOps<'_>) -> Option<Option<(usize, usize)>> {
         dispatch!(self, p => p.plan_page_move(e))
     }
     fn migration_threshold(&self, class_id: usize) -> Option<u8> {

@@ -14,7 +14,8 @@
 //! charges the item's own header write (links and state) and, in `lru.rs`, its
 //! neighbours'.
 
-use crate::engine::{Engine, Tier};
+use super::engine_ops::EngineOps;
+use super::engine_ops::SlabTier;
 use crate::item::{header_bytes, state, HeaderEdit, HeaderRead, NIL};
 use crate::lru::{COLD, HOT, WARM};
 use crate::slab::ClassState;
@@ -31,8 +32,8 @@ pub(crate) trait TailHooks {
     /// hook moved it (the pull then stops, as after a move).
     fn at_hot_or_warm_tail(
         &self,
-        _e: &Engine,
-        _tier: &Tier,
+        _e: EngineOps<'_>,
+        _tier: &SlabTier,
         _cs: &mut ClassState,
         _item: HeaderRead<'_>,
         _now_s: u32,
@@ -44,8 +45,8 @@ pub(crate) trait TailHooks {
     /// took it (e.g. queued it for demotion).
     fn at_cold_tail(
         &self,
-        _e: &Engine,
-        _tier: &Tier,
+        _e: EngineOps<'_>,
+        _tier: &SlabTier,
         _cs: &mut ClassState,
         _item: HeaderRead<'_>,
         _now_s: u32,
@@ -62,7 +63,7 @@ impl TailHooks for NoHooks {}
 /// `segment` and charges the item's header write. A caller that rewrites other state
 /// bits in the same move charges `header_bytes::LINKS` itself and calls `Lru::move_to`
 /// with the write view.
-pub(crate) fn move_to(tier: &Tier, cs: &mut ClassState, item: HeaderRead<'_>, segment: usize) {
+pub(crate) fn move_to(tier: &SlabTier, cs: &mut ClassState, item: HeaderRead<'_>, segment: usize) {
     let h = item.charge_write(header_bytes::LINKS);
     cs.lru.move_to(&tier.mem, h, segment);
 }
@@ -76,23 +77,43 @@ pub(crate) struct Bump {
     pub moved_to_warm: bool,
 }
 
-/// memcached's `do_item_bump`: the first read sets FETCHED, the second ACTIVE; an item
-/// turning ACTIVE in COLD is moved to WARM if the class lock is free. The writes go
-/// through the caller's edit of the header, which charges them once (widened to the
-/// links when the caller sees `moved_to_warm`).
+/// A read of an item under memcached's rules, its last-access time included: the time
+/// written if it changed, then [`hit`] (the item may move to WARM).
 #[inline(always)]
-pub(crate) fn bump(tier: &Tier, edit: &mut HeaderEdit<'_>) -> Bump {
-    bump_with(tier, edit, true)
+pub(crate) fn touch_hit(tier: &SlabTier, edit: &mut HeaderEdit<'_>, now_s: u32) {
+    touch(edit, now_s);
+    hit(tier, edit, true);
 }
 
-/// [`bump`], moving an item that turns ACTIVE in COLD to WARM only if `may_move`. A
+/// The last-access time of a read, written only if it changed.
+#[inline(always)]
+pub(crate) fn touch(edit: &mut HeaderEdit<'_>, now_s: u32) {
+    if edit.read().last_access_s() != now_s {
+        edit.write().set_last_access_s(now_s);
+    }
+}
+
+/// A read of an item under memcached's rules ([`bump_with`]), the caller's edit of the
+/// header widened to links, state and access word (one header update) when the item
+/// was relinked to WARM.
+#[inline(always)]
+pub(crate) fn hit(tier: &SlabTier, edit: &mut HeaderEdit<'_>, may_move: bool) {
+    if bump_with(tier, edit, may_move).moved_to_warm {
+        edit.widen(header_bytes::LINKS.start..header_bytes::ACCESS.end);
+    }
+}
+
+/// memcached's `do_item_bump`: the first read sets FETCHED, the second ACTIVE; an item
+/// turning ACTIVE in COLD is moved to WARM (if the class lock is free) only if `may_move`. The writes go
+/// through the caller's edit of the header, which charges them once (widened to the
+/// links when the caller sees `moved_to_warm`). A
 /// policy that keeps a tier's LRU order lazily passes `false`: the item stays in COLD
 /// with ACTIVE set (as in memcached when its asynchronous bump queue is full), and the
 /// maintainer's COLD pull rescues it to WARM once the order matters.
 /// Always inlined into each policy's hit, so that the hit's edit is not passed by
-/// reference to a call (a Dual-LRU GET took 6 instructions more as a call).
+/// reference to a call (measured: docs/results/engine-hot-path-figures.md).
 #[inline(always)]
-pub(crate) fn bump_with(tier: &Tier, edit: &mut HeaderEdit<'_>, may_move: bool) -> Bump {
+pub(crate) fn bump_with(tier: &SlabTier, edit: &mut HeaderEdit<'_>, may_move: bool) -> Bump {
     let mut bump = Bump::default();
     let h = edit.read();
     if h.has(state::ACTIVE) {
@@ -125,8 +146,8 @@ pub(crate) fn bump_with(tier: &Tier, edit: &mut HeaderEdit<'_>, may_move: bool) 
 /// holds the class lock; shards are only `try_lock`ed.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pull_tail(
-    e: &Engine,
-    tier: &Tier,
+    e: EngineOps<'_>,
+    tier: &SlabTier,
     cs: &mut ClassState,
     segment: usize,
     total_bytes: u64,
@@ -151,8 +172,8 @@ pub(crate) fn pull_tail(
 /// (`tail_read`: used if that item is still the tail, so the pass reads it once).
 #[allow(clippy::too_many_arguments)]
 fn pull_tail_from(
-    e: &Engine,
-    tier: &Tier,
+    e: EngineOps<'_>,
+    tier: &SlabTier,
     cs: &mut ClassState,
     segment: usize,
     total_bytes: u64,
@@ -186,9 +207,9 @@ fn pull_tail_from(
                     break;
                 }
                 let pct = if segment == HOT {
-                    e.tuning.hot_lru_pct()
+                    e.lru_tuning().hot_lru_pct()
                 } else {
-                    e.tuning.warm_lru_pct()
+                    e.lru_tuning().warm_lru_pct()
                 };
                 let limit = total_bytes * u64::from(pct) / 100;
                 let age = now_s.saturating_sub(h.last_access_s());
@@ -235,8 +256,8 @@ fn pull_tail_from(
 /// memcached's `lru_maintainer_juggle` for one class: rounds of HOT, WARM and COLD tail
 /// pulls until nothing moves. Returns the rounds that moved something.
 pub(crate) fn juggle_class(
-    e: &Engine,
-    tier: &Tier,
+    e: EngineOps<'_>,
+    tier: &SlabTier,
     class_id: usize,
     hooks: &impl TailHooks,
 ) -> usize {
@@ -251,8 +272,8 @@ pub(crate) fn juggle_class(
         let cold_tail = cs.lru.tail_header(&tier.mem, COLD, header_bytes::ALL);
         let cold_age = crate::lru::age_s(cold_tail, now);
         (
-            (f64::from(cold_age) * e.tuning.hot_max_factor()) as u32,
-            (f64::from(cold_age) * e.tuning.warm_max_factor()) as u32,
+            (f64::from(cold_age) * e.lru_tuning().hot_max_factor()) as u32,
+            (f64::from(cold_age) * e.lru_tuning().warm_max_factor()) as u32,
             cs.lru.total_bytes(),
             cold_tail,
         )
@@ -276,7 +297,12 @@ pub(crate) fn juggle_class(
 /// first live item whose shard is free, reclaiming dead ones on the way); if COLD had
 /// nothing to give, let HOT and then WARM flow into COLD for the next attempt. Returns
 /// items removed or moved. The caller holds the class lock.
-pub(crate) fn evict_cold_tail(e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
+pub(crate) fn evict_cold_tail(
+    e: EngineOps<'_>,
+    tier: &SlabTier,
+    cs: &mut ClassState,
+    now_s: u32,
+) -> usize {
     let mem = &tier.mem;
     let mut removed = 0;
     let mut search = cs.lru.tail[COLD];
@@ -289,7 +315,7 @@ pub(crate) fn evict_cold_tail(e: &Engine, tier: &Tier, cs: &mut ClassState, now_
             if e.reclaim_dead(tier, cs, h, false) {
                 removed += 1;
             }
-        } else if !e.config.evictions_enabled {
+        } else if !e.config().evictions_enabled {
             // `-M`: nothing live may be evicted.
             break;
         } else if e.evict_item(tier, cs, h, now_s) {

@@ -4,8 +4,9 @@
 
 use std::sync::atomic::Ordering;
 
+use super::engine_ops::EngineOps;
+use super::engine_ops::SlabTier;
 use crate::config::SLAB_PAGE_SIZE_BYTES;
-use crate::engine::{Engine, Tier};
 use crate::item::{header_bytes, state, Fresh, HeaderRead, NIL};
 use crate::lru::{COLD, HOT, WARM};
 use crate::moves::{Direction, MoveReq, Queued};
@@ -55,7 +56,7 @@ pub(crate) enum Room {
 /// Whether DRAM is (nearly) out of room for `cs`'s class: no free page in the pool and
 /// at most the reserve of free chunks. The caller holds the class lock (the pool lock
 /// is a leaf).
-pub(crate) fn dram_needs_room(tier: &Tier, cs: &ClassState) -> bool {
+pub(crate) fn dram_needs_room(tier: &SlabTier, cs: &ClassState) -> bool {
     let total_chunks = (cs.pages.len() * cs.per_page) as u64;
     cs.free_chunks * RESERVE_DIVISOR <= total_chunks && tier.pool.lock().free_pages() == 0
 }
@@ -66,7 +67,7 @@ pub(crate) fn dram_needs_room(tier: &Tier, cs: &ClassState) -> bool {
 /// restore the reserve would count as spare room, be taken by the next promotion without
 /// an admission test, and cause the next demotion — churn. The caller holds the class
 /// lock.
-pub(crate) fn dram_has_spare(tier: &Tier, cs: &ClassState) -> bool {
+pub(crate) fn dram_has_spare(tier: &SlabTier, cs: &ClassState) -> bool {
     let total_chunks = (cs.pages.len() * cs.per_page) as u64;
     cs.free_chunks * RESERVE_DIVISOR > 2 * total_chunks || tier.pool.lock().free_pages() > 0
 }
@@ -75,7 +76,7 @@ pub(crate) fn dram_has_spare(tier: &Tier, cs: &ClassState) -> bool {
 /// pool. While it has, nothing will be evicted from it soon, and the order of its LRUs
 /// serves nobody; keeping that order would cost a slow-tier header read and neighbour
 /// link writes per move.
-pub(crate) fn slow_has_room(tier: &Tier) -> bool {
+pub(crate) fn slow_has_room(tier: &SlabTier) -> bool {
     debug_assert!(tier.id == crate::api::TierId::Slow);
     let pool = tier.pool.lock();
     let free_pages = pool.free_pages() as u64;
@@ -85,11 +86,11 @@ pub(crate) fn slow_has_room(tier: &Tier) -> bool {
 /// Whether DRAM holds more than the low-water share of its size (as seen at the
 /// maintainer's last pass). Age-based demotion runs only then, so it never drains
 /// DRAM (seed 001).
-pub(crate) fn dram_above_low_water(e: &Engine) -> bool {
+pub(crate) fn dram_above_low_water(e: EngineOps<'_>) -> bool {
     let dram = e.dram();
     let limit = (dram.limit_pages() * SLAB_PAGE_SIZE_BYTES) as u64;
     let seen = dram.item_bytes_seen.load(Ordering::Relaxed);
-    seen.saturating_mul(100) > limit.saturating_mul(u64::from(e.config.dram_low_water_pct))
+    seen.saturating_mul(100) > limit.saturating_mul(u64::from(e.config().dram_low_water_pct))
 }
 
 /// The live item a demotion from DRAM's `cs` class would take: the first live one from
@@ -100,7 +101,7 @@ pub(crate) fn dram_above_low_water(e: &Engine) -> bool {
 /// looks at (the victim's comes back as the view of that read). The caller holds the
 /// class lock.
 pub(crate) fn dram_victim<'e>(
-    e: &'e Engine,
+    e: EngineOps<'e>,
     cs: &mut ClassState,
     now_s: u32,
 ) -> Option<HeaderRead<'e>> {
@@ -136,7 +137,7 @@ pub(crate) fn dram_victim<'e>(
 /// promotion's admission test against the item it would displace). The entry the victim
 /// may already have in Move-to-slow becomes stale and `move_item` drops it.
 pub(crate) fn make_dram_room(
-    e: &Engine,
+    e: EngineOps<'_>,
     class_id: usize,
     locking: ShardLocking,
     admit: impl Fn(HeaderRead<'_>) -> bool,
@@ -153,7 +154,7 @@ pub(crate) fn make_dram_room(
 /// [`make_dram_room`] with the policy's own choice of victim (`victim`, called under the
 /// class lock; the victim's header comes back with its read paid for).
 pub(crate) fn make_dram_room_with<'e>(
-    e: &'e Engine,
+    e: EngineOps<'e>,
     class_id: usize,
     locking: ShardLocking,
     victim: impl Fn(&mut ClassState, u32) -> Option<HeaderRead<'e>>,
@@ -202,7 +203,7 @@ pub(crate) fn make_dram_room_with<'e>(
 /// demoting (a few times, with `admit` asked about each victim). `None` when DRAM
 /// could not give one up; `Err(())` when `admit` refused.
 pub(crate) fn dram_chunk_by_demoting(
-    e: &Engine,
+    e: EngineOps<'_>,
     class_id: usize,
     total_bytes: usize,
     admit: impl Fn(HeaderRead<'_>) -> bool,
@@ -218,7 +219,7 @@ pub(crate) fn dram_chunk_by_demoting(
 
 /// [`dram_chunk_by_demoting`] with the policy's own choice of victim.
 pub(crate) fn dram_chunk_by_demoting_with<'e>(
-    e: &'e Engine,
+    e: EngineOps<'e>,
     class_id: usize,
     total_bytes: usize,
     victim: impl Fn(&mut ClassState, u32) -> Option<HeaderRead<'e>>,
@@ -247,7 +248,7 @@ pub(crate) fn dram_chunk_by_demoting_with<'e>(
 /// the class's DRAM COLD tail (shards only tried: the caller may hold one), then the
 /// chunk it freed.
 pub(crate) fn dram_chunk_for_store(
-    e: &Engine,
+    e: EngineOps<'_>,
     class_id: usize,
     total_bytes: usize,
 ) -> Option<Fresh<'_>> {
@@ -260,7 +261,11 @@ pub(crate) fn dram_chunk_for_store(
 
 /// The destination of a demotion: a slow-tier chunk, evicting from the slow tier's own
 /// COLD tail when it is full (the only place a tiered cache loses items).
-pub(crate) fn slow_chunk(e: &Engine, class_id: usize, total_bytes: usize) -> Option<Fresh<'_>> {
+pub(crate) fn slow_chunk(
+    e: EngineOps<'_>,
+    class_id: usize,
+    total_bytes: usize,
+) -> Option<Fresh<'_>> {
     e.slow()
         .and_then(|slow| e.alloc(slow, class_id, total_bytes))
 }
@@ -270,8 +275,8 @@ pub(crate) fn slow_chunk(e: &Engine, class_id: usize, total_bytes: usize) -> Opt
 /// `dram_residency_max_s` while DRAM is above its low-water mark, so the age limit never
 /// drains DRAM (seed 001).
 pub(crate) fn wants_demotion(
-    e: &Engine,
-    tier: &Tier,
+    e: EngineOps<'_>,
+    tier: &SlabTier,
     cs: &ClassState,
     h: HeaderRead<'_>,
     now_s: u32,
@@ -279,6 +284,6 @@ pub(crate) fn wants_demotion(
     if dram_needs_room(tier, cs) {
         return true;
     }
-    let limit_s = e.config.dram_residency_max_s;
+    let limit_s = e.config().dram_residency_max_s;
     limit_s > 0 && now_s.saturating_sub(h.last_access_s()) > limit_s && dram_above_low_water(e)
 }

@@ -4,8 +4,10 @@
 //! written to DRAM (demoting its tail synchronously when it is full). Inside each tier
 //! the segmented LRU of memcached orders the items.
 
+use super::engine_ops::EngineOps;
+use super::engine_ops::SlabTier;
 use crate::api::TierId;
-use crate::engine::{Engine, Tier};
+use crate::config::EngineConfig;
 use crate::index::ShardGuard;
 use crate::item::{header_bytes, state, Fresh, HeaderRead};
 use crate::moves::Direction;
@@ -14,41 +16,44 @@ use crate::slab::ClassState;
 use super::dual_lru::Hooks as DualLruHooks;
 use super::slru;
 use super::tiering;
-use super::{Candidate, Policy, Refusal};
+use super::{Candidate, Policy, Refusal, Registered};
 
 pub(crate) struct TwoLevel;
+
+impl Registered for TwoLevel {
+    const MOVES_ITEMS: bool = true;
+
+    fn new(_config: &EngineConfig) -> TwoLevel {
+        TwoLevel
+    }
+}
 
 impl Policy for TwoLevel {
     fn alloc_new_item<'e>(
         &self,
-        e: &'e Engine,
+        e: EngineOps<'e>,
         _key_hash: u32,
         class_id: usize,
         total_bytes: usize,
     ) -> Option<Fresh<'e>> {
-        let dram = e.dram();
-        let Some(slow) = e.slow() else {
-            return e.alloc(dram, class_id, total_bytes);
-        };
-        if dram.page_count == 0 {
-            return e.alloc(slow, class_id, total_bytes);
-        }
-        if let Some(addr) = e.take_free(dram, class_id, total_bytes) {
-            return Some(addr);
-        }
-        if e.migrating() {
-            if let Some(addr) = tiering::dram_chunk_for_store(e, class_id, total_bytes) {
+        super::alloc_in_tiers(e, class_id, total_bytes, |dram, slow| {
+            if let Some(addr) = e.take_free(dram, class_id, total_bytes) {
                 return Some(addr);
             }
-        }
-        e.alloc(slow, class_id, total_bytes)
-            .or_else(|| e.alloc(dram, class_id, total_bytes))
+            if e.migrating() {
+                if let Some(addr) = tiering::dram_chunk_for_store(e, class_id, total_bytes) {
+                    return Some(addr);
+                }
+            }
+            e.alloc(slow, class_id, total_bytes)
+                .or_else(|| e.alloc(dram, class_id, total_bytes))
+        })
     }
 
     fn on_access(
         &self,
-        e: &Engine,
-        tier: &Tier,
+        e: EngineOps<'_>,
+        tier: &SlabTier,
         item: HeaderRead<'_>,
         _class_id: usize,
         now_s: u32,
@@ -58,32 +63,23 @@ impl Policy for TwoLevel {
         let h = item;
         // The hit's header writes, charged once when the edit ends (see `DualLru`).
         let mut edit = h.edit(header_bytes::ACCESS);
-        if h.last_access_s() != now_s {
-            edit.write().set_last_access_s(now_s);
-        }
+        slru::touch(&mut edit, now_s);
         if tier.id == TierId::Slow && e.migrating() {
             // Every access pulls the item into DRAM.
             if !h.has(state::QUEUED) {
                 let w = edit.write();
                 w.set(state::PROMOTE);
-                e.moves.offer(Direction::ToDram, w, false, &*table);
+                e.offer_move(Direction::ToDram, w, false, &*table);
             }
         } else {
-            let bump = slru::bump(tier, &mut edit);
-            if bump.moved_to_warm {
-                edit.widen(header_bytes::LINKS.start..header_bytes::ACCESS.end);
-            }
+            slru::hit(tier, &mut edit, true);
         }
         edit.finish()
     }
 
-    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
-        slru::evict_cold_tail(e, tier, cs, now_s)
-    }
-
     fn destination<'e>(
         &self,
-        e: &'e Engine,
+        e: EngineOps<'e>,
         direction: Direction,
         class_id: usize,
         total_bytes: usize,
@@ -102,17 +98,13 @@ impl Policy for TwoLevel {
         }
     }
 
-    fn migrates(&self) -> bool {
-        true
-    }
-
-    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize {
+    fn maintain_class(&self, e: EngineOps<'_>, tier: &SlabTier, class_id: usize) -> usize {
         // The same tail rules as Dual-LRU: re-offer Promote items the read could not
         // queue, keep DRAM's reserve by demoting its COLD tail.
         slru::juggle_class(e, tier, class_id, &DualLruHooks)
     }
 
-    fn class_need(&self, _tier: &Tier, cs: &ClassState) -> u64 {
+    fn class_need(&self, _tier: &SlabTier, cs: &ClassState) -> u64 {
         cs.stats.evicted + cs.dram_pressure
     }
 }

@@ -7,30 +7,27 @@
 //! makes DRAM hold a little less than its share); inside each tier the segmented LRU of
 //! memcached orders the items and a full slow tier evicts its own COLD tail.
 
-use crate::api::TierId;
-use crate::engine::{Engine, Tier};
-use crate::index::ShardGuard;
-use crate::item::{header_bytes, Fresh, HeaderRead};
-use crate::moves::Direction;
-use crate::slab::ClassState;
+use super::engine_ops::EngineOps;
+use super::engine_ops::SlabTier;
+use crate::config::EngineConfig;
+use crate::item::Fresh;
 use crate::SLAB_PAGE_SIZE_BYTES;
 
-use super::slru::{self, NoHooks};
-use super::{Candidate, Policy, Refusal};
+use super::{Policy, Registered};
 
 pub(crate) struct Uniform;
 
 impl Uniform {
     /// Whether a key hashes into DRAM's share: `uniform_dram_share_ppm` of the hash
     /// space, or `dram_pages / all_pages` of it.
-    fn homed_in_dram(e: &Engine, dram: &Tier, slow: &Tier, key_hash: u32) -> bool {
-        let (dram_part, all_parts) = match e.config.uniform_dram_share_ppm {
+    fn homed_in_dram(e: EngineOps<'_>, dram: &SlabTier, slow: &SlabTier, key_hash: u32) -> bool {
+        let (dram_part, all_parts) = match e.config().uniform_dram_share_ppm {
             Some(ppm) => (u64::from(ppm), u64::from(crate::config::PPM)),
             // The start-up sizes: DRAM's region may be reserved beyond `-m` for
             // `cache_memlimit` (`--dram-max`), and the baseline's split stays as it
             // started.
             None => {
-                let dram_pages = (e.config.memory_limit_bytes / SLAB_PAGE_SIZE_BYTES as u64)
+                let dram_pages = (e.config().memory_limit_bytes / SLAB_PAGE_SIZE_BYTES as u64)
                     .min(dram.page_count as u64);
                 (dram_pages, dram_pages + slow.page_count as u64)
             }
@@ -39,80 +36,25 @@ impl Uniform {
     }
 }
 
+impl Registered for Uniform {
+    const MOVES_ITEMS: bool = false;
+
+    fn new(_config: &EngineConfig) -> Uniform {
+        Uniform
+    }
+}
+
 impl Policy for Uniform {
     fn alloc_new_item<'e>(
         &self,
-        e: &'e Engine,
+        e: EngineOps<'e>,
         key_hash: u32,
         class_id: usize,
         total_bytes: usize,
     ) -> Option<Fresh<'e>> {
-        let dram = e.dram();
-        let Some(slow) = e.slow() else {
-            return e.alloc(dram, class_id, total_bytes);
-        };
-        if dram.page_count == 0 {
-            return e.alloc(slow, class_id, total_bytes);
-        }
-        if Self::homed_in_dram(e, dram, slow, key_hash) {
-            // A full DRAM class sends its overflow to the slow tier; DRAM evicts only
-            // when the slow tier cannot take it either.
-            e.take_free(dram, class_id, total_bytes)
-                .or_else(|| e.take_free(slow, class_id, total_bytes))
-                .or_else(|| e.alloc(dram, class_id, total_bytes))
-        } else {
-            e.alloc(slow, class_id, total_bytes)
-                .or_else(|| e.alloc(dram, class_id, total_bytes))
-        }
-    }
-
-    fn on_access(
-        &self,
-        _e: &Engine,
-        tier: &Tier,
-        item: HeaderRead<'_>,
-        _class_id: usize,
-        now_s: u32,
-        _table: &mut ShardGuard<'_>,
-        _key_hash: u32,
-    ) -> bool {
-        // The hit's header writes, charged once when the edit ends (see `DualLru`).
-        let mut edit = item.edit(header_bytes::ACCESS);
-        if item.last_access_s() != now_s {
-            edit.write().set_last_access_s(now_s);
-        }
-        let bump = slru::bump(tier, &mut edit);
-        if bump.moved_to_warm {
-            edit.widen(header_bytes::LINKS.start..header_bytes::ACCESS.end);
-        }
-        edit.finish()
-    }
-
-    fn make_room(&self, e: &Engine, tier: &Tier, cs: &mut ClassState, now_s: u32) -> usize {
-        slru::evict_cold_tail(e, tier, cs, now_s)
-    }
-
-    fn destination<'e>(
-        &self,
-        _e: &'e Engine,
-        _direction: Direction,
-        _class_id: usize,
-        _total_bytes: usize,
-        _candidate: Candidate,
-    ) -> Result<Fresh<'e>, Refusal> {
-        // Nothing is ever queued under this policy.
-        Err(Refusal::NotAdmitted)
-    }
-
-    fn migrates(&self) -> bool {
-        false
-    }
-
-    fn maintain_class(&self, e: &Engine, tier: &Tier, class_id: usize) -> usize {
-        slru::juggle_class(e, tier, class_id, &NoHooks)
-    }
-
-    fn segment_for_new_item(&self, _tier: TierId) -> usize {
-        crate::lru::HOT
+        super::alloc_in_tiers(e, class_id, total_bytes, |dram, slow| {
+            let home_in_dram = Self::homed_in_dram(e, dram, slow, key_hash);
+            super::alloc_at_home(e, dram, slow, home_in_dram, class_id, total_bytes)
+        })
     }
 }

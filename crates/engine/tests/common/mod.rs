@@ -191,3 +191,48 @@ pub fn parse_runs(key_id: u32, v: &[u8]) -> Result<Vec<Run>, String> {
     }
     Ok(runs)
 }
+
+/// The key of item `i` in the tests that number their items.
+pub fn key(i: u32) -> String {
+    format!("key:{i:06}")
+}
+
+/// A value of `len` bytes that names its key and a version.
+pub fn val(key: &str, version: u32, len: usize) -> Vec<u8> {
+    let mut v = format!("{key}#{version}#").into_bytes();
+    v.resize(len, b'.');
+    v
+}
+
+/// Runs every maintainer pass and drains both Move queues (bounded).
+pub fn settle(e: &Engine) {
+    for _ in 0..100 {
+        let moved = e.lru_maintainer_tier_step(0) + e.lru_maintainer_tier_step(1);
+        let migrated = e.migration_step();
+        if moved == 0 && migrated == 0 {
+            break;
+        }
+    }
+}
+
+/// Reads `k` `n` times; the last read's value.
+pub fn read_n(e: &Engine, k: &str, n: usize) -> Option<Vec<u8>> {
+    let mut last = None;
+    for _ in 0..n {
+        last = value(e, k.as_bytes());
+    }
+    last
+}
+
+/// Stores `keys` numbered items of `len` bytes, settling as it goes (past a small DRAM
+/// tier, with migration, the overflow is demoted, never evicted).
+pub fn fill(e: &Engine, keys: u32, len: usize) {
+    for i in 0..keys {
+        let k = key(i);
+        assert!(stored(set(e, k.as_bytes(), &val(&k, 0, len))), "set {k}");
+        if i % 64 == 0 {
+            settle(e);
+        }
+    }
+    settle(e);
+}

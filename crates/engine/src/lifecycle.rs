@@ -1,7 +1,7 @@
-//! Item memory: taking and returning chunks, writing a new item, publishing it (index +
-//! LRU) and taking it away again. Which tier a new item goes to and what is removed when
-//! a class is full are the policy's decisions (`policy/`); this file is the mechanism
-//! they use.
+//! An item's life in memory: taking and returning chunks, writing a new item,
+//! publishing it (index + LRU), finding it, and taking it away again. Which tier a new
+//! item goes to and what is removed when a class is full are the policy's decisions
+//! (`policy/`); this file is the mechanism they use.
 //!
 //! Accounting of an item's own header: every operation that rewrites an item's links or
 //! state charges that header write once (`header_bytes::LINKS`), and hands the
@@ -12,22 +12,23 @@
 use std::sync::atomic::Ordering;
 
 use crate::api::StoreOutcome;
-use crate::engine::{Dead, Engine, Tier};
+use crate::counters::G;
+use crate::engine::{Dead, Engine, SlabTier};
 use crate::events::{kind, EventWhat, ItemFacts};
 use crate::index::{Held, Index, ShardGuard};
 use crate::item::{
     header_bytes, state, Fresh, HeaderRead, HeaderWrite, ItemAddr, ItemMemory, ItemRef, Written,
     ITEM_HEADER_BYTES, NIL,
 };
+use crate::policy::engine_ops::EngineOps;
 use crate::policy::Policy;
 use crate::pool::LARGE_TAIL;
 use crate::slab::{ClassState, Geometry};
-use crate::stats::G;
 
 /// A live item a look-up found: its tier, and the item with its header located and the
 /// proof to read it (which borrows the shard's guard for `'g`).
 pub(crate) struct Found<'e, 'g> {
-    pub tier: &'e Tier,
+    pub tier: &'e SlabTier,
     pub item: ItemRef<'e, Held<'g>>,
 }
 
@@ -55,7 +56,7 @@ impl Engine {
     /// only place a [`Fresh`] chunk comes from (recovery aside).
     pub(crate) fn take_chunk<'t>(
         &self,
-        tier: &'t Tier,
+        tier: &'t SlabTier,
         cs: &mut ClassState,
         total_bytes: usize,
     ) -> Option<Fresh<'t>> {
@@ -109,7 +110,7 @@ impl Engine {
     /// (memcached's `slab_reassign_inline_reclaim`). Bounded by the free list.
     pub(crate) fn take_free_outside<'t>(
         &self,
-        tier: &'t Tier,
+        tier: &'t SlabTier,
         cs: &mut ClassState,
         page: usize,
     ) -> Option<Fresh<'t>> {
@@ -136,7 +137,7 @@ impl Engine {
     /// Returns a chunk that is in no LRU and no index to its class (or the pool). The
     /// caller paid for the chunk's header write (`h`, `LINKS`). In a persistent pool the
     /// chunk's record is invalidated first, so it can never come back.
-    pub(crate) fn free_chunk(&self, tier: &Tier, cs: &mut ClassState, h: HeaderWrite<'_>) {
+    pub(crate) fn free_chunk(&self, tier: &SlabTier, cs: &mut ClassState, h: HeaderWrite<'_>) {
         let addr = h.addr();
         self.unseal(tier, h.read(), header_bytes::LINKS);
         // item.rs, invariant 3 (b): a chunk leaves the index and its LRU before it is freed.
@@ -173,7 +174,7 @@ impl Engine {
     /// another class.
     pub(crate) fn alloc<'t>(
         &self,
-        tier: &'t Tier,
+        tier: &'t SlabTier,
         class_id: usize,
         total_bytes: usize,
     ) -> Option<Fresh<'t>> {
@@ -187,7 +188,12 @@ impl Engine {
                 cs.stats.direct_reclaims += attempt as u64;
                 return Some(chunk);
             }
-            if cs.lru.items() == 0 || self.policy.make_room(self, tier, &mut cs, now) == 0 {
+            if cs.lru.items() == 0
+                || self
+                    .policy
+                    .make_room(EngineOps::new(self), tier, &mut cs, now)
+                    == 0
+            {
                 break;
             }
             // The room just made is this allocation's: taken before the lock goes, or
@@ -216,7 +222,7 @@ impl Engine {
     /// Takes a free chunk (or a free page) of `class_id` in `tier`, evicting nothing.
     pub(crate) fn take_free<'t>(
         &self,
-        tier: &'t Tier,
+        tier: &'t SlabTier,
         class_id: usize,
         total_bytes: usize,
     ) -> Option<Fresh<'t>> {
@@ -263,7 +269,7 @@ impl Engine {
     /// header's rewrite is charged here. Counting why is the caller's business.
     pub(crate) fn remove_locked(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         table: &mut ShardGuard<'_>,
         item: HeaderRead<'_>,
@@ -280,7 +286,7 @@ impl Engine {
     /// whether it was removed.
     pub(crate) fn reclaim_dead(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         h: HeaderRead<'_>,
         by_crawler: bool,
@@ -312,7 +318,7 @@ impl Engine {
     /// nothing is dead.
     pub(crate) fn reclaim_dead_at_tails(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         scan: TailScan,
     ) -> usize {
@@ -344,7 +350,7 @@ impl Engine {
     /// Returns whether it was evicted.
     pub(crate) fn evict_item(
         &self,
-        tier: &Tier,
+        tier: &SlabTier,
         cs: &mut ClassState,
         h: HeaderRead<'_>,
         now_s: u32,
@@ -432,7 +438,9 @@ impl Engine {
             None => Index::insert_new(table, key_hash, item),
         }
         {
-            let segment = self.policy.on_link(self, table, key_hash, tier, h, old);
+            let segment = self
+                .policy
+                .on_link(EngineOps::new(self), table, key_hash, tier, h, old);
             let mut cs = tier.classes[tier.class_of(addr)].0.lock();
             cs.lru.link_head(&tier.mem, segment, h);
         }
@@ -459,8 +467,8 @@ impl Engine {
 
     /// [`Engine::find_live`], handing back the item's tier and the item with its header
     /// located (a read goes on to a dozen of its fields) and its proof. Always inlined:
-    /// as a call it cost ~35 instructions of set-up a look-up (a 10-key `get` makes
-    /// ten).
+    /// as a call its set-up is paid on every look-up, and a 10-key `get` makes ten
+    /// (docs/results/engine-hot-path-figures.md).
     #[inline(always)]
     pub(crate) fn find_live_item<'e, 'g>(
         &'e self,
@@ -547,7 +555,10 @@ impl Engine {
             return Err(StoreOutcome::TooLarge);
         }
         debug_assert_eq!(class_id, self.geometry.class_for(total));
-        let Some(chunk) = self.policy.alloc_new_item(self, key_hash, class_id, total) else {
+        let Some(chunk) =
+            self.policy
+                .alloc_new_item(EngineOps::new(self), key_hash, class_id, total)
+        else {
             return Err(StoreOutcome::OutOfMemory);
         };
         let capacity = self.chunk_capacity(class_id, total);

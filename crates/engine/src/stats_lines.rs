@@ -6,11 +6,11 @@ use std::sync::atomic::Ordering;
 use crate::api::StatValue;
 use crate::api::TierId;
 use crate::config::SLAB_PAGE_SIZE_BYTES;
-use crate::engine::{Engine, Tier};
+use crate::counters::{ClassStats, C, G};
+use crate::engine::{Engine, SlabTier};
 use crate::item::header_bytes;
 use crate::lru::{COLD, HOT, WARM};
 use crate::policy::Policy;
-use crate::stats::{ClassStats, C, G};
 
 type Emit<'a> = &'a mut dyn FnMut(&str, StatValue);
 
@@ -208,7 +208,7 @@ impl Engine {
         }
     }
 
-    fn stats_items_tier(&self, tier: &Tier, emit: Emit<'_>) {
+    fn stats_items_tier(&self, tier: &SlabTier, emit: Emit<'_>) {
         let now = self.now_s();
         let prefix = match tier.id {
             TierId::Dram => "items",
@@ -279,7 +279,7 @@ impl Engine {
         }
     }
 
-    fn stats_slabs_tier(&self, tier: &Tier, emit: Emit<'_>) {
+    fn stats_slabs_tier(&self, tier: &SlabTier, emit: Emit<'_>) {
         let (prefix, totals_prefix) = match tier.id {
             TierId::Dram => ("", ""),
             TierId::Slow => ("slow:", "slow_"),

@@ -64,8 +64,9 @@ struct Stripe {
 }
 
 pub(crate) struct Counters {
-    /// A fixed count, so that a thread's stripe is found with a mask (a division by a
-    /// slice's length cost ~8 instructions on each of a GET hit's five counters).
+    /// A fixed count, so that a thread's stripe is found with a mask, not a division by
+    /// a slice's length on each of a GET hit's counters (measured:
+    /// docs/results/engine-hot-path-figures.md).
     stripes: Box<[Stripe; STRIPES]>,
 }
 

@@ -1,0 +1,73 @@
+//! The hotspot policy's slow-tier eviction: CLOCK over the class's list, the reference
+//! bit kept in the index descriptor (so a slow-tier hit writes nothing to the slow tier).
+
+use super::super::engine_ops::EngineOps;
+use super::super::engine_ops::SlabTier;
+use crate::index::Index;
+use crate::item::{header_bytes, state, NIL};
+use crate::slab::ClassState;
+
+use super::Hotspot;
+
+/// Items the slow tier's CLOCK hand looks at per eviction.
+const CLOCK_TRIES: usize = 32;
+
+impl Hotspot {
+    /// The slow tier's CLOCK: from the hand, pass over referenced items (clearing their
+    /// bit) and evict the first unreferenced one. Returns the items removed. The caller
+    /// holds the class lock.
+    pub(super) fn clock_evict(
+        &self,
+        e: EngineOps<'_>,
+        tier: &SlabTier,
+        cs: &mut ClassState,
+        now_s: u32,
+    ) -> usize {
+        let mem = &tier.mem;
+        for attempt in 1..=CLOCK_TRIES {
+            let mut addr = cs.lru.hand;
+            if addr == NIL {
+                // Wrapped (or never started): the oldest item of the first non-empty list.
+                addr = (0..crate::lru::SEGMENTS)
+                    .rev()
+                    .map(|segment| cs.lru.tail[segment])
+                    .find(|&t| t != NIL)
+                    .unwrap_or(NIL);
+                if addr == NIL {
+                    return 0;
+                }
+            }
+            let h = mem.read_header(addr, header_bytes::ALL);
+            cs.lru.hand = h.prev();
+            if e.dead_reason(h, now_s).is_some() {
+                if e.reclaim_dead(tier, cs, h, false) {
+                    return 1;
+                }
+                continue;
+            }
+            if h.has(state::QUEUED) {
+                continue;
+            }
+            if !e.config().evictions_enabled {
+                return 0;
+            }
+            let key_hash = h.key_hash();
+            let referenced = {
+                let Some(mut table) = e.try_lock_shard(key_hash) else {
+                    cs.stats.lrutail_reflocked += 1;
+                    continue;
+                };
+                Index::with_policy_bits(&mut table, key_hash, addr, |_, referenced| {
+                    std::mem::replace(referenced, false)
+                })
+                .unwrap_or(false)
+            };
+            // Bounded: after CLOCK_TRIES - 1 referenced items the hand evicts the next
+            // one anyway, so a store never fails because every item was just read.
+            if (!referenced || attempt == CLOCK_TRIES) && e.evict_item(tier, cs, h, now_s) {
+                return 1;
+            }
+        }
+        0
+    }
+}
