@@ -2,7 +2,7 @@
 //! It contains no cache policy; every cache decision is the engine's.
 
 pub mod auth;
-pub mod config;
+pub mod cli;
 pub mod connection;
 pub mod crash;
 pub mod detail;

@@ -12,7 +12,7 @@ use crossbeam_channel::{Receiver, Sender};
 use engine::{Engine, SystemClock};
 use mio::Waker;
 
-use crate::config::Config;
+use crate::cli::Config;
 use crate::connection::Dispatchers;
 use crate::listener;
 use crate::session::{ServerSettings, ServerStats};

@@ -97,7 +97,7 @@ impl Default for ServerSettings {
             listen_address: "127.0.0.1".to_owned(),
             domain_socket: None,
             unix_mode: 0o700,
-            tcp_backlog: crate::config::LISTEN_BACKLOG_DEFAULT,
+            tcp_backlog: crate::cli::LISTEN_BACKLOG_DEFAULT,
             binding: BindingProtocol::Auto,
             flush_enabled: true,
             shutdown_requested: AtomicBool::new(false),

@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use server::config::Config;
+use server::cli::Config;
 use server::connection::Dispatchers;
 use server::runtime::Server;
 use server::session::{Session, Step};
