@@ -1,7 +1,7 @@
 //! The fog layer's writes (`--upstream`): a write goes to the upstream first; the edge's
 //! copy is updated (`--upstream-writes through`) or removed (`invalidate`) only once the
 //! upstream answered — by the upstream loop, in the order the upstream applied the key's
-//! writes, before the reply comes here (`upstream/io.rs`, `Io::apply_to_edge`) — and the
+//! writes, before the reply comes here (`upstream/io/edge.rs`, `Io::apply_to_edge`) — and the
 //! client gets the upstream's answer in its own protocol.
 //!
 //! The first call of a write returns [`Step::Upstream`] with the request; the runtime

@@ -10,10 +10,10 @@
 //!   upstream loop, in the order the upstream applied the key's writes, before the
 //!   client gets the upstream's answer — so the edge's copy of a key ends as the
 //!   upstream's last value of it, or absent, whatever the writes' interleaving and
-//!   failures (`io.rs`: a key's writes go out on one connection at a time, in order).
+//!   failures (`io/write_order.rs`: a key's writes go out on one connection at a time, in order).
 //!
 //! How it runs. The upstream sockets belong to `--upstream-threads` upstream loops (one
-//! per two worker threads by default; `io.rs`: a mio loop each, with its own bounded,
+//! per two worker threads by default; `io/`: a mio loop each, with its own bounded,
 //! pipelined pool of connections per upstream server, single flight, per-request
 //! timeouts). Keys are split among the loops by a hash of the key, so every request for
 //! one key — the reads that share a single flight and the writes, which are kept in
