@@ -14,7 +14,7 @@ pub mod process;
 pub mod registry;
 pub mod runtime;
 pub mod session;
-pub mod stats;
+pub mod stats_reply;
 pub mod stream;
 pub mod tls;
 pub mod udp;

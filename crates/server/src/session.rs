@@ -39,7 +39,7 @@ impl BindingProtocol {
     }
 }
 
-/// Server-wide settings the dispatchers need (the rest of the CLI lives in `config`).
+/// Server-wide settings the dispatchers need (the rest of the CLI lives in `cli`).
 #[derive(Debug)]
 pub struct ServerSettings {
     /// `-A`: allow the `shutdown` command.

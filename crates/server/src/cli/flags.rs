@@ -19,7 +19,7 @@ use super::{LISTEN_BACKLOG_DEFAULT, REQS_PER_EVENT_DEFAULT};
     about = "fogcached: a memcached-compatible cache server with a DRAM tier and a slow tier",
     after_help = EXTENDED_OPTIONS_HELP
 )]
-pub(super) struct Cli {
+pub(super) struct Flags {
     /// TCP port to listen on (default: 11211)
     #[arg(
         short = 'p',

@@ -50,7 +50,7 @@ use crate::worker::{IoEngine, IoUringRecv};
 pub use credentials::load_security;
 pub use tiers::{prepare_storage, StorageError, DATA_DIR_DEFAULT, POOL_FILE_NAME};
 
-use flags::Cli;
+use flags::Flags;
 use help::LICENSE_TEXT;
 
 /// sysexits.h `EX_USAGE`: the command line was wrong.
@@ -263,7 +263,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
+    let cli = match Flags::try_parse_from(args) {
         Ok(cli) => cli,
         Err(error) => {
             let text = error.render().to_string();

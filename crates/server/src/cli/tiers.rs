@@ -12,7 +12,7 @@ use engine::config::{
 use engine::{EngineConfig, SLAB_PAGE_SIZE_BYTES};
 use tier::{CostModel, RegionBacking, RegionSpec};
 
-use super::flags::Cli;
+use super::flags::Flags;
 use super::{parse_size, usage, CliExit, Config, SizeUnit};
 
 /// `--data-dir` default, relative to the working directory.
@@ -30,7 +30,7 @@ pub(super) const SLOW_SIZE_DEFAULT: &str = "1g";
 const POLICIES_PLANNED: &[&str] = &[];
 
 /// The tier and placement flags, onto the engine's slow tier spec and policy knobs.
-pub(super) fn apply_tier_flags(engine: &mut EngineConfig, cli: &Cli) -> Result<(), CliExit> {
+pub(super) fn apply_tier_flags(engine: &mut EngineConfig, cli: &Flags) -> Result<(), CliExit> {
     let page_mb = SLAB_PAGE_SIZE_BYTES >> 20;
     if engine.memory_limit_bytes != 0 && engine.memory_limit_bytes < SLAB_PAGE_SIZE_BYTES as u64 {
         return Err(usage(format!(
@@ -86,8 +86,8 @@ pub(super) fn apply_tier_flags(engine: &mut EngineConfig, cli: &Cli) -> Result<(
 
     // Without a slow tier the policy only replaces: the hotspot policy's multi-queue
     // evicts a new item (count 1, lowest queue) before an old working set whose counts
-    // are still decaying, and lost 81 to 97 % of memcaslap's gets once each new run's
-    // keys met the last run's (docs/results/speed.md); memcached's LRU does not.
+    // are still decaying, and lost most of memcaslap's gets once each new run's keys met
+    // the last run's (docs/results/speed.md); memcached's LRU does not.
     let policy_name = cli.policy.as_deref().unwrap_or(if slow_size_bytes == 0 {
         "dual-lru"
     } else {

@@ -4,11 +4,11 @@
 
 use crate::upstream::{UpstreamConfig, WriteMode};
 
-use super::flags::Cli;
+use super::flags::Flags;
 use super::{usage, CliExit};
 
 /// The `--upstream*` flags; `None` without `--upstream`.
-pub(super) fn upstream_config(cli: &Cli) -> Result<Option<UpstreamConfig>, CliExit> {
+pub(super) fn upstream_config(cli: &Flags) -> Result<Option<UpstreamConfig>, CliExit> {
     let servers: Vec<String> = cli
         .upstream
         .iter()

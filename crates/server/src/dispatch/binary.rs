@@ -23,7 +23,7 @@ use protocol::Parsed;
 use crate::detail::PrefixOp;
 use crate::latency::{self, CommandKind};
 use crate::session::{Session, Step, SERVER_VERSION};
-use crate::stats::{self, StatsGroup};
+use crate::stats_reply::{self, StatsGroup};
 
 /// Handles the request at the front of `input` (binary protocol).
 pub fn handle(session: &mut Session<'_>, input: &[u8]) -> Step {
@@ -436,7 +436,7 @@ fn stat(session: &mut Session<'_>, header: &RequestHeader, group: &[u8]) {
     let group = if group.is_empty() {
         Some(StatsGroup::General)
     } else if group.starts_with(b"reset") {
-        stats::reset(session);
+        stats_reply::reset(session);
         None
     } else if group.starts_with(b"settings") {
         Some(StatsGroup::Settings)
@@ -478,7 +478,7 @@ fn stat(session: &mut Session<'_>, header: &RequestHeader, group: &[u8]) {
         // `collect` reads the whole session, so the replies go to the output buffer taken
         // out of it for the duration (no copy, no extra allocation).
         let mut out = std::mem::take(session.out);
-        stats::collect(session, group, &mut |name, value| {
+        stats_reply::collect(session, group, &mut |name, value| {
             binary::encode_stat(
                 &mut out,
                 header.opcode,

@@ -26,7 +26,7 @@ use crate::detail::PrefixOp;
 use crate::dispatch::admin;
 use crate::latency::{self, CommandKind};
 use crate::session::{Session, Step, SERVER_VERSION};
-use crate::stats::{self, StatsGroup};
+use crate::stats_reply::{self, StatsGroup};
 
 const STORED: &[u8] = b"STORED\r\n";
 const NOT_STORED: &[u8] = b"NOT_STORED\r\n";
@@ -421,7 +421,7 @@ fn refresh_certs(session: &mut Session<'_>, noreply: bool) {
 fn stats_command(session: &mut Session<'_>, group: &[u8], args: protocol::text::Args<'_>) {
     match group {
         b"reset" => {
-            stats::reset(session);
+            stats_reply::reset(session);
             session.out.extend_from_slice(b"RESET\r\n");
         }
         b"detail" => admin::stats_detail(session, args),
@@ -433,7 +433,7 @@ fn stats_command(session: &mut Session<'_>, group: &[u8], args: protocol::text::
                 // `collect` reads the session while the lines are written, so they go
                 // to a buffer taken out of it for the duration.
                 let mut out = std::mem::take(session.out);
-                stats::collect(session, group, &mut |name, value| {
+                stats_reply::collect(session, group, &mut |name, value| {
                     out.extend_from_slice(b"STAT ");
                     out.extend_from_slice(name.as_bytes());
                     out.push(b' ');

@@ -13,7 +13,7 @@ use crate::cli::Config;
 use crate::connection::Dispatchers;
 use crate::runtime::Server;
 use crate::session::{Session, Step};
-use crate::stats::{self, StatsGroup};
+use crate::stats_reply::{self, StatsGroup};
 use testkit::RawClient;
 
 /// The toy protocol, one request per `\n`-terminated line:
@@ -56,7 +56,7 @@ fn toy(session: &mut Session<'_>, input: &[u8]) -> Step {
         b"stats" => {
             let group = StatsGroup::from_name(arg).unwrap_or(StatsGroup::General);
             let mut lines = Vec::new();
-            stats::collect(session, group, &mut |name, value| {
+            stats_reply::collect(session, group, &mut |name, value| {
                 lines.extend_from_slice(format!("STAT {name} {value}\r\n").as_bytes())
             });
             session.out.extend_from_slice(&lines);

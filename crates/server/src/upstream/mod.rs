@@ -31,8 +31,8 @@
 //! nothing further.
 
 mod breaker;
+pub mod counters;
 mod io;
-pub mod stats;
 
 use std::hash::Hasher;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -48,7 +48,7 @@ use parking_lot::Mutex;
 pub use protocol::client::StoreKind;
 
 pub use breaker::Breaker;
-pub use stats::UpstreamStats;
+pub use counters::UpstreamStats;
 
 /// What a write does to the edge's copy once the upstream answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,12 +7,12 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::pool::{Awaiting, Conn, ConnState};
-use super::{FlightId, Io, Turn};
+use super::pool::{Awaiting, UpstreamConn, UpstreamConnState};
+use super::{FlightId, Turn, UpstreamLoop};
 use crate::upstream::breaker::Tripped;
 use crate::upstream::{Failure, Reply};
 
-impl Conn {
+impl UpstreamConn {
     /// When the connection counts as stuck: its oldest request was abandoned and no
     /// reply came for `grace` since then. (Counted from when the loop saw the lateness,
     /// so that a loop that was itself held up does not close a connection whose replies
@@ -28,7 +28,7 @@ impl Conn {
     /// deadline, the deadline of its oldest request still awaited, or the time it would
     /// be stuck.
     pub(super) fn next_deadline(&self, grace: Duration) -> Option<Instant> {
-        if let ConnState::Connecting { deadline } = self.state {
+        if let UpstreamConnState::Connecting { deadline } = self.state {
             return Some(deadline);
         }
         let stuck = self.stuck_at(grace);
@@ -49,7 +49,7 @@ impl Conn {
     }
 }
 
-impl Io {
+impl UpstreamLoop {
     /// The soonest deadline of a request, a connection attempt or a stuck connection.
     pub(super) fn next_deadline(&self) -> Option<Instant> {
         let conns = self
@@ -72,7 +72,7 @@ impl Io {
 
     /// Times out what is past its deadline: each request alone (its place on the
     /// connection abandoned), backlogged flights, connection attempts and probes; and
-    /// closes the connections that are stuck ([`Conn::stuck_at`]). A server whose
+    /// closes the connections that are stuck ([`UpstreamConn::stuck_at`]). A server whose
     /// requests timed out in this turn counts one failure.
     pub(super) fn expire(&mut self, now: Instant) {
         let mut timed_out = Vec::new();
@@ -82,11 +82,13 @@ impl Io {
             };
             let server = conn.server;
             let late_start = match conn.state {
-                ConnState::Connecting { deadline } => deadline <= now,
+                UpstreamConnState::Connecting { deadline } => deadline <= now,
                 // Nothing goes out before the probe's answer: an unanswered probe is a
                 // connection that does not work.
-                ConnState::Probing => conn.sent.front().is_some_and(|sent| sent.deadline <= now),
-                ConnState::Ready => false,
+                UpstreamConnState::Probing => {
+                    conn.sent.front().is_some_and(|sent| sent.deadline <= now)
+                }
+                UpstreamConnState::Ready => false,
             };
             let stuck = conn.stuck_at(self.timeout).is_some_and(|at| at <= now);
             if late_start || stuck {

@@ -9,10 +9,10 @@ use engine::{StoreMode, StoreOptions, StoreOutcome};
 use protocol::client::Dialect;
 
 use super::pool::WireReply;
-use super::{FlightId, Io};
+use super::{FlightId, UpstreamLoop};
 use crate::upstream::{now_unix_s, Failure, Fetched, Op, Reply, Request, StoreKind, WriteMode};
 
-impl Io {
+impl UpstreamLoop {
     /// Turns the upstream's reply to flight `id` into the edge's [`Reply`].
     pub(super) fn complete(&mut self, id: FlightId, wire: WireReply) {
         let Some(flight) = self.flights.get(&id) else {
@@ -112,7 +112,7 @@ impl Io {
     /// whole-value store the upstream reports with its new CAS is kept at the edge with
     /// that CAS (so a `gets` at the edge returns a CAS the upstream accepts) and the
     /// capped TTL; a touch, and a `gat` that found the item (its value was filled in
-    /// [`Io::complete`], in both modes: a `gat` is a read), retime the edge copy;
+    /// [`UpstreamLoop::complete`], in both modes: a `gat` is a read), retime the edge copy;
     /// everything else — appends, counters, deletes, refusals, failures (the write may
     /// still have happened), every write in invalidate mode — removes it, so the next
     /// read fetches the upstream's value.

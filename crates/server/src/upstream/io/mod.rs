@@ -59,7 +59,7 @@ use ketama::Ketama;
 use mio::{Events, Poll, Token, Waker};
 
 use super::{Delivery, Failure, Reply, Request, Route, Submission, Upstream};
-use pool::{Conn, Server};
+use pool::{UpstreamConn, UpstreamServer};
 use single_flight::SingleFlight;
 use write_order::{Joined, Lines, Turn};
 
@@ -83,7 +83,7 @@ pub(super) fn run(poll: Poll, upstream: Arc<Upstream>, shard: usize, engine: Arc
     let servers = upstream
         .addrs
         .iter()
-        .map(|&addr| Server {
+        .map(|&addr| UpstreamServer {
             addr,
             dialect: None,
             conns: Vec::new(),
@@ -91,7 +91,7 @@ pub(super) fn run(poll: Poll, upstream: Arc<Upstream>, shard: usize, engine: Arc
         })
         .collect();
     let value_max_bytes = engine.config().item_size_max_bytes;
-    let mut io = Io {
+    let mut io = UpstreamLoop {
         poll,
         shard,
         ketama: Ketama::new(&upstream.config.servers),
@@ -138,7 +138,7 @@ struct Flight {
     turn: Turn,
 }
 
-struct Io {
+struct UpstreamLoop {
     poll: Poll,
     /// Which of the upstream loops this is.
     shard: usize,
@@ -148,9 +148,9 @@ struct Io {
     timeout: Duration,
     retry: Duration,
     value_max_bytes: usize,
-    servers: Vec<Server>,
+    servers: Vec<UpstreamServer>,
     /// Slot `i` is the connection with token `i + 1`.
-    conns: Vec<Option<Conn>>,
+    conns: Vec<Option<UpstreamConn>>,
     free_conns: Vec<usize>,
     flights: HashMap<FlightId, Flight>,
     /// Plain reads in flight, by key.
@@ -158,7 +158,7 @@ struct Io {
     /// Keys with ordered requests not finished.
     lines: Lines,
     /// Lines to move on, and servers whose backlog to pump, once the work at hand is
-    /// done ([`Io::settle`]): not from inside it, so nothing recurses.
+    /// done ([`UpstreamLoop::settle`]): not from inside it, so nothing recurses.
     to_advance: Vec<Vec<u8>>,
     to_pump: Vec<usize>,
     next_flight: FlightId,
@@ -169,7 +169,7 @@ struct Io {
     unflushed: Vec<usize>,
 }
 
-impl Io {
+impl UpstreamLoop {
     fn run(&mut self) {
         let mut events = Events::with_capacity(EVENTS_CAPACITY);
         let mut more_submissions = false;

@@ -14,26 +14,26 @@ use mio::net::TcpStream;
 use mio::{Interest, Token};
 use protocol::client::{self, Dialect, Expect, ReplyParse};
 
-use super::{FlightId, Io, Turn, PIPELINE_DEPTH_MAX};
+use super::{FlightId, Turn, UpstreamLoop, PIPELINE_DEPTH_MAX};
 use crate::upstream::{Failure, Reply};
 
 /// Unwritten request bytes on one connection at most before it counts as full.
 const OUTPUT_FULL_BYTES: usize = 4 * 1024 * 1024;
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 
-pub(super) struct Server {
+pub(super) struct UpstreamServer {
     pub(super) addr: std::net::SocketAddr,
     /// Learned from the first connection's `mn` (this loop's, or another loop's through
     /// the server's statistics).
     pub(super) dialect: Option<Dialect>,
-    /// Slots of its connections in `Io::conns`.
+    /// Slots of its connections in `UpstreamLoop::conns`.
     pub(super) conns: Vec<usize>,
     /// Flights waiting for a connection with room.
     pub(super) backlog: VecDeque<FlightId>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum ConnState {
+pub(super) enum UpstreamConnState {
     Connecting {
         deadline: Instant,
     },
@@ -66,12 +66,12 @@ pub(super) struct Sent {
     pub(super) deadline: Instant,
 }
 
-pub(super) struct Conn {
+pub(super) struct UpstreamConn {
     pub(super) server: usize,
     /// Tells this connection from a later one in the same slot.
     pub(super) serial: u64,
     pub(super) stream: TcpStream,
-    pub(super) state: ConnState,
+    pub(super) state: UpstreamConnState,
     pub(super) out: Vec<u8>,
     pub(super) input: Vec<u8>,
     /// Bytes of an oversized value still to discard from the input.
@@ -90,10 +90,10 @@ pub(super) struct Conn {
     pub(super) blocked: Vec<Vec<u8>>,
 }
 
-impl Conn {
+impl UpstreamConn {
     /// Whether the connection may take a new request.
     pub(super) fn has_room(&self) -> bool {
-        self.state == ConnState::Ready
+        self.state == UpstreamConnState::Ready
             && self.sent.len() < PIPELINE_DEPTH_MAX
             && self.out.len() < OUTPUT_FULL_BYTES
     }
@@ -157,7 +157,7 @@ impl WireReply {
     }
 }
 
-impl Io {
+impl UpstreamLoop {
     /// Moves the server's backlog onto connections with room, opening connections up to
     /// the pool size. A connection waiting for a late reply takes none: the requests
     /// wait here for another connection (or for it to catch up) rather than queue behind
@@ -186,7 +186,7 @@ impl Io {
                 let opening = self.servers[server].conns.iter().any(|&slot| {
                     self.conns[slot]
                         .as_ref()
-                        .is_some_and(|conn| conn.state != ConnState::Ready)
+                        .is_some_and(|conn| conn.state != UpstreamConnState::Ready)
                 });
                 if !opening
                     && self.servers[server].conns.len() < self.upstream.config.conns_per_server
@@ -207,7 +207,7 @@ impl Io {
 
     /// Encodes flight `id` on connection `slot` (written at the turn's end). The
     /// first sent request of a line ties the line to the connection, and the requests
-    /// waiting in it follow ([`Io::settle`]).
+    /// waiting in it follow ([`UpstreamLoop::settle`]).
     pub(super) fn send(&mut self, slot: usize, id: FlightId) -> Result<(), client::Unencodable> {
         let (Some(flight), Some(conn)) = (self.flights.get(&id), self.conns[slot].as_mut()) else {
             debug_assert!(
@@ -287,11 +287,11 @@ impl Io {
         }
         let serial = self.next_conn_serial;
         self.next_conn_serial += 1;
-        self.conns[slot] = Some(Conn {
+        self.conns[slot] = Some(UpstreamConn {
             server,
             serial,
             stream,
-            state: ConnState::Connecting {
+            state: UpstreamConnState::Connecting {
                 deadline: Instant::now() + self.timeout,
             },
             out: Vec::new(),
@@ -310,7 +310,7 @@ impl Io {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
-        if let ConnState::Connecting { .. } = conn.state {
+        if let UpstreamConnState::Connecting { .. } = conn.state {
             if !(readable || writable) {
                 return;
             }
@@ -342,10 +342,10 @@ impl Io {
                 };
             }
             if self.servers[server].dialect.is_some() {
-                conn.state = ConnState::Ready;
+                conn.state = UpstreamConnState::Ready;
                 self.pump(server);
             } else {
-                conn.state = ConnState::Probing;
+                conn.state = UpstreamConnState::Probing;
                 let _ = client::encode(Dialect::Meta, &client::Request::Probe, &mut conn.out);
                 conn.sent.push_back(Sent {
                     awaiting: Awaiting::Probe,
@@ -373,7 +373,7 @@ impl Io {
         let Some(conn) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
-        if matches!(conn.state, ConnState::Connecting { .. }) {
+        if matches!(conn.state, UpstreamConnState::Connecting { .. }) {
             return;
         }
         let mut written = 0;
@@ -507,7 +507,7 @@ impl Io {
                         Ordering::Relaxed,
                     );
                     if let Some(conn) = self.conns[slot].as_mut() {
-                        conn.state = ConnState::Ready;
+                        conn.state = UpstreamConnState::Ready;
                     }
                 }
             }
@@ -537,7 +537,7 @@ impl Io {
         let _ = self.poll.registry().deregister(&mut conn.stream);
         self.free_conns.push(slot);
         let server = conn.server;
-        if !matches!(conn.state, ConnState::Connecting { .. }) {
+        if !matches!(conn.state, UpstreamConnState::Connecting { .. }) {
             self.upstream.stats.servers[server]
                 .connections
                 .fetch_sub(1, Ordering::Relaxed);
@@ -545,7 +545,7 @@ impl Io {
         self.servers[server].conns.retain(|&s| s != slot);
         // An idle connection the upstream closed (its idle timeout, a restart with
         // nothing pending) is no failure of the upstream: the next request reconnects.
-        let idle_close = conn.state == ConnState::Ready
+        let idle_close = conn.state == UpstreamConnState::Ready
             && conn.sent.is_empty()
             && failure == Failure::Unavailable;
         let now = Instant::now();

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use super::{FlightId, Io};
+use super::{FlightId, UpstreamLoop};
 use crate::upstream::Op;
 
 /// The plain reads in flight that later reads of their key may join, by key.
@@ -53,7 +53,7 @@ impl SingleFlight {
     }
 }
 
-impl Io {
+impl UpstreamLoop {
     /// Keeps the read of `key` in flight, if any, from storing its value (it may have
     /// seen the value before an ordered request that just ended), and lets later reads
     /// ask again rather than join it (a client that got its write's reply must not be

@@ -3,12 +3,12 @@
 //! so the upstream applies and answers them in that order and the edge sees their
 //! outcomes in the same order. A key's next request goes elsewhere only once none is
 //! outstanding. [`Lines`] is the bookkeeping alone (no socket, no flight), so that its
-//! rules are tested here; [`Io::advance`] moves a line's requests onto the wire.
+//! rules are tested here; [`UpstreamLoop::advance`] moves a line's requests onto the wire.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 
-use super::{FlightId, Io};
+use super::{FlightId, UpstreamLoop};
 use crate::upstream::{Failure, Reply};
 
 /// Where an ordered request stands in its key's [`Line`].
@@ -68,7 +68,7 @@ pub(super) enum Next {
 }
 
 /// The lines of the keys with unfinished ordered requests: the bookkeeping of who goes
-/// out when, apart from the sockets and flights that [`Io`] moves.
+/// out when, apart from the sockets and flights that [`UpstreamLoop`] moves.
 #[derive(Default)]
 pub(super) struct Lines {
     by_key: HashMap<Vec<u8>, Line>,
@@ -214,7 +214,7 @@ impl Lines {
     }
 }
 
-impl Io {
+impl UpstreamLoop {
     /// Moves key `key`'s waiting requests on as far as they may go: behind its
     /// outstanding ones on their connection while it takes requests, or, when none is
     /// outstanding, the first one into the server's backlog (the others follow it once
@@ -277,7 +277,7 @@ impl Io {
     }
 
     /// Counts one of `key`'s outstanding ordered requests as ended (answered, failed,
-    /// or its late reply come): the line moves on in [`Io::settle`].
+    /// or its late reply come): the line moves on in [`UpstreamLoop::settle`].
     pub(super) fn release(&mut self, key: &[u8]) {
         if self.lines.release(key) {
             self.to_advance.push(key.to_vec());
