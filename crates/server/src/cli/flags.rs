@@ -9,8 +9,14 @@ use std::path::PathBuf;
 use clap::{ArgAction, Parser};
 
 use super::help::EXTENDED_OPTIONS_HELP;
-use super::tiers::{DATA_DIR_DEFAULT, SLOW_SIZE_DEFAULT};
 use super::{LISTEN_BACKLOG_DEFAULT, REQS_PER_EVENT_DEFAULT};
+
+/// `--data-dir` default, relative to the working directory.
+pub const DATA_DIR_DEFAULT: &str = "fogcached-data";
+
+/// `--slow-size` default: large enough to show both tiers at work, and free until
+/// written, since the pool file is sparse.
+pub(super) const SLOW_SIZE_DEFAULT: &str = "1g";
 
 #[derive(Parser, Debug)]
 #[command(

@@ -48,7 +48,8 @@ use crate::tls::{TlsContext, TlsOptions};
 use crate::worker::{IoEngine, IoUringRecv};
 
 pub use credentials::load_security;
-pub use tiers::{prepare_storage, StorageError, DATA_DIR_DEFAULT, POOL_FILE_NAME};
+pub use flags::DATA_DIR_DEFAULT;
+pub use tiers::{prepare_storage, StorageError, POOL_FILE_NAME};
 
 use flags::Flags;
 use help::LICENSE_TEXT;

@@ -15,15 +15,8 @@ use tier::{CostModel, RegionBacking, RegionSpec};
 use super::flags::Flags;
 use super::{parse_size, usage, CliExit, Config, SizeUnit};
 
-/// `--data-dir` default, relative to the working directory.
-pub const DATA_DIR_DEFAULT: &str = "fogcached-data";
-
 /// The pool file's name inside the data directory.
 pub const POOL_FILE_NAME: &str = "slow-tier.pool";
-
-/// `--slow-size` default: large enough to show both tiers at work, and free until
-/// written, since the pool file is sparse.
-pub(super) const SLOW_SIZE_DEFAULT: &str = "1g";
 
 /// Policies of the design (BRIEF.md) that are not built yet: named so that asking for
 /// one says "not yet" rather than "unknown".
