@@ -1,11 +1,10 @@
 //! The unit tests of `dispatch/binary.rs`.
 
-use std::sync::Arc;
-
-use engine::{Engine, EngineConfig, ManualClock};
+use engine::EngineConfig;
 
 use super::*;
-use crate::session::{ServerSettings, ServerStats};
+use crate::dispatch::test_server::TestServer;
+use crate::session::ServerSettings;
 
 const OPAQUE: u32 = 0xdead_beef;
 const ITEM_SIZE_MAX_BYTES: usize = 1024 * 1024;
@@ -45,43 +44,29 @@ const GATQ: u8 = 0x1e;
 const GATK: u8 = 0x23;
 const GATKQ: u8 = 0x24;
 
-struct Fixture {
-    engine: Arc<Engine>,
-    clock: Arc<ManualClock>,
-    settings: ServerSettings,
-    stats: ServerStats,
+struct Fixture(TestServer);
+
+impl std::ops::Deref for Fixture {
+    type Target = TestServer;
+    fn deref(&self) -> &TestServer {
+        &self.0
+    }
 }
 
 impl Fixture {
     fn new() -> Fixture {
-        let clock = ManualClock::new(1_700_000_000);
         let config = EngineConfig {
             memory_limit_bytes: 8 * 1024 * 1024,
             item_size_max_bytes: ITEM_SIZE_MAX_BYTES,
             ..EngineConfig::default()
         };
-        let engine = Engine::new(config, clock.clone()).expect("default config is valid");
-        Fixture {
-            engine,
-            clock,
-            settings: ServerSettings::default(),
-            stats: ServerStats::default(),
-        }
+        Fixture(TestServer::new(config, ServerSettings::default()))
     }
 
     /// One dispatcher call: its step and the reply bytes.
     fn call(&self, input: &[u8]) -> (Step, Vec<u8>) {
         let mut out = Vec::new();
-        let mut session = Session {
-            engine: &self.engine,
-            settings: &self.settings,
-            stats: &self.stats,
-            out: &mut out,
-            resume_keys: 0,
-            out_high_water_bytes: usize::MAX,
-            client_fd: -1,
-            upstream_reply: None,
-        };
+        let mut session = self.session(&mut out, 0, usize::MAX);
         let step = handle(&mut session, input);
         (step, out)
     }
@@ -103,17 +88,6 @@ impl Fixture {
             }
         }
         replies
-    }
-
-    /// One line of the general `stats`, by memcached's name.
-    fn stat(&self, name: &str) -> String {
-        let mut found = None;
-        self.engine.stats(&mut |key, value| {
-            if key == name {
-                found = Some(value.to_string());
-            }
-        });
-        found.unwrap_or_else(|| panic!("no stat {name}"))
     }
 
     /// Stores `key` with `set` and returns the CAS it was given.

@@ -2,29 +2,27 @@
 //! answering the same requests.
 
 use std::sync::atomic::{AtomicBool, AtomicU32};
-use std::sync::Arc;
 
-use engine::{Engine, EngineConfig, ManualClock};
+use engine::EngineConfig;
 
 use super::*;
-use crate::session::{ServerSettings, ServerStats};
+use crate::dispatch::test_server::TestServer;
+use crate::session::ServerSettings;
 
-struct Server {
-    engine: Arc<Engine>,
-    clock: Arc<ManualClock>,
-    settings: ServerSettings,
-    stats: ServerStats,
+struct Server(TestServer);
+
+impl std::ops::Deref for Server {
+    type Target = TestServer;
+    fn deref(&self) -> &TestServer {
+        &self.0
+    }
 }
 
 impl Server {
     fn new() -> Server {
-        let clock = ManualClock::new(1_700_000_000);
-        let engine = Engine::new(EngineConfig::default(), clock.clone())
-            .expect("the default engine configuration is valid");
-        Server {
-            engine,
-            clock,
-            settings: ServerSettings {
+        Server(TestServer::new(
+            EngineConfig::default(),
+            ServerSettings {
                 shutdown_enabled: false,
                 verbosity: AtomicU32::new(0),
                 max_connections: 1024,
@@ -34,24 +32,14 @@ impl Server {
                 shutdown_requested: AtomicBool::new(false),
                 ..ServerSettings::default()
             },
-            stats: ServerStats::default(),
-        }
+        ))
     }
 
     /// Feeds `input` through the dispatcher the way the runtime does (consuming and
     /// swallowing) and returns every reply byte.
     fn send(&self, input: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        let mut session = Session {
-            engine: &self.engine,
-            settings: &self.settings,
-            stats: &self.stats,
-            out: &mut out,
-            resume_keys: 0,
-            out_high_water_bytes: usize::MAX,
-            client_fd: -1,
-            upstream_reply: None,
-        };
+        let mut session = self.session(&mut out, 0, usize::MAX);
         let mut rest = input;
         // Each call consumes at least one byte, so this loop is bounded by the input.
         while !rest.is_empty() {
@@ -67,17 +55,6 @@ impl Server {
             }
         }
         out
-    }
-
-    /// One line of the general `stats`, by memcached's name.
-    fn stat(&self, name: &str) -> String {
-        let mut found = None;
-        self.engine.stats(&mut |key, value| {
-            if key == name {
-                found = Some(value.to_string());
-            }
-        });
-        found.unwrap_or_else(|| panic!("no stat {name}"))
     }
 
     /// The reply to `input`, which must be consumed completely.

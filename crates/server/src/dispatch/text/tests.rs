@@ -1,17 +1,17 @@
 //! The unit tests of `dispatch/text.rs`.
 
 use super::*;
-use crate::session::{ServerSettings, ServerStats};
+use crate::dispatch::test_server::{TestServer, START_UNIX_S};
+use crate::session::ServerSettings;
 use engine::{Engine, EngineConfig, ManualClock};
-use std::sync::Arc;
 
-const START_UNIX_S: u64 = 1_700_000_000;
+struct Fixture(TestServer);
 
-struct Fixture {
-    engine: Arc<Engine>,
-    clock: Arc<ManualClock>,
-    settings: ServerSettings,
-    stats: ServerStats,
+impl std::ops::Deref for Fixture {
+    type Target = TestServer;
+    fn deref(&self) -> &TestServer {
+        &self.0
+    }
 }
 
 impl Fixture {
@@ -20,17 +20,7 @@ impl Fixture {
     }
 
     fn with_settings(settings: ServerSettings) -> Self {
-        let clock = ManualClock::new(START_UNIX_S);
-        let engine = match Engine::new(EngineConfig::default(), clock.clone()) {
-            Ok(engine) => engine,
-            Err(e) => panic!("engine config: {e}"),
-        };
-        Fixture {
-            engine,
-            clock,
-            settings,
-            stats: ServerStats::default(),
-        }
+        Fixture(TestServer::new(EngineConfig::default(), settings))
     }
 
     /// Feeds `input` the way the runtime does (several requests per buffer, payload
@@ -50,16 +40,7 @@ impl Fixture {
         let mut written = Vec::new();
         // Bounded: every step consumes input, answers more keys, or ends the loop.
         while !rest.is_empty() {
-            let mut session = Session {
-                engine: &self.engine,
-                settings: &self.settings,
-                stats: &self.stats,
-                out: &mut out,
-                resume_keys,
-                out_high_water_bytes,
-                client_fd: -1,
-                upstream_reply: None,
-            };
+            let mut session = self.session(&mut out, resume_keys, out_high_water_bytes);
             let step = handle(&mut session, rest);
             if let Step::Partial { keys_done } = step {
                 assert!(keys_done > resume_keys, "no progress: {keys_done}");
@@ -909,10 +890,10 @@ fn slabs_commands() {
     let Ok(engine) = Engine::new(config, clock) else {
         panic!("engine config")
     };
-    let f = Fixture {
+    let f = Fixture(TestServer {
         engine,
-        ..Fixture::new()
-    };
+        ..TestServer::new(EngineConfig::default(), ServerSettings::default())
+    });
     assert_eq!(
         f.reply(b"slabs reassign 1 2\r\n"),
         "CLIENT_ERROR slab reassignment disabled\r\n"
