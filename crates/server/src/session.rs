@@ -185,7 +185,7 @@ pub enum Step {
     Upstream {
         keys_done: usize,
         /// Boxed: a `Step` is returned for every request, and stays two words wide.
-        request: Box<crate::upstream::Request>,
+        request: Box<crate::upstream::UpstreamRequest>,
     },
     /// Write out what is in `out`, then close the connection (`quit`, hostile input).
     Close,

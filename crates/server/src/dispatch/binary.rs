@@ -271,7 +271,7 @@ fn read(
     touch_exptime: Option<u32>,
     return_key: bool,
     quiet: bool,
-) -> Option<crate::upstream::Request> {
+) -> Option<crate::upstream::UpstreamRequest> {
     let opts = ReadOptions {
         touch_exptime: touch_exptime.map(ClientExptime::from),
         is_touch_command: touch_exptime.is_some(),
@@ -291,7 +291,7 @@ fn read(
         );
     };
     let hit = match session.upstream_reply.map(|replies| replies.first()) {
-        Some(Some(crate::upstream::Reply::Hit(fetched))) => {
+        Some(Some(crate::upstream::UpstreamReply::Hit(fetched))) => {
             encode(out, &fetched.view());
             true
         }
@@ -301,7 +301,7 @@ fn read(
             let hit = matches!(outcome, ReadOutcome::Hit(()));
             if !hit && session.settings.upstream.is_some() {
                 let touch_exptime = touch_exptime.map(ClientExptime::from);
-                return Some(crate::upstream::Request::get(key, touch_exptime));
+                return Some(crate::upstream::UpstreamRequest::get(key, touch_exptime));
             }
             hit
         }

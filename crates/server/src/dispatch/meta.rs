@@ -136,12 +136,12 @@ fn meta_get(
     session: &mut Session<'_>,
     key: &MetaKey<'_>,
     flags: &MetaFlags<'_>,
-) -> Option<crate::upstream::Request> {
+) -> Option<crate::upstream::UpstreamRequest> {
     let engine = session.engine;
     let out = &mut *session.out;
     let read_through = session.settings.upstream.is_some();
     if let Some(reply) = session.upstream_reply.and_then(|replies| replies.first()) {
-        if let crate::upstream::Reply::Hit(fetched) = reply {
+        if let crate::upstream::UpstreamReply::Hit(fetched) = reply {
             // The edge echoes the key as this request gave it.
             let mut view = fetched.view();
             view.key_binary = key.binary;
@@ -183,7 +183,10 @@ fn meta_get(
         && session.upstream_reply.is_none()
         && matches!(outcome, ReadOutcome::Miss { vivified: false })
     {
-        return Some(crate::upstream::Request::get(key.as_bytes(), flags.exptime));
+        return Some(crate::upstream::UpstreamRequest::get(
+            key.as_bytes(),
+            flags.exptime,
+        ));
     }
     let hit = matches!(outcome, ReadOutcome::Hit(()));
     session

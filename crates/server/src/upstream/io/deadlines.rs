@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::pool::{Awaiting, UpstreamConn, UpstreamConnState};
 use super::{FlightId, Turn, UpstreamLoop};
 use crate::upstream::breaker::Tripped;
-use crate::upstream::{Failure, Reply};
+use crate::upstream::{Failure, UpstreamReply};
 
 impl UpstreamConn {
     /// When the connection counts as stuck: its oldest request was abandoned and no
@@ -138,7 +138,7 @@ impl UpstreamLoop {
                 timed_out.push(server);
             }
             for id in expired {
-                self.finish(id, Reply::Failed(Failure::Timeout));
+                self.finish(id, UpstreamReply::Failed(Failure::Timeout));
             }
         }
         for server in 0..self.servers.len() {
@@ -148,7 +148,7 @@ impl UpstreamLoop {
                     break;
                 }
                 self.servers[server].backlog.pop_front();
-                self.finish(id, Reply::Failed(Failure::Timeout));
+                self.finish(id, UpstreamReply::Failed(Failure::Timeout));
             }
         }
         // Never sent: their deadlines apply while they wait for their turn.
@@ -158,7 +158,7 @@ impl UpstreamLoop {
             .filter(|id| self.flights.get(id).is_some_and(|f| f.deadline <= now))
             .collect();
         for id in late {
-            self.finish(id, Reply::Failed(Failure::Timeout));
+            self.finish(id, UpstreamReply::Failed(Failure::Timeout));
         }
         for server in timed_out {
             self.server_failed(server, false);
@@ -201,7 +201,7 @@ impl UpstreamLoop {
         if fail_backlog && self.servers[server].conns.is_empty() {
             let backlog = std::mem::take(&mut self.servers[server].backlog);
             for id in backlog {
-                self.finish(id, Reply::Failed(Failure::Unavailable));
+                self.finish(id, UpstreamReply::Failed(Failure::Unavailable));
             }
         }
     }

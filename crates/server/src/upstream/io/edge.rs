@@ -1,5 +1,5 @@
 //! What the upstream's answers do at the edge: a reply translated into the edge's
-//! [`Reply`], a read's value stored (`Add`, unless a write overtook the read), and an
+//! [`UpstreamReply`], a read's value stored (`Add`, unless a write overtook the read), and an
 //! ordered request's outcome applied to the edge copy of its key (kept, retimed or
 //! removed), in the order the upstream applied the key's writes.
 
@@ -10,10 +10,12 @@ use protocol::client::Dialect;
 
 use super::pool::WireReply;
 use super::{FlightId, UpstreamLoop};
-use crate::upstream::{now_unix_s, Failure, Fetched, Op, Reply, Request, StoreKind, WriteMode};
+use crate::upstream::{
+    now_unix_s, Failure, Fetched, Op, StoreKind, UpstreamReply, UpstreamRequest, WriteMode,
+};
 
 impl UpstreamLoop {
-    /// Turns the upstream's reply to flight `id` into the edge's [`Reply`].
+    /// Turns the upstream's reply to flight `id` into the edge's [`UpstreamReply`].
     pub(super) fn complete(&mut self, id: FlightId, wire: WireReply) {
         let Some(flight) = self.flights.get(&id) else {
             return;
@@ -41,39 +43,41 @@ impl UpstreamLoop {
                     edge_ttl_s: self.upstream.edge_ttl(ttl_s, text_upstream),
                 };
                 self.fill(&fetched, flight.poisoned);
-                Reply::Hit(fetched)
+                UpstreamReply::Hit(fetched)
             }
             (Op::Get { .. }, WireReply::Miss | WireReply::NotFound) => {
                 stats.misses.fetch_add(1, Ordering::Relaxed);
                 server_stats.misses.fetch_add(1, Ordering::Relaxed);
-                Reply::Miss
+                UpstreamReply::Miss
             }
             (Op::Arith { .. }, WireReply::Value { value, cas, .. }) => {
                 match protocol::common::parse_u64(&value) {
-                    Some(value) => Reply::Number { value, cas },
-                    None => Reply::Failed(Failure::Protocol),
+                    Some(value) => UpstreamReply::Number { value, cas },
+                    None => UpstreamReply::Failed(Failure::Protocol),
                 }
             }
-            (_, WireReply::Number { value, cas }) => Reply::Number { value, cas },
-            (Op::Touch { .. } | Op::Delete { .. }, WireReply::Miss) => Reply::NotFound,
-            (_, WireReply::Done { cas }) => Reply::Done { cas },
-            (_, WireReply::NotStored) => Reply::NotStored,
-            (_, WireReply::Exists) => Reply::Exists,
-            (_, WireReply::NotFound | WireReply::Miss) => Reply::NotFound,
+            (_, WireReply::Number { value, cas }) => UpstreamReply::Number { value, cas },
+            (Op::Touch { .. } | Op::Delete { .. }, WireReply::Miss) => UpstreamReply::NotFound,
+            (_, WireReply::Done { cas }) => UpstreamReply::Done { cas },
+            (_, WireReply::NotStored) => UpstreamReply::NotStored,
+            (_, WireReply::Exists) => UpstreamReply::Exists,
+            (_, WireReply::NotFound | WireReply::Miss) => UpstreamReply::NotFound,
             (Op::Arith { .. }, WireReply::Error(line))
                 if line.starts_with(b"CLIENT_ERROR cannot increment or decrement") =>
             {
-                Reply::NonNumeric
+                UpstreamReply::NonNumeric
             }
             (_, WireReply::Error(mut line)) => {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 server_stats.errors.fetch_add(1, Ordering::Relaxed);
                 line.extend_from_slice(b"\r\n");
-                Reply::Error(line)
+                UpstreamReply::Error(line)
             }
             // Counted as errors by `finish`, as every failure is.
-            (_, WireReply::Oversized) => Reply::Failed(Failure::TooLarge),
-            (_, WireReply::Value { .. } | WireReply::MetaNoop) => Reply::Failed(Failure::Protocol),
+            (_, WireReply::Oversized) => UpstreamReply::Failed(Failure::TooLarge),
+            (_, WireReply::Value { .. } | WireReply::MetaNoop) => {
+                UpstreamReply::Failed(Failure::Protocol)
+            }
         };
         self.finish(id, reply);
     }
@@ -116,7 +120,7 @@ impl UpstreamLoop {
     /// everything else — appends, counters, deletes, refusals, failures (the write may
     /// still have happened), every write in invalidate mode — removes it, so the next
     /// read fetches the upstream's value.
-    pub(super) fn apply_to_edge(&self, request: &Request, reply: &Reply) {
+    pub(super) fn apply_to_edge(&self, request: &UpstreamRequest, reply: &UpstreamReply) {
         let through = self.upstream.config.writes == WriteMode::Through;
         let key = &request.key[..];
         let kept = match (&request.op, reply) {
@@ -128,7 +132,7 @@ impl UpstreamLoop {
                     value,
                     ..
                 },
-                Reply::Done { cas: Some(cas) },
+                UpstreamReply::Done { cas: Some(cas) },
             ) if through => self
                 .upstream
                 .edge_exptime(*exptime, now_unix_s())
@@ -141,12 +145,14 @@ impl UpstreamLoop {
                         StoreOutcome::Stored { .. }
                     )
                 }),
-            (Op::Touch { exptime }, Reply::Done { .. }) if through => self.retime(key, *exptime),
+            (Op::Touch { exptime }, UpstreamReply::Done { .. }) if through => {
+                self.retime(key, *exptime)
+            }
             (
                 Op::Get {
                     touch_exptime: Some(exptime),
                 },
-                Reply::Hit(_),
+                UpstreamReply::Hit(_),
             ) => self.retime(key, *exptime),
             _ => false,
         };

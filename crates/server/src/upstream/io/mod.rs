@@ -58,7 +58,7 @@ use engine::Engine;
 use ketama::Ketama;
 use mio::{Events, Poll, Token, Waker};
 
-use super::{Delivery, Failure, Reply, Request, Route, Submission, Upstream};
+use super::{Delivery, Failure, Route, Submission, Upstream, UpstreamReply, UpstreamRequest};
 use pool::{UpstreamConn, UpstreamServer};
 use single_flight::SingleFlight;
 use write_order::{Joined, Lines, Turn};
@@ -123,7 +123,7 @@ struct Waiter {
 }
 
 struct Flight {
-    request: Request,
+    request: UpstreamRequest,
     server: usize,
     waiters: Vec<Waiter>,
     started: Instant,
@@ -241,7 +241,7 @@ impl UpstreamLoop {
                 slot,
                 serial,
             };
-            self.submit_one(Request::get(&key, None), waiter, submitted);
+            self.submit_one(UpstreamRequest::get(&key, None), waiter, submitted);
         }
         let waiter = Waiter {
             route,
@@ -251,7 +251,7 @@ impl UpstreamLoop {
         self.submit_one(request, waiter, submitted);
     }
 
-    fn submit_one(&mut self, request: Request, waiter: Waiter, submitted: Instant) {
+    fn submit_one(&mut self, request: UpstreamRequest, waiter: Waiter, submitted: Instant) {
         let stats = &self.upstream.stats;
         let joinable = SingleFlight::joinable(&request.op);
         if joinable {
@@ -296,7 +296,7 @@ impl UpstreamLoop {
         );
         if self.upstream.breaker(server).is_open() {
             stats.breaker_rejects.fetch_add(1, Ordering::Relaxed);
-            self.finish(id, Reply::Failed(Failure::Unavailable));
+            self.finish(id, UpstreamReply::Failed(Failure::Unavailable));
             return;
         }
         if let Some(key) = key {
@@ -334,7 +334,7 @@ impl UpstreamLoop {
     }
 
     /// Ends flight `id` with `reply`: statistics, single-flight bookkeeping, delivery.
-    fn finish(&mut self, id: FlightId, reply: Reply) {
+    fn finish(&mut self, id: FlightId, reply: UpstreamReply) {
         let Some(flight) = self.flights.remove(&id) else {
             return;
         };
@@ -343,11 +343,11 @@ impl UpstreamLoop {
         stats.in_flight.fetch_sub(1, Ordering::Relaxed);
         server_stats.in_flight.fetch_sub(1, Ordering::Relaxed);
         match reply {
-            Reply::Failed(Failure::Timeout) => {
+            UpstreamReply::Failed(Failure::Timeout) => {
                 stats.timeouts.fetch_add(1, Ordering::Relaxed);
                 server_stats.timeouts.fetch_add(1, Ordering::Relaxed);
             }
-            Reply::Failed(_) => {
+            UpstreamReply::Failed(_) => {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
                 server_stats.errors.fetch_add(1, Ordering::Relaxed);
             }

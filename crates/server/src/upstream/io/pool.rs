@@ -15,7 +15,7 @@ use mio::{Interest, Token};
 use protocol::client::{self, Dialect, Expect, ReplyParse};
 
 use super::{FlightId, Turn, UpstreamLoop, PIPELINE_DEPTH_MAX};
-use crate::upstream::{Failure, Reply};
+use crate::upstream::{Failure, UpstreamReply};
 
 /// Unwritten request bytes on one connection at most before it counts as full.
 const OUTPUT_FULL_BYTES: usize = 4 * 1024 * 1024;
@@ -200,7 +200,7 @@ impl UpstreamLoop {
             };
             self.servers[server].backlog.pop_front();
             if self.send(slot, id).is_err() {
-                self.finish(id, Reply::Failed(Failure::Unsupported));
+                self.finish(id, UpstreamReply::Failed(Failure::Unsupported));
             }
         }
     }
@@ -559,7 +559,7 @@ impl UpstreamLoop {
                     } else {
                         failure
                     };
-                    self.finish(id, Reply::Failed(failure));
+                    self.finish(id, UpstreamReply::Failed(failure));
                 }
                 // An ordered request whose outcome will never be known.
                 Awaiting::Abandoned {

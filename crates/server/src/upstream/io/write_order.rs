@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 
 use super::{FlightId, UpstreamLoop};
-use crate::upstream::{Failure, Reply};
+use crate::upstream::{Failure, UpstreamReply};
 
 /// Where an ordered request stands in its key's [`Line`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,7 +235,7 @@ impl UpstreamLoop {
                         flight.turn = Turn::Out;
                         let stats = &self.upstream.stats;
                         stats.breaker_rejects.fetch_add(1, Ordering::Relaxed);
-                        self.finish(id, Reply::Failed(Failure::Unavailable));
+                        self.finish(id, UpstreamReply::Failed(Failure::Unavailable));
                         continue;
                     }
                     flight.turn = Turn::Outstanding;
@@ -269,7 +269,7 @@ impl UpstreamLoop {
                         flight.turn = Turn::Outstanding;
                     }
                     if self.send(slot, id).is_err() {
-                        self.finish(id, Reply::Failed(Failure::Unsupported));
+                        self.finish(id, UpstreamReply::Failed(Failure::Unsupported));
                     }
                 }
             }
