@@ -20,7 +20,7 @@ use protocol::meta::{
 use protocol::text::{Keys, StoreCommand, TextRequest};
 
 use crate::session::{Session, Step};
-use crate::upstream::{Failure, Op, StoreKind, UpstreamReply, UpstreamRequest};
+use crate::upstream::{Failure, StoreKind, UpstreamOp, UpstreamReply, UpstreamRequest};
 
 /// `get gets gat gats` with an upstream: `text::get`'s loop (streaming at the output
 /// mark included) where a key that misses stops the request with [`Step::Upstream`]
@@ -111,7 +111,7 @@ pub fn text_write(
     consumed: usize,
 ) -> Option<Step> {
     let reply = session.upstream_reply.and_then(|replies| replies.first());
-    let park = |key: &[u8], op: Op| Some(upstream_step(key, op));
+    let park = |key: &[u8], op: UpstreamOp| Some(upstream_step(key, op));
     let (noreply, done): (bool, &'static [u8]) = match *request {
         TextRequest::Store {
             command,
@@ -132,7 +132,7 @@ pub fn text_write(
             if reply.is_none() {
                 return park(
                     key,
-                    Op::Store {
+                    UpstreamOp::Store {
                         kind,
                         client_flags,
                         exptime,
@@ -145,7 +145,7 @@ pub fn text_write(
         }
         TextRequest::Delete { key, noreply } => {
             if reply.is_none() {
-                return park(key, Op::Delete { compare_cas: None });
+                return park(key, UpstreamOp::Delete { compare_cas: None });
             }
             (noreply, b"DELETED\r\n")
         }
@@ -156,7 +156,7 @@ pub fn text_write(
             noreply,
         } => {
             let Some(reply) = reply else {
-                let op = Op::Arith {
+                let op = UpstreamOp::Arith {
                     increment,
                     delta,
                     create: None,
@@ -179,7 +179,7 @@ pub fn text_write(
             noreply,
         } => {
             if reply.is_none() {
-                return park(key, Op::Touch { exptime });
+                return park(key, UpstreamOp::Touch { exptime });
             }
             (noreply, b"TOUCHED\r\n")
         }
@@ -291,7 +291,7 @@ fn meta_write_to(
             let client_flags = flags.client_flags.unwrap_or(0);
             let exptime = flags.exptime.unwrap_or(0);
             let Some(reply) = reply else {
-                let op = Op::Store {
+                let op = UpstreamOp::Store {
                     kind,
                     client_flags,
                     exptime,
@@ -318,7 +318,7 @@ fn meta_write_to(
                 return unsupported(session.out);
             }
             let Some(reply) = reply else {
-                let op = Op::Delete {
+                let op = UpstreamOp::Delete {
                     compare_cas: flags.compare_cas,
                 };
                 return Some(upstream_step(key.as_bytes(), op));
@@ -330,7 +330,7 @@ fn meta_write_to(
                 return unsupported(session.out);
             }
             let Some(reply) = reply else {
-                let op = Op::Arith {
+                let op = UpstreamOp::Arith {
                     increment: *mode == ArithMode::Increment,
                     delta: flags.delta.unwrap_or(1),
                     create: flags
@@ -377,7 +377,7 @@ fn meta_write_to(
     Some(Step::Consumed(consumed))
 }
 
-fn upstream_step(key: &[u8], op: Op) -> Step {
+fn upstream_step(key: &[u8], op: UpstreamOp) -> Step {
     Step::Upstream {
         keys_done: 0,
         request: Box::new(UpstreamRequest::new(key, op)),
@@ -420,7 +420,7 @@ pub fn binary_write(
             };
             let exptime = i64::from(exptime);
             let Some(reply) = reply else {
-                let op = Op::Store {
+                let op = UpstreamOp::Store {
                     kind: upstream_kind,
                     client_flags: flags,
                     exptime,
@@ -457,7 +457,7 @@ pub fn binary_write(
         }
         Command::Delete { key, quiet } => {
             let Some(reply) = reply else {
-                return Some(upstream_step(key, Op::Delete { compare_cas }));
+                return Some(upstream_step(key, UpstreamOp::Delete { compare_cas }));
             };
             match reply {
                 UpstreamReply::Done { .. } => {
@@ -485,7 +485,7 @@ pub fn binary_write(
             let Some(reply) = reply else {
                 let create =
                     (exptime != ARITH_EXPTIME_NO_CREATE).then_some((initial, i64::from(exptime)));
-                let op = Op::Arith {
+                let op = UpstreamOp::Arith {
                     increment,
                     delta,
                     create,
@@ -513,7 +513,7 @@ pub fn binary_write(
             let exptime = i64::from(exptime);
             // Sent as a `gat`: binary `touch` answers with the item's flags.
             let Some(reply) = reply else {
-                let op = Op::Get {
+                let op = UpstreamOp::Get {
                     touch_exptime: Some(exptime),
                 };
                 return Some(upstream_step(key, op));

@@ -122,7 +122,7 @@ pub const SUBMIT_QUEUE_CAPACITY: usize = 4096;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UpstreamRequest {
     pub key: Vec<u8>,
-    pub op: Op,
+    pub op: UpstreamOp,
     /// More keys to read with this one (a multi-key `get` asks for all its missing keys
     /// at once, so it waits one upstream round trip, not one per key); plain reads only.
     pub more_keys: Vec<Vec<u8>>,
@@ -132,7 +132,7 @@ pub struct UpstreamRequest {
 pub const BATCH_KEYS_MAX: usize = 64;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Op {
+pub enum UpstreamOp {
     /// A read (single flight with concurrent reads of the key); with `touch_exptime`,
     /// a `gat` (sent on its own).
     Get {
@@ -159,7 +159,7 @@ pub enum Op {
 }
 
 impl UpstreamRequest {
-    pub fn new(key: &[u8], op: Op) -> UpstreamRequest {
+    pub fn new(key: &[u8], op: UpstreamOp) -> UpstreamRequest {
         UpstreamRequest {
             key: key.to_vec(),
             op,
@@ -168,7 +168,7 @@ impl UpstreamRequest {
     }
 
     pub fn get(key: &[u8], touch_exptime: Option<i64>) -> UpstreamRequest {
-        UpstreamRequest::new(key, Op::Get { touch_exptime })
+        UpstreamRequest::new(key, UpstreamOp::Get { touch_exptime })
     }
 
     /// A read of `first`, which missed, and of the keys of `rest` that miss at the edge
@@ -211,18 +211,18 @@ impl UpstreamRequest {
     }
 
     pub fn is_read(&self) -> bool {
-        matches!(self.op, Op::Get { .. })
+        matches!(self.op, UpstreamOp::Get { .. })
     }
 
     fn wire(&self) -> protocol::client::Request<'_> {
         use protocol::client::Request as Wire;
         let key = &self.key[..];
         match &self.op {
-            Op::Get { touch_exptime } => Wire::Get {
+            UpstreamOp::Get { touch_exptime } => Wire::Get {
                 key,
                 touch_exptime: *touch_exptime,
             },
-            Op::Store {
+            UpstreamOp::Store {
                 kind,
                 client_flags,
                 exptime,
@@ -236,11 +236,11 @@ impl UpstreamRequest {
                 compare_cas: *compare_cas,
                 value,
             },
-            Op::Delete { compare_cas } => Wire::Delete {
+            UpstreamOp::Delete { compare_cas } => Wire::Delete {
                 key,
                 compare_cas: *compare_cas,
             },
-            Op::Arith {
+            UpstreamOp::Arith {
                 increment,
                 delta,
                 create,
@@ -250,7 +250,7 @@ impl UpstreamRequest {
                 delta: *delta,
                 create: *create,
             },
-            Op::Touch { exptime } => Wire::Touch {
+            UpstreamOp::Touch { exptime } => Wire::Touch {
                 key,
                 exptime: *exptime,
             },
@@ -397,7 +397,7 @@ struct Submission {
 }
 
 /// The way to one upstream loop.
-struct Shard {
+struct LoopShard {
     submit: Sender<Submission>,
     submissions: Receiver<Submission>,
     /// The loop's waker, set once when it starts (read without a lock on the workers'
@@ -417,7 +417,7 @@ pub struct Upstream {
     addrs: Vec<SocketAddr>,
     /// One per upstream server, shared by the loops.
     breakers: Vec<Breaker>,
-    shards: Vec<Shard>,
+    shards: Vec<LoopShard>,
     stop: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -446,7 +446,7 @@ impl Upstream {
         let shards = (0..config.threads.clamp(1, THREADS_MAX))
             .map(|_| {
                 let (submit, submissions) = crossbeam_channel::bounded(SUBMIT_QUEUE_CAPACITY);
-                Shard {
+                LoopShard {
                     submit,
                     submissions,
                     waker: OnceLock::new(),

@@ -11,7 +11,7 @@ use protocol::client::Dialect;
 use super::pool::WireReply;
 use super::{FlightId, UpstreamLoop};
 use crate::upstream::{
-    now_unix_s, Failure, Fetched, Op, StoreKind, UpstreamReply, UpstreamRequest, WriteMode,
+    now_unix_s, Failure, Fetched, StoreKind, UpstreamOp, UpstreamReply, UpstreamRequest, WriteMode,
 };
 
 impl UpstreamLoop {
@@ -25,7 +25,7 @@ impl UpstreamLoop {
         let text_upstream = self.servers[flight.server].dialect == Some(Dialect::Text);
         let reply = match (&flight.request.op, wire) {
             (
-                Op::Get { .. },
+                UpstreamOp::Get { .. },
                 WireReply::Value {
                     client_flags,
                     value,
@@ -45,24 +45,26 @@ impl UpstreamLoop {
                 self.fill(&fetched, flight.poisoned);
                 UpstreamReply::Hit(fetched)
             }
-            (Op::Get { .. }, WireReply::Miss | WireReply::NotFound) => {
+            (UpstreamOp::Get { .. }, WireReply::Miss | WireReply::NotFound) => {
                 stats.misses.fetch_add(1, Ordering::Relaxed);
                 server_stats.misses.fetch_add(1, Ordering::Relaxed);
                 UpstreamReply::Miss
             }
-            (Op::Arith { .. }, WireReply::Value { value, cas, .. }) => {
+            (UpstreamOp::Arith { .. }, WireReply::Value { value, cas, .. }) => {
                 match protocol::common::parse_u64(&value) {
                     Some(value) => UpstreamReply::Number { value, cas },
                     None => UpstreamReply::Failed(Failure::Protocol),
                 }
             }
             (_, WireReply::Number { value, cas }) => UpstreamReply::Number { value, cas },
-            (Op::Touch { .. } | Op::Delete { .. }, WireReply::Miss) => UpstreamReply::NotFound,
+            (UpstreamOp::Touch { .. } | UpstreamOp::Delete { .. }, WireReply::Miss) => {
+                UpstreamReply::NotFound
+            }
             (_, WireReply::Done { cas }) => UpstreamReply::Done { cas },
             (_, WireReply::NotStored) => UpstreamReply::NotStored,
             (_, WireReply::Exists) => UpstreamReply::Exists,
             (_, WireReply::NotFound | WireReply::Miss) => UpstreamReply::NotFound,
-            (Op::Arith { .. }, WireReply::Error(line))
+            (UpstreamOp::Arith { .. }, WireReply::Error(line))
                 if line.starts_with(b"CLIENT_ERROR cannot increment or decrement") =>
             {
                 UpstreamReply::NonNumeric
@@ -125,7 +127,7 @@ impl UpstreamLoop {
         let key = &request.key[..];
         let kept = match (&request.op, reply) {
             (
-                Op::Store {
+                UpstreamOp::Store {
                     kind: StoreKind::Set | StoreKind::Add | StoreKind::Replace,
                     client_flags,
                     exptime,
@@ -145,11 +147,11 @@ impl UpstreamLoop {
                         StoreOutcome::Stored { .. }
                     )
                 }),
-            (Op::Touch { exptime }, UpstreamReply::Done { .. }) if through => {
+            (UpstreamOp::Touch { exptime }, UpstreamReply::Done { .. }) if through => {
                 self.retime(key, *exptime)
             }
             (
-                Op::Get {
+                UpstreamOp::Get {
                     touch_exptime: Some(exptime),
                 },
                 UpstreamReply::Hit(_),

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use super::{FlightId, UpstreamLoop};
-use crate::upstream::Op;
+use crate::upstream::UpstreamOp;
 
 /// The plain reads in flight that later reads of their key may join, by key.
 #[derive(Default)]
@@ -19,10 +19,10 @@ pub(super) struct SingleFlight {
 impl SingleFlight {
     /// Whether a request may share a read: a plain read. A `gat` writes its key's TTL:
     /// it is ordered with the key's writes, never shared.
-    pub(super) fn joinable(op: &Op) -> bool {
+    pub(super) fn joinable(op: &UpstreamOp) -> bool {
         matches!(
             op,
-            Op::Get {
+            UpstreamOp::Get {
                 touch_exptime: None
             }
         )
@@ -71,8 +71,8 @@ impl UpstreamLoop {
 mod tests {
     use super::*;
 
-    fn read() -> Op {
-        Op::Get {
+    fn read() -> UpstreamOp {
+        UpstreamOp::Get {
             touch_exptime: None,
         }
     }
@@ -116,9 +116,11 @@ mod tests {
 
     #[test]
     fn a_gat_and_writes_are_never_shared() {
-        assert!(!SingleFlight::joinable(&Op::Get {
+        assert!(!SingleFlight::joinable(&UpstreamOp::Get {
             touch_exptime: Some(60)
         }));
-        assert!(!SingleFlight::joinable(&Op::Delete { compare_cas: None }));
+        assert!(!SingleFlight::joinable(&UpstreamOp::Delete {
+            compare_cas: None
+        }));
     }
 }
