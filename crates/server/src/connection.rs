@@ -85,24 +85,18 @@ pub enum Outcome {
 }
 
 /// A protocol dispatcher: handles the request at the front of the input.
+#[cfg(test)]
 pub type DispatchFn = fn(&mut Session<'_>, &[u8]) -> Step;
 
-/// The dispatchers a connection uses, chosen by its first byte. A plain pair of function
-/// pointers so that runtime tests can drive the connection machinery with a toy protocol.
-#[derive(Clone, Copy, Debug)]
+/// Which protocol a connection's requests go to. A connection calls memcached's
+/// dispatchers directly (`dispatch::text::handle`, `dispatch::binary::handle`, chosen by
+/// its first byte), so this is empty outside the crate's unit tests; there, the runtime's
+/// own tests (`runtime/toy_tests.rs`) put a toy line protocol in their place, to test
+/// the connection machinery apart from memcached's.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Dispatchers {
-    pub text: DispatchFn,
-    pub binary: DispatchFn,
-}
-
-impl Default for Dispatchers {
-    /// memcached's text (with meta) and binary protocols.
-    fn default() -> Self {
-        Dispatchers {
-            text: dispatch::text::handle,
-            binary: dispatch::binary::handle,
-        }
-    }
+    #[cfg(test)]
+    pub toy: Option<DispatchFn>,
 }
 
 /// Read-only context a worker passes to its connections.
@@ -583,8 +577,13 @@ impl Connection {
             // `-Y`/`-S`: authentication answers first (one branch when it is off).
             let step = match auth::intercept(&mut self.auth, binary, &mut session, input) {
                 Some(step) => step,
-                None if binary => (ctx.dispatchers.binary)(&mut session, input),
-                None => (ctx.dispatchers.text)(&mut session, input),
+                #[cfg(test)]
+                None if ctx.dispatchers.toy.is_some() => ctx
+                    .dispatchers
+                    .toy
+                    .map_or(Step::Close, |toy| toy(&mut session, input)),
+                None if binary => dispatch::binary::handle(&mut session, input),
+                None => dispatch::text::handle(&mut session, input),
             };
             if let Some((out_start, log_request)) = log {
                 if !matches!(step, Step::NeedMore) {

@@ -2,7 +2,7 @@
 //! It contains no cache policy; every cache decision is the engine's.
 
 pub mod auth;
-pub mod config;
+pub mod cli;
 pub mod connection;
 pub mod crash;
 pub mod detail;
@@ -14,7 +14,7 @@ pub mod process;
 pub mod registry;
 pub mod runtime;
 pub mod session;
-pub mod stats;
+pub mod stats_reply;
 pub mod stream;
 pub mod tls;
 pub mod udp;

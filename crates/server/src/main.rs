@@ -6,7 +6,7 @@
 
 use std::process::ExitCode;
 
-use server::config::{self, CliExit, StorageError, EXIT_OS_ERROR, EXIT_USAGE};
+use server::cli::{self, CliExit, StorageError, EXIT_OS_ERROR, EXIT_USAGE};
 use server::process::{self, Readiness, StartupError};
 use server::runtime::Server;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
@@ -15,7 +15,7 @@ use signal_hook::iterator::Signals;
 fn main() -> ExitCode {
     // First: a panic in any thread, from here on, aborts the process (`crash.rs`).
     server::crash::install_panic_hook();
-    let mut config = match config::parse(std::env::args_os()) {
+    let mut config = match cli::parse(std::env::args_os()) {
         Ok(config) => config,
         Err(CliExit::Info(text)) => {
             print!("{text}");
@@ -31,7 +31,7 @@ fn main() -> ExitCode {
     }
     // Before anything starts: the default pool file needs its data directory, and a
     // NUMA node that does not exist is the operator's mistake, reported as such.
-    match config::prepare_storage(&config) {
+    match cli::prepare_storage(&config) {
         Ok(()) => {}
         Err(StorageError::Usage(message)) => {
             eprintln!("fogcached: {message}");
@@ -43,7 +43,7 @@ fn main() -> ExitCode {
         }
     }
     // Credentials files are read before daemonizing, so a bad one is reported here.
-    if let Err(message) = config::load_security(&mut config) {
+    if let Err(message) = cli::load_security(&mut config) {
         eprintln!("fogcached: {message}");
         return ExitCode::from(EXIT_USAGE);
     }
@@ -83,7 +83,7 @@ fn main() -> ExitCode {
 
 /// Starts the server and serves until it is told to stop. Every start-up failure goes to
 /// the daemon's waiting parent as well as to stderr.
-fn run(config: config::Config, readiness: Option<Readiness>) -> ExitCode {
+fn run(config: cli::Config, readiness: Option<Readiness>) -> ExitCode {
     let fail = |readiness: Option<Readiness>, (code, message): StartupError| {
         eprintln!("fogcached: {message}");
         if let Some(readiness) = readiness {

@@ -43,8 +43,8 @@ use anyhow::Context;
 use crate::latency::{self, CommandKind, BUCKET_BOUNDS_NS};
 use crate::runtime::Shared;
 use crate::session::Session;
-use crate::stats::{self, StatsGroup};
-use crate::upstream::stats::{LatencyHistogram, LATENCY_BOUNDS_US};
+use crate::stats_reply::{self, StatsGroup};
+use crate::upstream::counters::{LatencyHistogram, LATENCY_BOUNDS_US};
 use crate::upstream::Upstream;
 
 /// The longest request head accepted (request line and headers).
@@ -227,7 +227,7 @@ fn gather(shared: &Shared) -> Stats {
     };
     let flat = |group| {
         let mut map = BTreeMap::new();
-        stats::collect(&session, group, &mut |name, value| {
+        stats_reply::collect(&session, group, &mut |name, value| {
             map.insert(name.to_owned(), value.to_owned());
         });
         map

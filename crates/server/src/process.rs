@@ -70,7 +70,7 @@ pub fn daemonize(keep_cwd: bool, keep_stdio: bool) -> Result<Readiness, StartupE
             }
             if !keep_cwd {
                 std::env::set_current_dir("/")
-                    .map_err(|e| (crate::config::EXIT_OS_ERROR, format!("chdir /: {e}")))?;
+                    .map_err(|e| (crate::cli::EXIT_OS_ERROR, format!("chdir /: {e}")))?;
             }
             if !keep_stdio {
                 redirect_stdio_to_dev_null()?;
@@ -92,7 +92,7 @@ pub fn daemonize(keep_cwd: bool, keep_stdio: bool) -> Result<Readiness, StartupE
                 }
                 _ => {
                     eprintln!("fogcached: the daemon exited before it was ready");
-                    std::process::exit(i32::from(crate::config::EXIT_OS_ERROR));
+                    std::process::exit(i32::from(crate::cli::EXIT_OS_ERROR));
                 }
             }
         }
@@ -104,7 +104,7 @@ fn redirect_stdio_to_dev_null() -> Result<(), StartupError> {
         .read(true)
         .write(true)
         .open("/dev/null")
-        .map_err(|e| (crate::config::EXIT_OS_ERROR, format!("/dev/null: {e}")))?;
+        .map_err(|e| (crate::cli::EXIT_OS_ERROR, format!("/dev/null: {e}")))?;
     use std::os::fd::AsRawFd;
     for target in [libc::STDIN_FILENO, libc::STDOUT_FILENO, libc::STDERR_FILENO] {
         // SAFETY: dup2(2) on a descriptor we own onto the standard ones; Rust's std
@@ -163,7 +163,7 @@ pub fn lock_memory() -> std::io::Result<()> {
 pub fn write_pid_file(path: &Path) -> Result<(), StartupError> {
     std::fs::write(path, format!("{}\n", std::process::id())).map_err(|e| {
         (
-            crate::config::EXIT_OS_ERROR,
+            crate::cli::EXIT_OS_ERROR,
             format!(
                 "could not open the pid file {} for writing: {e}",
                 path.display()
@@ -191,7 +191,7 @@ pub fn write_port_file(
     staging.push(".lck");
     let failed = |e: std::io::Error| {
         (
-            crate::config::EXIT_OS_ERROR,
+            crate::cli::EXIT_OS_ERROR,
             format!("cannot write the port file {}: {e}", path.display()),
         )
     };
@@ -250,7 +250,7 @@ pub fn switch_user(user: &str) -> Result<bool, StartupError> {
 
 fn os_error(what: &str) -> StartupError {
     (
-        crate::config::EXIT_OS_ERROR,
+        crate::cli::EXIT_OS_ERROR,
         format!("{what}: {}", std::io::Error::last_os_error()),
     )
 }

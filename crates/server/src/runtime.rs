@@ -12,7 +12,7 @@ use crossbeam_channel::{Receiver, Sender};
 use engine::{Engine, SystemClock};
 use mio::Waker;
 
-use crate::config::Config;
+use crate::cli::Config;
 use crate::connection::Dispatchers;
 use crate::listener;
 use crate::session::{ServerSettings, ServerStats};
@@ -81,8 +81,12 @@ impl Server {
         Server::start_with(config, Dispatchers::default())
     }
 
-    /// [`Server::start`] with other protocol dispatchers (for runtime tests).
-    pub fn start_with(mut config: Config, dispatchers: Dispatchers) -> anyhow::Result<Server> {
+    /// [`Server::start`] with a toy protocol in place of memcached's (the runtime's own
+    /// tests, `runtime/toy_tests.rs`).
+    pub(crate) fn start_with(
+        mut config: Config,
+        dispatchers: Dispatchers,
+    ) -> anyhow::Result<Server> {
         if config.dram_reserve_default {
             config.engine.dram_max_bytes = dram_reserve_bytes(&config);
         }
@@ -555,3 +559,6 @@ fn raise_fd_limit(wanted: u64, verbosity: u32) {
         );
     }
 }
+
+#[cfg(test)]
+mod toy_tests;

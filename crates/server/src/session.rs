@@ -39,7 +39,7 @@ impl BindingProtocol {
     }
 }
 
-/// Server-wide settings the dispatchers need (the rest of the CLI lives in `config`).
+/// Server-wide settings the dispatchers need (the rest of the CLI lives in `cli`).
 #[derive(Debug)]
 pub struct ServerSettings {
     /// `-A`: allow the `shutdown` command.
@@ -97,7 +97,7 @@ impl Default for ServerSettings {
             listen_address: "127.0.0.1".to_owned(),
             domain_socket: None,
             unix_mode: 0o700,
-            tcp_backlog: crate::config::LISTEN_BACKLOG_DEFAULT,
+            tcp_backlog: crate::cli::LISTEN_BACKLOG_DEFAULT,
             binding: BindingProtocol::Auto,
             flush_enabled: true,
             shutdown_requested: AtomicBool::new(false),
@@ -185,7 +185,7 @@ pub enum Step {
     Upstream {
         keys_done: usize,
         /// Boxed: a `Step` is returned for every request, and stays two words wide.
-        request: Box<crate::upstream::Request>,
+        request: Box<crate::upstream::UpstreamRequest>,
     },
     /// Write out what is in `out`, then close the connection (`quit`, hostile input).
     Close,

@@ -416,7 +416,7 @@ impl UdpPort {
             client_fd: self.fd,
             upstream_reply: None,
         };
-        let step = (ctx.dispatchers.text)(&mut session, payload);
+        let step = crate::dispatch::text::handle(&mut session, payload);
         if ctx.settings.verbosity.load(Ordering::Relaxed) > 1 && step != Step::NeedMore {
             let log_request = current.resume_keys == 0;
             crate::verbose::log_exchange(self.fd, false, payload, &self.reply, log_request);

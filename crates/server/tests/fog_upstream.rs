@@ -70,6 +70,25 @@ fn ttl_of(reply: &str) -> i64 {
 }
 
 /// The CAS of a one-key `gets` reply.
+/// Reads `key` through the edge until the cloud answers `hit`: the breaker's retry after
+/// the cloud came back. Every answer before it must be a miss; at most 5 s.
+fn read_until_the_cloud_is_back(
+    client: &mut RawClient,
+    key: &str,
+    hit: &str,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let reply = text(client.request(format!("get {key}\r\n").as_bytes(), b"END\r\n")?);
+        if reply == hit {
+            return Ok(());
+        }
+        assert_eq!(reply, "END\r\n");
+        assert!(Instant::now() < deadline, "the cloud was not tried again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn gets_cas(reply: &str) -> u64 {
     reply
         .lines()
@@ -537,16 +556,7 @@ fn a_dead_cloud_opens_the_breaker_and_is_retried_after_it_comes_back() -> anyhow
     let memcached = ServerProcess::memcached(&[])?;
     RawClient::connect(memcached.addr())?.request(b"set back 0 0 2\r\nok\r\n", b"\r\n")?;
     proxy.set_target(memcached.addr());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let reply = text(client.request(b"get back\r\n", b"END\r\n")?);
-        if reply == "VALUE back 0 2\r\nok\r\nEND\r\n" {
-            break;
-        }
-        assert_eq!(reply, "END\r\n");
-        assert!(Instant::now() < deadline, "the cloud was not tried again");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    read_until_the_cloud_is_back(&mut client, "back", "VALUE back 0 2\r\nok\r\nEND\r\n")?;
     assert_eq!(
         stat(&client.stats("upstreams")?, "upstream:0:breaker"),
         Some("closed")
@@ -1569,16 +1579,7 @@ fn writes_while_the_cloud_is_down_get_errors_and_leave_no_stale_edge_copy() -> a
     let memcached = ServerProcess::memcached(&[])?;
     RawClient::connect(memcached.addr())?.request(b"set s 0 0 5\r\nfresh\r\n", b"\r\n")?;
     proxy.set_target(memcached.addr());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let reply = text(client.request(b"get s\r\n", b"END\r\n")?);
-        if reply == "VALUE s 0 5\r\nfresh\r\nEND\r\n" {
-            break;
-        }
-        assert_eq!(reply, "END\r\n");
-        assert!(Instant::now() < deadline, "the cloud was not tried again");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    read_until_the_cloud_is_back(&mut client, "s", "VALUE s 0 5\r\nfresh\r\nEND\r\n")?;
     assert_eq!(
         text(client.request(b"set s 0 0 3\r\nnew\r\n", b"\r\n")?),
         "STORED\r\n",

@@ -11,7 +11,11 @@
 //! the same order, with the same values except `items:<n>:age`, `age_hot`, `age_warm`
 //! (seconds, which may tick between the two requests: within one second).
 
-use testkit::{escape, RawClient, ServerProcess};
+#[path = "support/text_and_binary.rs"]
+mod text_and_binary;
+
+use testkit::{escape, RawClient};
+use text_and_binary::{TextAndBinary, NAMES};
 
 const STAT: u8 = 0x10;
 const SET: u8 = 0x01;
@@ -100,36 +104,14 @@ fn comparable(packets: &[Packet]) -> Vec<u8> {
     bytes
 }
 
-/// memcached and fogcached, each with a binary and a text connection.
-struct Servers {
-    servers: [ServerProcess; 2],
-    binary: [RawClient; 2],
-    text: [RawClient; 2],
+/// memcached and fogcached with their defaults.
+type Servers = TextAndBinary;
+
+fn start_servers() -> anyhow::Result<Servers> {
+    TextAndBinary::start(&[], &[])
 }
 
-const NAMES: [&str; 2] = ["memcached", "fogcached"];
-
-impl Servers {
-    fn start() -> anyhow::Result<Servers> {
-        let servers = [
-            ServerProcess::memcached(&[])?,
-            ServerProcess::fogcached(&[])?,
-        ];
-        let binary = [
-            RawClient::connect(servers[0].addr())?,
-            RawClient::connect(servers[1].addr())?,
-        ];
-        let text = [
-            RawClient::connect(servers[0].addr())?,
-            RawClient::connect(servers[1].addr())?,
-        ];
-        Ok(Servers {
-            servers,
-            binary,
-            text,
-        })
-    }
-
+impl TextAndBinary {
     /// `STAT <group>` on both; fails unless the two answers are the same bytes (the
     /// lines of a `detailed` dump compared sorted: memcached lists its prefixes in the
     /// order of its hash table).
@@ -154,18 +136,11 @@ impl Servers {
         }
         Ok(())
     }
-
-    fn stop(self) -> anyhow::Result<()> {
-        let [memcached, fogcached] = self.servers;
-        drop(memcached);
-        fogcached.stop()?;
-        Ok(())
-    }
 }
 
 #[test]
 fn stat_detail_on_off_dump_and_reset_answer_as_memcached() -> anyhow::Result<()> {
-    let mut servers = Servers::start()?;
+    let mut servers = start_servers()?;
     // `detail on`: the terminator alone (before issue 27 fogcached answered Not found).
     let on = servers.same_stat(b"detail on")?;
     assert_eq!(on.len(), 1);
@@ -221,7 +196,7 @@ fn is_seconds(name: &str) -> bool {
 
 #[test]
 fn stat_settings_items_slabs_answer_each_servers_text_stats() -> anyhow::Result<()> {
-    let mut servers = Servers::start()?;
+    let mut servers = start_servers()?;
     // Items in two slab classes, so that `items` and `slabs` have lines.
     let mut workload = b"set s1 0 0 1\r\nx\r\nset s2 0 100 600\r\n".to_vec();
     workload.extend_from_slice(&[b'v'; 600]);

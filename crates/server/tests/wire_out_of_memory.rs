@@ -8,7 +8,11 @@
 //! fogcached runs `--slow-size 0`: with a slow tier, `-M` answers "out of memory" only
 //! once both tiers are full, which is what a memory limit means for it.
 
+#[path = "support/text_and_binary.rs"]
+mod text_and_binary;
+
 use testkit::{escape, stat, RawClient, ServerProcess};
+use text_and_binary::{TextAndBinary, NAMES};
 
 const SET: u8 = 0x01;
 const INCREMENT: u8 = 0x05;
@@ -61,30 +65,13 @@ fn binary_error(opcode: u8, status: u16, message: &[u8]) -> Vec<u8> {
 
 /// memcached `-M -m 8` and fogcached `-M -m 8 --slow-size 0`, a text and a binary
 /// connection to each.
-struct Full {
-    servers: [ServerProcess; 2],
-    text: [RawClient; 2],
-    binary: [RawClient; 2],
+type Full = TextAndBinary;
+
+fn start_full() -> anyhow::Result<Full> {
+    TextAndBinary::start(&["-M", "-m", "8"], &["-M", "-m", "8", "--slow-size", "0"])
 }
 
-const NAMES: [&str; 2] = ["memcached", "fogcached"];
-
-impl Full {
-    fn start() -> anyhow::Result<Full> {
-        let servers = [
-            ServerProcess::memcached(&["-M", "-m", "8"])?,
-            ServerProcess::fogcached(&["-M", "-m", "8", "--slow-size", "0"])?,
-        ];
-        let connect = |i: usize| RawClient::connect(servers[i].addr());
-        let text = [connect(0)?, connect(1)?];
-        let binary = [connect(0)?, connect(1)?];
-        Ok(Full {
-            servers,
-            text,
-            binary,
-        })
-    }
-
+impl TextAndBinary {
     /// Sends `request` on each text connection; both must answer `memcached` exactly.
     fn text_is(&mut self, request: &[u8], memcached: &[u8]) -> anyhow::Result<()> {
         for (client, name) in self.text.iter_mut().zip(NAMES) {
@@ -129,18 +116,11 @@ impl Full {
         }
         Ok(())
     }
-
-    fn stop(self) -> anyhow::Result<()> {
-        let [memcached, fogcached] = self.servers;
-        drop(memcached);
-        fogcached.stop()?;
-        Ok(())
-    }
 }
 
 #[test]
 fn with_no_room_every_command_answers_memcacheds_out_of_memory_words() -> anyhow::Result<()> {
-    let mut full = Full::start()?;
+    let mut full = start_full()?;
     // Items the commands below need, in the class that then fills up.
     full.text_is(b"set n1 0 0 1\r\n9\r\n", b"STORED\r\n")?;
     full.text_is(b"set n2 0 0 1\r\n9\r\n", b"STORED\r\n")?;
@@ -208,7 +188,7 @@ fn with_no_room_every_command_answers_memcacheds_out_of_memory_words() -> anyhow
 /// `SERVER_ERROR out of memory storing object`, and `ms MA` then dropped the old item.
 #[test]
 fn an_append_whose_whole_item_finds_no_room_is_not_stored() -> anyhow::Result<()> {
-    let mut full = Full::start()?;
+    let mut full = start_full()?;
     let half = vec![b'h'; 60_000];
     let mut set_half = b"set B 0 0 60000\r\n".to_vec();
     set_half.extend_from_slice(&half);

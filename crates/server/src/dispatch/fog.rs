@@ -1,7 +1,7 @@
 //! The fog layer's writes (`--upstream`): a write goes to the upstream first; the edge's
 //! copy is updated (`--upstream-writes through`) or removed (`invalidate`) only once the
 //! upstream answered — by the upstream loop, in the order the upstream applied the key's
-//! writes, before the reply comes here (`upstream/io.rs`, `Io::apply_to_edge`) — and the
+//! writes, before the reply comes here (`upstream/io/edge.rs`, `Io::apply_to_edge`) — and the
 //! client gets the upstream's answer in its own protocol.
 //!
 //! The first call of a write returns [`Step::Upstream`] with the request; the runtime
@@ -20,7 +20,7 @@ use protocol::meta::{
 use protocol::text::{Keys, StoreCommand, TextRequest};
 
 use crate::session::{Session, Step};
-use crate::upstream::{Failure, Op, Reply, Request, StoreKind};
+use crate::upstream::{Failure, StoreKind, UpstreamOp, UpstreamReply, UpstreamRequest};
 
 /// `get gets gat gats` with an upstream: `text::get`'s loop (streaming at the output
 /// mark included) where a key that misses stops the request with [`Step::Upstream`]
@@ -58,7 +58,7 @@ pub fn get_read_through(
         }
         if let Some(reply) = upstream_replies.and_then(|replies| replies.get(key)) {
             // This key missed here and was asked of the upstream (counted as a miss then).
-            if let Reply::Hit(fetched) = reply {
+            if let UpstreamReply::Hit(fetched) = reply {
                 super::text::push_value(out, &fetched.view(), return_cas);
                 mark_reached = out.len() >= out_high_water_bytes;
             }
@@ -72,8 +72,8 @@ pub fn get_read_through(
             let keys_done = keys_before(key);
             // The keys after it that miss too go with it (a `gat` goes alone).
             let request = match touch_exptime {
-                None => Request::get_batch(engine, key, keys.iter().skip(keys_done + 1)),
-                Some(_) => Request::get(key, touch_exptime),
+                None => UpstreamRequest::get_batch(engine, key, keys.iter().skip(keys_done + 1)),
+                Some(_) => UpstreamRequest::get(key, touch_exptime),
             };
             return Step::Upstream {
                 keys_done,
@@ -86,16 +86,20 @@ pub fn get_read_through(
 }
 
 /// The text reply for an upstream's answer to a write whose success reads `done`.
-fn text_status<'r>(reply: &'r Reply, done: &'static [u8]) -> &'r [u8] {
+fn text_status<'r>(reply: &'r UpstreamReply, done: &'static [u8]) -> &'r [u8] {
     match reply {
-        Reply::Done { .. } => done,
-        Reply::NotStored => b"NOT_STORED\r\n",
-        Reply::Exists => b"EXISTS\r\n",
-        Reply::NotFound => b"NOT_FOUND\r\n",
-        Reply::NonNumeric => b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
-        Reply::Error(line) => line,
-        Reply::Failed(failure) => failure.server_error(),
-        Reply::Hit(_) | Reply::Miss | Reply::Number { .. } => Failure::Protocol.server_error(),
+        UpstreamReply::Done { .. } => done,
+        UpstreamReply::NotStored => b"NOT_STORED\r\n",
+        UpstreamReply::Exists => b"EXISTS\r\n",
+        UpstreamReply::NotFound => b"NOT_FOUND\r\n",
+        UpstreamReply::NonNumeric => {
+            b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n"
+        }
+        UpstreamReply::Error(line) => line,
+        UpstreamReply::Failed(failure) => failure.server_error(),
+        UpstreamReply::Hit(_) | UpstreamReply::Miss | UpstreamReply::Number { .. } => {
+            Failure::Protocol.server_error()
+        }
     }
 }
 
@@ -107,7 +111,7 @@ pub fn text_write(
     consumed: usize,
 ) -> Option<Step> {
     let reply = session.upstream_reply.and_then(|replies| replies.first());
-    let park = |key: &[u8], op: Op| Some(upstream_step(key, op));
+    let park = |key: &[u8], op: UpstreamOp| Some(upstream_step(key, op));
     let (noreply, done): (bool, &'static [u8]) = match *request {
         TextRequest::Store {
             command,
@@ -128,7 +132,7 @@ pub fn text_write(
             if reply.is_none() {
                 return park(
                     key,
-                    Op::Store {
+                    UpstreamOp::Store {
                         kind,
                         client_flags,
                         exptime,
@@ -141,7 +145,7 @@ pub fn text_write(
         }
         TextRequest::Delete { key, noreply } => {
             if reply.is_none() {
-                return park(key, Op::Delete { compare_cas: None });
+                return park(key, UpstreamOp::Delete { compare_cas: None });
             }
             (noreply, b"DELETED\r\n")
         }
@@ -152,7 +156,7 @@ pub fn text_write(
             noreply,
         } => {
             let Some(reply) = reply else {
-                let op = Op::Arith {
+                let op = UpstreamOp::Arith {
                     increment,
                     delta,
                     create: None,
@@ -160,7 +164,7 @@ pub fn text_write(
                 return park(key, op);
             };
             if !noreply {
-                if let Reply::Number { value, .. } = reply {
+                if let UpstreamReply::Number { value, .. } = reply {
                     push_u64(session.out, *value);
                     session.out.extend_from_slice(b"\r\n");
                 } else {
@@ -175,7 +179,7 @@ pub fn text_write(
             noreply,
         } => {
             if reply.is_none() {
-                return park(key, Op::Touch { exptime });
+                return park(key, UpstreamOp::Touch { exptime });
             }
             (noreply, b"TOUCHED\r\n")
         }
@@ -207,21 +211,21 @@ fn push_meta_echoes(out: &mut Vec<u8>, key: &MetaKey<'_>, flags: &MetaFlags<'_>,
 /// A meta status line (`HD`, `NS`, ...) or the error line of a failed write.
 fn meta_status(
     out: &mut Vec<u8>,
-    reply: &Reply,
+    reply: &UpstreamReply,
     key: &MetaKey<'_>,
     flags: &MetaFlags<'_>,
     not_found: &[u8],
 ) {
     let (status, cas): (&[u8], u64) = match reply {
-        Reply::Done { cas } => {
+        UpstreamReply::Done { cas } => {
             if flags.quiet {
                 return;
             }
             (b"HD", cas.unwrap_or(0))
         }
-        Reply::NotStored => (b"NS", 0),
-        Reply::Exists => (b"EX", 0),
-        Reply::NotFound => (not_found, 0),
+        UpstreamReply::NotStored => (b"NS", 0),
+        UpstreamReply::Exists => (b"EX", 0),
+        UpstreamReply::NotFound => (not_found, 0),
         other => {
             out.extend_from_slice(text_status(other, b""));
             return;
@@ -287,7 +291,7 @@ fn meta_write_to(
             let client_flags = flags.client_flags.unwrap_or(0);
             let exptime = flags.exptime.unwrap_or(0);
             let Some(reply) = reply else {
-                let op = Op::Store {
+                let op = UpstreamOp::Store {
                     kind,
                     client_flags,
                     exptime,
@@ -314,7 +318,7 @@ fn meta_write_to(
                 return unsupported(session.out);
             }
             let Some(reply) = reply else {
-                let op = Op::Delete {
+                let op = UpstreamOp::Delete {
                     compare_cas: flags.compare_cas,
                 };
                 return Some(upstream_step(key.as_bytes(), op));
@@ -326,7 +330,7 @@ fn meta_write_to(
                 return unsupported(session.out);
             }
             let Some(reply) = reply else {
-                let op = Op::Arith {
+                let op = UpstreamOp::Arith {
                     increment: *mode == ArithMode::Increment,
                     delta: flags.delta.unwrap_or(1),
                     create: flags
@@ -337,7 +341,7 @@ fn meta_write_to(
             };
             let out = &mut *session.out;
             match reply {
-                Reply::Number { value, cas } => {
+                UpstreamReply::Number { value, cas } => {
                     if flags.quiet {
                         return Some(Step::Consumed(consumed));
                     }
@@ -355,8 +359,8 @@ fn meta_write_to(
                         out.extend_from_slice(b"\r\n");
                     }
                 }
-                Reply::NotStored | Reply::Exists | Reply::NotFound => {
-                    let status: &[u8] = if *reply == Reply::Exists {
+                UpstreamReply::NotStored | UpstreamReply::Exists | UpstreamReply::NotFound => {
+                    let status: &[u8] = if *reply == UpstreamReply::Exists {
                         b"EX"
                     } else {
                         b"NF"
@@ -373,10 +377,10 @@ fn meta_write_to(
     Some(Step::Consumed(consumed))
 }
 
-fn upstream_step(key: &[u8], op: Op) -> Step {
+fn upstream_step(key: &[u8], op: UpstreamOp) -> Step {
     Step::Upstream {
         keys_done: 0,
-        request: Box::new(Request::new(key, op)),
+        request: Box::new(UpstreamRequest::new(key, op)),
     }
 }
 
@@ -394,8 +398,8 @@ pub fn binary_write(
     let error = |out: &mut Vec<u8>, status: binary::Status| {
         binary::encode_error(out, header.opcode, header.opaque, status);
     };
-    let failed = |reply: &Reply| match reply {
-        Reply::NonNumeric => binary::Status::NonNumeric,
+    let failed = |reply: &UpstreamReply| match reply {
+        UpstreamReply::NonNumeric => binary::Status::NonNumeric,
         _ => binary::Status::TemporaryFailure,
     };
     match request.command {
@@ -416,7 +420,7 @@ pub fn binary_write(
             };
             let exptime = i64::from(exptime);
             let Some(reply) = reply else {
-                let op = Op::Store {
+                let op = UpstreamOp::Store {
                     kind: upstream_kind,
                     client_flags: flags,
                     exptime,
@@ -427,7 +431,7 @@ pub fn binary_write(
             };
             let concat = matches!(kind, BinaryStoreKind::Append | BinaryStoreKind::Prepend);
             let status = match reply {
-                Reply::Done { cas } => {
+                UpstreamReply::Done { cas } => {
                     if !quiet {
                         binary::encode_success(
                             session.out,
@@ -438,31 +442,31 @@ pub fn binary_write(
                     }
                     return Some(Step::Consumed(consumed));
                 }
-                Reply::Exists => binary::Status::KeyExists,
+                UpstreamReply::Exists => binary::Status::KeyExists,
                 // memcached's `complete_update_bin` maps a refused store by opcode.
-                Reply::NotStored => match kind {
+                UpstreamReply::NotStored => match kind {
                     BinaryStoreKind::Add => binary::Status::KeyExists,
                     BinaryStoreKind::Replace => binary::Status::KeyNotFound,
                     _ => binary::Status::NotStored,
                 },
-                Reply::NotFound if concat => binary::Status::NotStored,
-                Reply::NotFound => binary::Status::KeyNotFound,
+                UpstreamReply::NotFound if concat => binary::Status::NotStored,
+                UpstreamReply::NotFound => binary::Status::KeyNotFound,
                 other => failed(other),
             };
             error(session.out, status);
         }
         Command::Delete { key, quiet } => {
             let Some(reply) = reply else {
-                return Some(upstream_step(key, Op::Delete { compare_cas }));
+                return Some(upstream_step(key, UpstreamOp::Delete { compare_cas }));
             };
             match reply {
-                Reply::Done { .. } => {
+                UpstreamReply::Done { .. } => {
                     if !quiet {
                         binary::encode_success(session.out, header.opcode, header.opaque, 0);
                     }
                 }
-                Reply::NotFound => error(session.out, binary::Status::KeyNotFound),
-                Reply::Exists => error(session.out, binary::Status::KeyExists),
+                UpstreamReply::NotFound => error(session.out, binary::Status::KeyNotFound),
+                UpstreamReply::Exists => error(session.out, binary::Status::KeyExists),
                 other => error(session.out, failed(other)),
             }
         }
@@ -481,7 +485,7 @@ pub fn binary_write(
             let Some(reply) = reply else {
                 let create =
                     (exptime != ARITH_EXPTIME_NO_CREATE).then_some((initial, i64::from(exptime)));
-                let op = Op::Arith {
+                let op = UpstreamOp::Arith {
                     increment,
                     delta,
                     create,
@@ -489,7 +493,7 @@ pub fn binary_write(
                 return Some(upstream_step(key, op));
             };
             match reply {
-                Reply::Number { value, cas } => {
+                UpstreamReply::Number { value, cas } => {
                     if !quiet {
                         binary::encode_counter(
                             session.out,
@@ -500,8 +504,8 @@ pub fn binary_write(
                         );
                     }
                 }
-                Reply::NotFound => error(session.out, binary::Status::KeyNotFound),
-                Reply::Exists => error(session.out, binary::Status::KeyExists),
+                UpstreamReply::NotFound => error(session.out, binary::Status::KeyNotFound),
+                UpstreamReply::Exists => error(session.out, binary::Status::KeyExists),
                 other => error(session.out, failed(other)),
             }
         }
@@ -509,13 +513,13 @@ pub fn binary_write(
             let exptime = i64::from(exptime);
             // Sent as a `gat`: binary `touch` answers with the item's flags.
             let Some(reply) = reply else {
-                let op = Op::Get {
+                let op = UpstreamOp::Get {
                     touch_exptime: Some(exptime),
                 };
                 return Some(upstream_step(key, op));
             };
             match reply {
-                Reply::Hit(fetched) => binary::encode_item(
+                UpstreamReply::Hit(fetched) => binary::encode_item(
                     session.out,
                     header,
                     fetched.client_flags,
@@ -523,7 +527,9 @@ pub fn binary_write(
                     b"",
                     b"",
                 ),
-                Reply::Miss | Reply::NotFound => error(session.out, binary::Status::KeyNotFound),
+                UpstreamReply::Miss | UpstreamReply::NotFound => {
+                    error(session.out, binary::Status::KeyNotFound)
+                }
                 other => error(session.out, failed(other)),
             }
         }

@@ -5,6 +5,8 @@ pub mod admin;
 pub mod binary;
 pub mod fog;
 pub mod meta;
+#[cfg(test)]
+mod test_server;
 pub mod text;
 
 use crate::session::{Session, Step};

@@ -10,10 +10,10 @@
 //!   upstream loop, in the order the upstream applied the key's writes, before the
 //!   client gets the upstream's answer — so the edge's copy of a key ends as the
 //!   upstream's last value of it, or absent, whatever the writes' interleaving and
-//!   failures (`io.rs`: a key's writes go out on one connection at a time, in order).
+//!   failures (`io/write_order.rs`: a key's writes go out on one connection at a time, in order).
 //!
 //! How it runs. The upstream sockets belong to `--upstream-threads` upstream loops (one
-//! per two worker threads by default; `io.rs`: a mio loop each, with its own bounded,
+//! per two worker threads by default; `io/`: a mio loop each, with its own bounded,
 //! pipelined pool of connections per upstream server, single flight, per-request
 //! timeouts). Keys are split among the loops by a hash of the key, so every request for
 //! one key — the reads that share a single flight and the writes, which are kept in
@@ -31,8 +31,8 @@
 //! nothing further.
 
 mod breaker;
+pub mod counters;
 mod io;
-pub mod stats;
 
 use std::hash::Hasher;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -48,7 +48,7 @@ use parking_lot::Mutex;
 pub use protocol::client::StoreKind;
 
 pub use breaker::Breaker;
-pub use stats::UpstreamStats;
+pub use counters::UpstreamStats;
 
 /// What a write does to the edge's copy once the upstream answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,9 +120,9 @@ pub const SUBMIT_QUEUE_CAPACITY: usize = 4096;
 
 /// One request for the upstream, owned so it can cross threads.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Request {
+pub struct UpstreamRequest {
     pub key: Vec<u8>,
-    pub op: Op,
+    pub op: UpstreamOp,
     /// More keys to read with this one (a multi-key `get` asks for all its missing keys
     /// at once, so it waits one upstream round trip, not one per key); plain reads only.
     pub more_keys: Vec<Vec<u8>>,
@@ -132,7 +132,7 @@ pub struct Request {
 pub const BATCH_KEYS_MAX: usize = 64;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Op {
+pub enum UpstreamOp {
     /// A read (single flight with concurrent reads of the key); with `touch_exptime`,
     /// a `gat` (sent on its own).
     Get {
@@ -158,17 +158,17 @@ pub enum Op {
     },
 }
 
-impl Request {
-    pub fn new(key: &[u8], op: Op) -> Request {
-        Request {
+impl UpstreamRequest {
+    pub fn new(key: &[u8], op: UpstreamOp) -> UpstreamRequest {
+        UpstreamRequest {
             key: key.to_vec(),
             op,
             more_keys: Vec::new(),
         }
     }
 
-    pub fn get(key: &[u8], touch_exptime: Option<i64>) -> Request {
-        Request::new(key, Op::Get { touch_exptime })
+    pub fn get(key: &[u8], touch_exptime: Option<i64>) -> UpstreamRequest {
+        UpstreamRequest::new(key, UpstreamOp::Get { touch_exptime })
     }
 
     /// A read of `first`, which missed, and of the keys of `rest` that miss at the edge
@@ -178,13 +178,13 @@ impl Request {
         engine: &Engine,
         first: &[u8],
         rest: impl Iterator<Item = &'k [u8]>,
-    ) -> Request {
+    ) -> UpstreamRequest {
         let peek = ReadOptions {
             no_bump: true,
             no_stats: true,
             ..ReadOptions::default()
         };
-        let mut request = Request::get(first, None);
+        let mut request = UpstreamRequest::get(first, None);
         for key in rest {
             if request.more_keys.len() + 1 >= BATCH_KEYS_MAX {
                 break;
@@ -211,18 +211,18 @@ impl Request {
     }
 
     pub fn is_read(&self) -> bool {
-        matches!(self.op, Op::Get { .. })
+        matches!(self.op, UpstreamOp::Get { .. })
     }
 
     fn wire(&self) -> protocol::client::Request<'_> {
         use protocol::client::Request as Wire;
         let key = &self.key[..];
         match &self.op {
-            Op::Get { touch_exptime } => Wire::Get {
+            UpstreamOp::Get { touch_exptime } => Wire::Get {
                 key,
                 touch_exptime: *touch_exptime,
             },
-            Op::Store {
+            UpstreamOp::Store {
                 kind,
                 client_flags,
                 exptime,
@@ -236,11 +236,11 @@ impl Request {
                 compare_cas: *compare_cas,
                 value,
             },
-            Op::Delete { compare_cas } => Wire::Delete {
+            UpstreamOp::Delete { compare_cas } => Wire::Delete {
                 key,
                 compare_cas: *compare_cas,
             },
-            Op::Arith {
+            UpstreamOp::Arith {
                 increment,
                 delta,
                 create,
@@ -250,7 +250,7 @@ impl Request {
                 delta: *delta,
                 create: *create,
             },
-            Op::Touch { exptime } => Wire::Touch {
+            UpstreamOp::Touch { exptime } => Wire::Touch {
                 key,
                 exptime: *exptime,
             },
@@ -330,7 +330,7 @@ impl Failure {
 /// The upstream's answer to one request, shared by every connection a single flight
 /// served.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reply {
+pub enum UpstreamReply {
     Hit(Fetched),
     Miss,
     /// `STORED`/`DELETED`/`TOUCHED`/`HD`, with the new CAS when the upstream said.
@@ -363,18 +363,18 @@ pub struct Delivery {
     pub slot: usize,
     pub serial: u64,
     pub key: Vec<u8>,
-    pub reply: Arc<Reply>,
+    pub reply: Arc<UpstreamReply>,
 }
 
 /// The replies a parked request resumes with, one per key it asked for.
 #[derive(Debug, Default)]
 pub struct Replies {
-    entries: Vec<(Vec<u8>, Arc<Reply>)>,
+    entries: Vec<(Vec<u8>, Arc<UpstreamReply>)>,
 }
 
 impl Replies {
     /// The reply for `key`.
-    pub fn get(&self, key: &[u8]) -> Option<&Reply> {
+    pub fn get(&self, key: &[u8]) -> Option<&UpstreamReply> {
         self.entries
             .iter()
             .find(|(k, _)| k == key)
@@ -382,14 +382,14 @@ impl Replies {
     }
 
     /// The reply of a one-key request.
-    pub fn first(&self) -> Option<&Reply> {
+    pub fn first(&self) -> Option<&UpstreamReply> {
         self.entries.first().map(|(_, reply)| &**reply)
     }
 }
 
 /// A request on its way to the upstream thread.
 struct Submission {
-    request: Request,
+    request: UpstreamRequest,
     slot: usize,
     serial: u64,
     route: Arc<Route>,
@@ -397,7 +397,7 @@ struct Submission {
 }
 
 /// The way to one upstream loop.
-struct Shard {
+struct LoopShard {
     submit: Sender<Submission>,
     submissions: Receiver<Submission>,
     /// The loop's waker, set once when it starts (read without a lock on the workers'
@@ -417,7 +417,7 @@ pub struct Upstream {
     addrs: Vec<SocketAddr>,
     /// One per upstream server, shared by the loops.
     breakers: Vec<Breaker>,
-    shards: Vec<Shard>,
+    shards: Vec<LoopShard>,
     stop: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -446,7 +446,7 @@ impl Upstream {
         let shards = (0..config.threads.clamp(1, THREADS_MAX))
             .map(|_| {
                 let (submit, submissions) = crossbeam_channel::bounded(SUBMIT_QUEUE_CAPACITY);
-                Shard {
+                LoopShard {
                     submit,
                     submissions,
                     waker: OnceLock::new(),
@@ -631,7 +631,12 @@ impl WorkerPort {
     /// Hands `request` of the connection in `slot` (`serial`) to the upstream loop of its
     /// key — a multi-key read to the loops of its keys, each its share — without
     /// waiting: what a full queue refused comes back (the keys no loop took).
-    pub fn submit(&self, request: Request, slot: usize, serial: u64) -> Result<(), Request> {
+    pub fn submit(
+        &self,
+        request: UpstreamRequest,
+        slot: usize,
+        serial: u64,
+    ) -> Result<(), UpstreamRequest> {
         let submitted = Instant::now();
         let upstream = &*self.upstream;
         if request.more_keys.is_empty() || upstream.shards.len() == 1 {
@@ -639,16 +644,17 @@ impl WorkerPort {
             return self.submit_to(shard, request, slot, serial, submitted);
         }
         // A batch (plain reads only): one share per loop, in key order.
-        let mut shares: Vec<Option<Request>> = upstream.shards.iter().map(|_| None).collect();
-        let Request { key, more_keys, .. } = request;
+        let mut shares: Vec<Option<UpstreamRequest>> =
+            upstream.shards.iter().map(|_| None).collect();
+        let UpstreamRequest { key, more_keys, .. } = request;
         for key in std::iter::once(key).chain(more_keys) {
             let share = &mut shares[upstream.shard_of(&key)];
             match share {
                 Some(share) => share.more_keys.push(key),
-                None => *share = Some(Request::get(&key, None)),
+                None => *share = Some(UpstreamRequest::get(&key, None)),
             }
         }
-        let mut refused: Option<Request> = None;
+        let mut refused: Option<UpstreamRequest> = None;
         for (shard, share) in shares.into_iter().enumerate() {
             let Some(share) = share else { continue };
             if let Err(share) = self.submit_to(shard, share, slot, serial, submitted) {
@@ -664,11 +670,11 @@ impl WorkerPort {
     fn submit_to(
         &self,
         shard: usize,
-        request: Request,
+        request: UpstreamRequest,
         slot: usize,
         serial: u64,
         submitted: Instant,
-    ) -> Result<(), Request> {
+    ) -> Result<(), UpstreamRequest> {
         let submission = Submission {
             request,
             slot,
@@ -710,7 +716,7 @@ static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 #[derive(Debug)]
 pub struct Parking {
     serial: u64,
-    pending: Option<Request>,
+    pending: Option<UpstreamRequest>,
     parked: bool,
     /// Replies expected for the parked request.
     expected: usize,
@@ -735,7 +741,7 @@ impl Parking {
     }
 
     /// The request at the front of the input needs `request` answered first.
-    pub fn park(&mut self, request: Request) {
+    pub fn park(&mut self, request: UpstreamRequest) {
         self.expected = 1 + request.more_keys.len();
         self.replies.entries.clear();
         self.pending = Some(request);
@@ -756,7 +762,7 @@ impl Parking {
             },
             None => (Failure::Unavailable, request),
         };
-        let reply = Arc::new(Reply::Failed(failure));
+        let reply = Arc::new(UpstreamReply::Failed(failure));
         for key in refused.keys() {
             self.deliver(key.to_vec(), Arc::clone(&reply));
         }
@@ -770,7 +776,7 @@ impl Parking {
 
     /// The upstream's reply for `key`; the connection runs again once every key of its
     /// request has one.
-    pub fn deliver(&mut self, key: Vec<u8>, reply: Arc<Reply>) {
+    pub fn deliver(&mut self, key: Vec<u8>, reply: Arc<UpstreamReply>) {
         self.replies.entries.push((key, reply));
         if self.replies.entries.len() >= self.expected {
             self.parked = false;
@@ -836,14 +842,14 @@ mod tests {
     #[test]
     fn a_full_queue_or_no_upstream_answers_the_parked_request_at_once() {
         let mut parking = Parking::default();
-        parking.park(Request::get(b"k", None));
+        parking.park(UpstreamRequest::get(b"k", None));
         assert!(parking.is_parked());
         assert!(parking.submit(None, 0));
         assert!(!parking.is_parked());
         let replies = parking.take_replies().expect("replies");
         assert_eq!(
             replies.get(b"k"),
-            Some(&Reply::Failed(Failure::Unavailable))
+            Some(&UpstreamReply::Failed(Failure::Unavailable))
         );
         assert!(parking.take_replies().is_none(), "taken once");
     }
@@ -863,7 +869,7 @@ mod tests {
         let port = upstream.worker_port(waker);
         let keys: Vec<Vec<u8>> = (0..40).map(|i| format!("key{i}").into_bytes()).collect();
         let batch = |keys: &[Vec<u8>]| {
-            let mut request = Request::get(&keys[0], None);
+            let mut request = UpstreamRequest::get(&keys[0], None);
             request.more_keys = keys[1..].to_vec();
             request
         };
@@ -894,7 +900,7 @@ mod tests {
         while full
             .submit
             .try_send(Submission {
-                request: Request::get(b"filler", None),
+                request: UpstreamRequest::get(b"filler", None),
                 slot: 0,
                 serial: 0,
                 route: Arc::clone(&port.route),
@@ -913,7 +919,7 @@ mod tests {
         assert_eq!(parking.replies.entries.len(), busy.len());
         for (key, reply) in &parking.replies.entries {
             assert!(busy.contains(&key), "a key of another loop failed");
-            assert_eq!(**reply, Reply::Failed(Failure::Busy));
+            assert_eq!(**reply, UpstreamReply::Failed(Failure::Busy));
         }
         assert_eq!(
             upstream.stats.queue_full.load(Ordering::Relaxed),
@@ -925,21 +931,27 @@ mod tests {
     #[test]
     fn a_batch_runs_again_only_once_every_key_has_its_reply() {
         let mut parking = Parking::default();
-        let mut request = Request::get(b"a", None);
+        let mut request = UpstreamRequest::get(b"a", None);
         request.more_keys = vec![b"b".to_vec(), b"c".to_vec()];
         parking.park(request);
         let serial = parking.serial;
         assert!(parking.accepts(serial));
         assert!(!parking.accepts(serial + 1), "another connection's reply");
-        parking.deliver(b"c".to_vec(), Arc::new(Reply::Miss));
-        parking.deliver(b"a".to_vec(), Arc::new(Reply::Miss));
+        parking.deliver(b"c".to_vec(), Arc::new(UpstreamReply::Miss));
+        parking.deliver(b"a".to_vec(), Arc::new(UpstreamReply::Miss));
         assert!(parking.is_parked());
         assert!(parking.take_replies().is_none());
-        parking.deliver(b"b".to_vec(), Arc::new(Reply::Failed(Failure::Timeout)));
+        parking.deliver(
+            b"b".to_vec(),
+            Arc::new(UpstreamReply::Failed(Failure::Timeout)),
+        );
         assert!(!parking.is_parked());
         let replies = parking.take_replies().expect("replies");
-        assert_eq!(replies.get(b"b"), Some(&Reply::Failed(Failure::Timeout)));
-        assert_eq!(replies.get(b"a"), Some(&Reply::Miss));
+        assert_eq!(
+            replies.get(b"b"),
+            Some(&UpstreamReply::Failed(Failure::Timeout))
+        );
+        assert_eq!(replies.get(b"a"), Some(&UpstreamReply::Miss));
         assert_eq!(replies.get(b"d"), None);
     }
 }

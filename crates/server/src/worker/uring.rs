@@ -200,7 +200,8 @@ const VALGRIND_WAIT_SLICE: std::time::Duration = std::time::Duration::from_milli
 /// one-thread-at-a-time lock through the wait, so no other thread (the listener handing
 /// over connections) would ever run: there the loop waits in slices of
 /// [`VALGRIND_WAIT_SLICE`] and yields after each (scripts/callgrind-per-request.sh
-/// measures the loop so; an idle slice costs a few hundred instructions).
+/// measures the loop so; an idle slice is cheap: docs/results/speed.md, "Figures moved
+/// out of the server's comments").
 fn running_under_valgrind() -> bool {
     std::env::var_os("LD_PRELOAD")
         .is_some_and(|preload| preload.to_string_lossy().contains("vgpreload"))
@@ -690,8 +691,9 @@ impl Uring {
     }
 
     /// Writes a submission straight into the submission queue (the kernel reads it at the
-    /// turn's `io_uring_enter`; no copy is staged, which cost ~40 instructions a request);
-    /// when the queue is full, submits what it holds first.
+    /// turn's `io_uring_enter`; no copy is staged, a cost paid on every request: see
+    /// docs/results/speed.md, "Figures moved out of the server's comments"); when the
+    /// queue is full, submits what it holds first.
     #[inline]
     fn push(&mut self, entry: squeue::Entry) {
         // SAFETY: see `overflow`: each entry's memory outlives its completion.
@@ -703,7 +705,7 @@ impl Uring {
 
     /// [`Uring::push`] when earlier entries wait in `overflow` or the queue is full. Out
     /// of line, so that the common push is the queue write alone (with this in it, every
-    /// push paid ~20 instructions of a call's set-up).
+    /// push paid a call's set-up).
     #[cold]
     #[inline(never)]
     fn push_slow(&mut self, entry: squeue::Entry) {
@@ -1083,7 +1085,7 @@ impl Uring {
         io.sent = 0;
         if connection.waits_for_input_only() {
             // The common case (a request answered, its connection's receive in flight or
-            // retried): nothing to run. Servicing it anyway cost ~150 instructions a request.
+            // retried): nothing to run, and servicing it anyway is a cost on every request.
             return;
         }
         // The connection may have stopped at the output high-water mark, or be closing

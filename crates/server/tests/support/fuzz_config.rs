@@ -1,4 +1,4 @@
-//! Arbitrary command lines into `server::config::parse`: shared by the cargo-fuzz target
+//! Arbitrary command lines into `server::cli::parse`: shared by the cargo-fuzz target
 //! `config` (`fuzz/fuzz_targets/config.rs`) and the test that replays its corpus.
 //!
 //! The input is the arguments after the program name, separated by NUL bytes (so an
@@ -12,7 +12,7 @@
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 
-use server::config::{self, CliExit};
+use server::cli::{self, CliExit};
 
 /// More arguments than any real command line; the rest of the input is ignored.
 const ARGS_MAX: usize = 64;
@@ -30,7 +30,7 @@ pub fn args_of(input: &[u8]) -> Vec<OsString> {
 
 pub fn drive(input: &[u8]) {
     let args = args_of(input);
-    let first = config::parse(args.clone());
+    let first = cli::parse(args.clone());
     match &first {
         Ok(config) => {
             let engine = &config.engine;
@@ -62,6 +62,6 @@ pub fn drive(input: &[u8]) {
         Err(CliExit::Info(text)) => assert!(!text.is_empty()),
     }
     // The same line, the same answer.
-    let second = config::parse(args);
+    let second = cli::parse(args);
     assert_eq!(format!("{first:?}"), format!("{second:?}"));
 }

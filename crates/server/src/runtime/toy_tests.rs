@@ -1,17 +1,19 @@
 //! Runtime mechanics (pipelining, back-pressure, limits, swallow, yields, shutdown)
 //! driven through a toy line protocol, so that they are tested independently of the
-//! memcached dispatchers.
+//! memcached dispatchers. Unit tests of the crate (not integration tests) because the
+//! toy takes the dispatchers' place through a seam that exists only in them
+//! (`connection::Dispatchers`): production connections call the dispatchers directly.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use server::config::Config;
-use server::connection::Dispatchers;
-use server::runtime::Server;
-use server::session::{Session, Step};
-use server::stats::{self, StatsGroup};
+use crate::cli::Config;
+use crate::connection::Dispatchers;
+use crate::runtime::Server;
+use crate::session::{Session, Step};
+use crate::stats_reply::{self, StatsGroup};
 use testkit::RawClient;
 
 /// The toy protocol, one request per `\n`-terminated line:
@@ -54,7 +56,7 @@ fn toy(session: &mut Session<'_>, input: &[u8]) -> Step {
         b"stats" => {
             let group = StatsGroup::from_name(arg).unwrap_or(StatsGroup::General);
             let mut lines = Vec::new();
-            stats::collect(session, group, &mut |name, value| {
+            stats_reply::collect(session, group, &mut |name, value| {
                 lines.extend_from_slice(format!("STAT {name} {value}\r\n").as_bytes())
             });
             session.out.extend_from_slice(&lines);
@@ -74,13 +76,7 @@ fn start(adjust: impl FnOnce(&mut Config)) -> anyhow::Result<(Server, SocketAddr
         ..Config::default()
     };
     adjust(&mut config);
-    let server = Server::start_with(
-        config,
-        Dispatchers {
-            text: toy,
-            binary: toy,
-        },
-    )?;
+    let server = Server::start_with(config, Dispatchers { toy: Some(toy) })?;
     let addr = server.local_addrs()[0];
     Ok((server, addr))
 }
