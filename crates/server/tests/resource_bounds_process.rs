@@ -15,19 +15,10 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use testkit::{stat, RawClient, ServerProcess};
+use testkit::{proc_status_kib, stat, RawClient, ServerProcess};
 
 const MIB: u64 = 1024 * 1024;
 const KIB: u64 = 1024;
-
-fn proc_status_kib(pid: u32, field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .ok_or_else(|| anyhow::anyhow!("no {field} in /proc/{pid}/status"))
-}
 
 fn rss_bytes(pid: u32) -> anyhow::Result<u64> {
     Ok(proc_status_kib(pid, "VmRSS")? * KIB)

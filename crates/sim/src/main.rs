@@ -139,9 +139,9 @@ struct Cli {
     /// Engine `access_period_requests` for every run (0 = automatic) [default: the engine's].
     #[arg(long)]
     access_period: Option<u64>,
-    /// Placement policies to run, in order: repeat the option or give a comma list
-    /// (dual-lru, hotspot, hyperbolic, uniform, two-level, random, no-migration, kernel-tiering)
-    /// [default: dual-lru]
+    /// Placement policies to run, in order: repeat the option or give a comma list. Any
+    /// engine policy (as fogcached's --policy names them), no-migration or kernel-tiering;
+    /// an unknown name lists them all [default: dual-lru]
     #[arg(long, value_name = "NAME[,NAME...]")]
     policy: Vec<String>,
     /// Same as --policy dual-lru,no-migration.

@@ -19,65 +19,54 @@ pub enum PolicyKind {
 pub struct PolicySetting {
     pub name: &'static str,
     pub kind: PolicyKind,
-    configure: fn(&mut EngineConfig),
+    setting: Setting,
 }
 
-/// Every name `--policy` accepts, in the order the errors list them. A new engine
-/// policy is one more line here.
-pub const POLICIES: &[PolicySetting] = &[
-    PolicySetting {
-        name: "dual-lru",
-        kind: PolicyKind::Engine,
-        configure: |c| c.policy = PlacementPolicy::DualLru,
-    },
-    PolicySetting {
-        name: "hotspot",
-        kind: PolicyKind::Engine,
-        configure: |c| c.policy = PlacementPolicy::Hotspot,
-    },
-    PolicySetting {
-        name: "hyperbolic",
-        kind: PolicyKind::Engine,
-        configure: |c| c.policy = PlacementPolicy::Hyperbolic,
-    },
-    PolicySetting {
-        name: "uniform",
-        kind: PolicyKind::Engine,
-        configure: |c| c.policy = PlacementPolicy::Uniform,
-    },
-    PolicySetting {
-        name: "two-level",
-        kind: PolicyKind::Engine,
-        configure: |c| c.policy = PlacementPolicy::TwoLevel,
-    },
-    PolicySetting {
-        name: "random",
-        kind: PolicyKind::Engine,
-        configure: |c| c.policy = PlacementPolicy::Random,
-    },
-    // The papers' "without dynamic relocation": items stay in the tier of their write.
+#[derive(Clone, Copy)]
+enum Setting {
+    /// One of the engine's placement policies.
+    Placement(PlacementPolicy),
+    /// The papers' "without dynamic relocation": items stay in the tier of their write.
+    NoMigration,
+    /// What a user would do instead: plain memcached, Linux moving hot 4 KiB pages.
+    KernelTiering,
+}
+
+/// The settings that are not an engine policy, listed after the engine's.
+const SIMULATOR_SETTINGS: [PolicySetting; 2] = [
     PolicySetting {
         name: "no-migration",
         kind: PolicyKind::Engine,
-        configure: |c| c.migration_enabled = false,
+        setting: Setting::NoMigration,
     },
-    // What a user would do instead: plain memcached, Linux moving hot 4 KiB pages.
     PolicySetting {
         name: "kernel-tiering",
         kind: PolicyKind::KernelTiering,
-        configure: |_| {},
+        setting: Setting::KernelTiering,
     },
 ];
+
+/// Every name `--policy` accepts, in the order the errors list them: the engine's
+/// registry (`engine::PlacementPolicy::ALL`, so a new engine policy needs nothing here),
+/// then the simulator's own settings.
+pub fn all() -> impl Iterator<Item = PolicySetting> {
+    PlacementPolicy::ALL
+        .iter()
+        .map(|&policy| PolicySetting {
+            name: policy.name(),
+            kind: PolicyKind::Engine,
+            setting: Setting::Placement(policy),
+        })
+        .chain(SIMULATOR_SETTINGS)
+}
 
 /// What `--policy-compare` runs.
 pub const COMPARE: [&str; 2] = ["dual-lru", "no-migration"];
 
 impl PolicySetting {
     pub fn named(name: &str) -> Result<PolicySetting, UnknownPolicy> {
-        POLICIES
-            .iter()
+        all()
             .find(|p| p.name == name)
-            .copied()
             .ok_or_else(|| UnknownPolicy(name.to_string()))
     }
 
@@ -97,7 +86,11 @@ impl PolicySetting {
 
     /// Applies the policy to an engine configuration.
     pub fn configure(&self, config: &mut EngineConfig) {
-        (self.configure)(config);
+        match self.setting {
+            Setting::Placement(policy) => config.policy = policy,
+            Setting::NoMigration => config.migration_enabled = false,
+            Setting::KernelTiering => {}
+        }
     }
 }
 
@@ -118,7 +111,7 @@ pub struct UnknownPolicy(pub String);
 
 impl std::fmt::Display for UnknownPolicy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let known: Vec<&str> = POLICIES.iter().map(|p| p.name).collect();
+        let known: Vec<&str> = all().map(|p| p.name).collect();
         write!(
             f,
             "unknown policy {:?} (known: {})",

@@ -18,10 +18,6 @@ use super::{parse_size, usage, CliExit, Config, SizeUnit};
 /// The pool file's name inside the data directory.
 pub const POOL_FILE_NAME: &str = "slow-tier.pool";
 
-/// Policies of the design (BRIEF.md) that are not built yet: named so that asking for
-/// one says "not yet" rather than "unknown".
-const POLICIES_PLANNED: &[&str] = &[];
-
 /// The tier and placement flags, onto the engine's slow tier spec and policy knobs.
 pub(super) fn apply_tier_flags(engine: &mut EngineConfig, cli: &Flags) -> Result<(), CliExit> {
     let page_mb = SLAB_PAGE_SIZE_BYTES >> 20;
@@ -90,11 +86,9 @@ pub(super) fn apply_tier_flags(engine: &mut EngineConfig, cli: &Flags) -> Result
         Some(policy) => policy,
         None => {
             let valid = PlacementPolicy::NAMES.join(", ");
-            return Err(usage(if POLICIES_PLANNED.contains(&policy_name) {
-                format!("policy {policy_name:?} is not implemented yet (valid: {valid})")
-            } else {
-                format!("unknown policy {policy_name:?} (valid: {valid})")
-            }));
+            return Err(usage(format!(
+                "unknown policy {policy_name:?} (valid: {valid})"
+            )));
         }
     };
     engine.migration_enabled = !cli.no_migration;
