@@ -130,8 +130,9 @@ fn is_c_space(b: u8) -> bool {
 /// Public for the engine, which reads stored values for `incr`/`decr` the same way.
 pub fn parse_c_decimal(bytes: &[u8]) -> Option<(bool, u64)> {
     // What clients send: a token of plain digits, too short to overflow. One pass (the
-    // general parse below scans such a token three times: ~75 instructions a number,
-    // three numbers a SET line); same result, as every byte is a digit.
+    // general parse below scans such a token three times, and a SET line has three
+    // numbers; docs/results/protocol-instruction-costs.md has the count); same result,
+    // as every byte is a digit.
     if !bytes.is_empty() && bytes.len() <= U64_DIGITS_SAFE {
         let mut magnitude = 0u64;
         let mut all_digits = true;
