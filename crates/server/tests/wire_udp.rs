@@ -494,11 +494,23 @@ fn memcached_s_harness_line_with_l_and_u_starts_and_serves_udp() -> anyhow::Resu
     let settings = tcp.stats("settings")?;
     assert_eq!(stat(&settings, "udpport"), Some(port_arg.as_str()));
     assert_eq!(stat(&settings, "num_threads_per_udp"), Some("2"));
-    let udp_conns = udp_conn_names(&tcp.stats("conns")?);
-    assert_eq!(udp_conns.len(), 2, "{udp_conns:?}");
-    for (addr, state) in &udp_conns {
-        assert_eq!(addr, &format!("udp:127.0.0.1:{udp_port}"));
-        assert_eq!(state, "conn_read");
+    // Idle, both ports are `conn_read`. The port that served the datagram goes back to it
+    // only after its reply left (as memcached's does), so this client may ask first.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let udp_conns = udp_conn_names(&tcp.stats("conns")?);
+        assert_eq!(udp_conns.len(), 2, "{udp_conns:?}");
+        for (addr, _) in &udp_conns {
+            assert_eq!(addr, &format!("udp:127.0.0.1:{udp_port}"));
+        }
+        if udp_conns.iter().all(|(_, state)| state == "conn_read") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "UDP ports not back to conn_read: {udp_conns:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
     }
     // Two UDP connections and this TCP one (once the server saw testkit's start-up probe
     // close).
