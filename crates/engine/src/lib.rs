@@ -38,6 +38,7 @@ mod policy;
 mod pool;
 mod records;
 mod recovery;
+mod room;
 mod slab;
 mod stats_lines;
 mod tuning;

@@ -188,12 +188,7 @@ impl Engine {
                 cs.stats.direct_reclaims += attempt as u64;
                 return Some(chunk);
             }
-            if cs.lru.items() == 0
-                || self
-                    .policy
-                    .make_room(EngineOps::new(self), tier, &mut cs, now)
-                    == 0
-            {
+            if cs.lru.items() == 0 || self.make_room(tier, &mut cs, now) == 0 {
                 break;
             }
             // The room just made is this allocation's: taken before the lock goes, or
@@ -555,10 +550,7 @@ impl Engine {
             return Err(StoreOutcome::TooLarge);
         }
         debug_assert_eq!(class_id, self.geometry.class_for(total));
-        let Some(chunk) =
-            self.policy
-                .alloc_new_item(EngineOps::new(self), key_hash, class_id, total)
-        else {
+        let Some(chunk) = self.alloc_new_item(key_hash, class_id, total) else {
             return Err(StoreOutcome::OutOfMemory);
         };
         let capacity = self.chunk_capacity(class_id, total);

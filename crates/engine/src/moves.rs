@@ -492,13 +492,16 @@ impl Engine {
             )
         };
         // 2. A destination chunk, allocated with no lock held.
-        let dst_chunk = match self.policy.destination(
+        let destination = self.policy.destination(
             EngineOps::new(self),
             direction,
             class_id,
             total_bytes,
             candidate,
-        ) {
+        );
+        let dst_chunk = match destination
+            .and_then(|destination| self.destination_chunk(destination, class_id, total_bytes))
+        {
             Ok(chunk) => chunk,
             Err(Refusal::NotAdmitted) => {
                 // The item stays where it is, served from there, and leaves the
@@ -507,8 +510,8 @@ impl Engine {
                 return Outcome::Skipped;
             }
             Err(Refusal::NoSpace) => {
-                // The policy told the automover of the class's need when it found no
-                // DRAM room (`tiering::make_dram_room`): counting it here again
+                // The automover was told of the class's need when no DRAM room was
+                // found (`room.rs`, `make_dram_room`): counting it here again
                 // would count one failed promotion twice.
                 self.release_relocked(&req, claim, state::QUEUED);
                 return Outcome::NoSpace;

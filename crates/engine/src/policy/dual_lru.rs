@@ -30,14 +30,14 @@ use super::engine_ops::SlabTier;
 use crate::api::TierId;
 use crate::config::EngineConfig;
 use crate::index::ShardGuard;
-use crate::item::{header_bytes, state, Fresh, HeaderRead};
+use crate::item::{header_bytes, state, HeaderRead};
 use crate::moves::Direction;
 use crate::slab::ClassState;
 
 use super::access::Periods;
 use super::slru::{self, TailHooks};
 use super::tiering;
-use super::{Candidate, Policy, Refusal, Registered};
+use super::{Candidate, Destination, Policy, Refusal, Registered};
 
 pub(crate) struct DualLru {
     periods: Periods,
@@ -182,11 +182,9 @@ impl Policy for DualLru {
         class_id: usize,
         total_bytes: usize,
         candidate: Candidate,
-    ) -> Result<Fresh<'e>, Refusal> {
+    ) -> Result<Destination<'e>, Refusal> {
         match direction {
-            Direction::ToSlow => {
-                tiering::slow_chunk(e, class_id, total_bytes).ok_or(Refusal::NoSpace)
-            }
+            Direction::ToSlow => Ok(Destination::SlowTier),
             Direction::ToDram => {
                 let dram = e.dram();
                 {
@@ -195,15 +193,13 @@ impl Policy for DualLru {
                         // DRAM never sits idle while hot items wait in the slow tier.
                         return e
                             .take_chunk(dram, &mut cs, total_bytes)
+                            .map(Destination::Chunk)
                             .ok_or(Refusal::NoSpace);
                     }
                 }
                 let candidate_count = self
                     .periods
                     .decayed(candidate.access, candidate.last_access_s);
-                let admit = |victim: HeaderRead<'_>| {
-                    self.admits(candidate_count, self.periods.count_of(victim))
-                };
                 // Admitted against the COLD-tail victim first, even when a reserve chunk
                 // is free: the reserve is for new items, not for promotions.
                 {
@@ -218,13 +214,17 @@ impl Policy for DualLru {
                         return Err(Refusal::NotAdmitted);
                     }
                 }
-                match tiering::dram_chunk_by_demoting(e, class_id, total_bytes, admit) {
-                    Ok(Some(addr)) => Ok(addr),
-                    Ok(None) => Err(Refusal::NoSpace),
-                    Err(()) => Err(Refusal::NotAdmitted),
-                }
+                // Each victim the demotions would take is tested again
+                // (`admits_promotion`).
+                Ok(Destination::DramByDemoting {
+                    score: candidate_count,
+                })
             }
         }
+    }
+
+    fn admits_promotion(&self, score: u8, victim: HeaderRead<'_>) -> bool {
+        self.admits(score, self.periods.count_of(victim))
     }
 
     fn begin_pass(&self, e: EngineOps<'_>, tier: &SlabTier) {

@@ -4,6 +4,14 @@
 //! counters except through these. (They are views of the engine, passed by value: a
 //! pointer, so a call through the seam costs what a call on `&Engine` cost.)
 //!
+//! None of these operations calls the policy back: the seam runs one way (checked in
+//! debug builds, `policy::one_way`). What would call back is the engine's alone:
+//! allocating with eviction (`Engine::alloc`, which asks `Policy::eviction_step`),
+//! moving an item (`Engine::move_item`, which asks `Policy::destination`) and making
+//! DRAM room by demotion (`room.rs`). A policy asks for them by what it returns
+//! (`NewItemPlan`, `Destination`, `EvictionStep`), or queues a move for the migration
+//! thread (`offer_move`).
+//!
 //! Locks, in the order `lock.rs` ranks them: a shard's table, then a class of either
 //! tier, then the tier's page pool (a leaf). "Tries" means the operation only
 //! `try_lock`s and gives up on a busy lock, so it may be called holding a lock of the
@@ -18,7 +26,7 @@ use crate::engine::{Dead, Engine};
 pub(crate) use crate::engine::SlabTier;
 use crate::index::ShardGuard;
 use crate::item::{Fresh, HeaderRead, HeaderWrite, ItemAddr};
-use crate::moves::{Direction, ItemLock, MoveReq, Queued};
+use crate::moves::{Direction, ItemLock};
 use crate::slab::{ClassState, Geometry};
 
 /// The engine as a policy sees it.
@@ -106,33 +114,8 @@ impl<'e> EngineOps<'e> {
 
     // ----- chunks --------------------------------------------------------------------
 
-    /// A chunk for an item of `total_bytes` in `class_id` of `tier`, making room by the
-    /// policy's `make_room` when the class is full. Takes the class lock (and the pool
-    /// lock); the caller may hold a shard lock (shards are only tried), never a class
-    /// lock.
-    #[inline(always)]
-    pub fn alloc(
-        self,
-        tier: &'e SlabTier,
-        class_id: usize,
-        total_bytes: usize,
-    ) -> Option<Fresh<'e>> {
-        self.engine.alloc(tier, class_id, total_bytes)
-    }
-
-    /// A free chunk (or a free page) of `class_id` in `tier`, evicting nothing. Takes
-    /// the class lock (and the pool lock); the caller holds no class lock.
-    #[inline(always)]
-    pub fn take_free(
-        self,
-        tier: &'e SlabTier,
-        class_id: usize,
-        total_bytes: usize,
-    ) -> Option<Fresh<'e>> {
-        self.engine.take_free(tier, class_id, total_bytes)
-    }
-
-    /// [`EngineOps::take_free`] for a caller that holds `cs`, the class's lock.
+    /// A free chunk (or a free page) of `cs`'s class in `tier`, evicting nothing. The
+    /// caller holds `cs`, the class's lock (the pool lock is a leaf).
     #[inline]
     pub fn take_chunk(
         self,
@@ -163,19 +146,6 @@ impl<'e> EngineOps<'e> {
         by_crawler: bool,
     ) -> bool {
         self.engine.reclaim_dead(tier, cs, h, by_crawler)
-    }
-
-    /// Evicts the live item `h` of `cs`'s class (the caller holds the class lock; the
-    /// item's shard is only tried). Returns whether it was evicted.
-    #[inline]
-    pub fn evict_item(
-        self,
-        tier: &SlabTier,
-        cs: &mut ClassState,
-        h: HeaderRead<'_>,
-        now_s: u32,
-    ) -> bool {
-        self.engine.evict_item(tier, cs, h, now_s)
     }
 
     // ----- moves between tiers -------------------------------------------------------
@@ -212,19 +182,5 @@ impl<'e> EngineOps<'e> {
     #[inline]
     pub fn move_queue_len(self, direction: Direction) -> usize {
         self.engine.moves.queue_len(direction)
-    }
-
-    /// Carries out a queued move now. The caller holds no lock (the move takes the
-    /// item's shard, then the classes).
-    #[inline]
-    pub fn move_item(self, queued: Queued, direction: Direction) -> bool {
-        self.engine.move_item(queued, direction)
-    }
-
-    /// Demotes an item not marked `QUEUED` (a store making DRAM room) if its shard is
-    /// free. The caller holds no lock.
-    #[inline]
-    pub fn demote_if_free(self, req: MoveReq) -> bool {
-        self.engine.demote_if_free(req)
     }
 }

@@ -5,18 +5,28 @@
 //!
 //! | decision | method |
 //! |---|---|
-//! | where a new item goes | [`Policy::alloc_new_item`], [`Policy::on_link`] |
+//! | where a new item goes | [`Policy::new_item_plan`], [`Policy::on_link`] |
 //! | what a hit (or touch) does in each tier | [`Policy::on_access`] |
-//! | what a full class gives up: the victim, evicted or demoted | [`Policy::make_room`] |
-//! | whether a move is admitted, where its chunk comes from | [`Policy::destination`] |
+//! | what a full class gives up: the victims the engine evicts | [`Policy::eviction_step`] |
+//! | whether a move is admitted, where its chunk comes from | [`Policy::destination`], [`Policy::admits_promotion`] |
+//! | which DRAM item a demotion making room takes | [`Policy::demotion_victim`] |
 //! | where a moved item is linked | [`Policy::after_move`] |
 //! | what the maintainer does each pass | [`Policy::begin_pass`], [`Policy::maintain_class`] |
 //! | how a class's need for pages is measured | [`Policy::class_need`] |
 //!
 //! A policy sees the engine only through [`EngineOps`] (`engine_ops.rs`: every engine
-//! operation a policy may use, each with its lock contract), never `Engine` itself.
+//! operation a policy may use, each with its lock contract), never `Engine` itself, and
+//! the seam runs one way: the engine calls the policy, the policy answers, and none of
+//! the operations it may call calls the policy back ([`one_way`] checks it in debug
+//! builds). What a policy decides about chunks it returns, and the engine carries out
+//! (`room.rs`): where a new item's chunk comes from ([`NewItemPlan`]), where a move
+//! goes ([`Destination`]), which live item a full class gives up ([`EvictionStep`]).
+//! Eviction order and placement are apart: the order picks victims
+//! ([`Policy::eviction_step`], [`Policy::demotion_victim`]), placement decides tiers
+//! and admission ([`Policy::new_item_plan`], [`Policy::destination`],
+//! [`Policy::admits_promotion`]).
 //! The trait's defaults are memcached's segmented LRU inside each tier and no moves, so
-//! a policy that only places items (`uniform`, `random`) writes `alloc_new_item` alone.
+//! a policy that only places items (`uniform`, `random`) writes `new_item_plan` alone.
 //!
 //! One file per policy: `dual_lru.rs` (Fogcached), `hotspot/` (HMCached, and its
 //! HM-HC variant with hyperbolic caching in DRAM), `uniform.rs` (HM-UNI),
@@ -43,7 +53,7 @@ mod uniform;
 use crate::api::TierId;
 use crate::config::EngineConfig;
 use crate::index::ShardGuard;
-use crate::item::{Fresh, HeaderRead, HeaderWrite};
+use crate::item::{Fresh, HeaderRead, HeaderWrite, ItemAddr};
 use crate::moves::Direction;
 use crate::slab::ClassState;
 use engine_ops::EngineOps;
@@ -70,28 +80,15 @@ pub(crate) struct Candidate {
 /// engine's mechanism (`alloc`, `take_free`, `move_item`, the LRU lists) to carry them
 /// out. Locks: each method says what the caller holds.
 pub(crate) trait Policy {
-    /// The chunk for a new item of `class_id` (a store): which tier, and what to give
-    /// up when it is full. The caller may hold a shard lock, so shards are only tried.
-    /// By default a free DRAM chunk, else the slow tier's (evicting there), else DRAM's
-    /// by eviction: a store never waits for a demotion (the maintainer's reserve of
-    /// free DRAM chunks takes new items). Always inlined (into the store path): two
-    /// registry entries share the hotspot policy's body, and as a call it cost a store.
+    /// Where a new item's chunk comes from when both tiers can take it (the engine
+    /// carries the plan out, `room.rs`; with one tier there is nothing to choose). The
+    /// caller may hold a shard lock. By default a free DRAM chunk, else the slow tier's
+    /// (evicting there), else DRAM's by eviction: a store never waits for a demotion
+    /// (the maintainer's reserve of free DRAM chunks takes new items). Always inlined
+    /// (into the store path).
     #[inline(always)]
-    fn alloc_new_item<'e>(
-        &self,
-        e: EngineOps<'e>,
-        _key_hash: u32,
-        class_id: usize,
-        total_bytes: usize,
-    ) -> Option<Fresh<'e>> {
-        // A match, not `alloc_in_tiers`' closure, which was left a call.
-        let (dram, slow) = match new_item_tiers(e) {
-            NewItemTiers::One(tier) => return e.alloc(tier, class_id, total_bytes),
-            NewItemTiers::Both { dram, slow } => (dram, slow),
-        };
-        e.take_free(dram, class_id, total_bytes)
-            .or_else(|| e.alloc(slow, class_id, total_bytes))
-            .or_else(|| e.alloc(dram, class_id, total_bytes))
+    fn new_item_plan(&self, _e: EngineOps<'_>, _key_hash: u32) -> NewItemPlan {
+        NewItemPlan::DramIfFree
     }
 
     /// The policy byte a new item starts with.
@@ -147,22 +144,28 @@ pub(crate) trait Policy {
         edit.finish()
     }
 
-    /// An allocation in `tier` found `cs`'s class full (the caller holds its lock): free
-    /// room by evicting or demoting. Returns how many items were removed or moved (0:
-    /// nothing could be done). By default memcached's: evict the COLD tail.
-    fn make_room(
+    /// One step of the search for room in `cs`'s full class of `tier`, which an
+    /// allocation found without a free chunk (the caller, the engine's `make_room` in
+    /// `room.rs`, holds the class lock): the next live item the policy's order gives
+    /// up, which the engine evicts if its shard is free, or the search's end. `search`
+    /// carries the policy's place from step to step, and the victim whose shard was
+    /// busy (`search.busy`) into the next step. A step may reclaim dead items and
+    /// reorder the lists on its way (counted in `search.removed`); it never evicts. By
+    /// default memcached's: the COLD tail, then HOT and WARM flow into COLD.
+    fn eviction_step<'t>(
         &self,
-        e: EngineOps<'_>,
-        tier: &SlabTier,
+        e: EngineOps<'t>,
+        tier: &'t SlabTier,
         cs: &mut ClassState,
         now_s: u32,
-    ) -> usize {
-        slru::evict_cold_tail(e, tier, cs, now_s)
+        search: &mut EvictionSearch<'t>,
+    ) -> EvictionStep<'t> {
+        slru::cold_tail_eviction_step(e, tier, cs, now_s, search)
     }
 
-    /// The destination chunk of a move of an item of `total_bytes` in `class_id`, or
-    /// why there is none. No lock is held. By default none: a policy that does not move
-    /// items never queues one.
+    /// Where a move of an item of `total_bytes` in `class_id` goes (the engine takes the
+    /// chunk, `room.rs`), or why it does not. No lock is held. By default nowhere: a
+    /// policy that does not move items never queues one.
     fn destination<'e>(
         &self,
         _e: EngineOps<'e>,
@@ -170,8 +173,28 @@ pub(crate) trait Policy {
         _class_id: usize,
         _total_bytes: usize,
         _candidate: Candidate,
-    ) -> Result<Fresh<'e>, Refusal> {
+    ) -> Result<Destination<'e>, Refusal> {
         Err(Refusal::NotAdmitted)
+    }
+
+    /// The DRAM item of `cs`'s class a demotion that makes room would take (the
+    /// caller holds the class lock), its header read paid for. By default the first
+    /// live item from the segmented LRU's COLD tail (`tiering::dram_victim`).
+    fn demotion_victim<'e>(
+        &self,
+        e: EngineOps<'e>,
+        cs: &mut ClassState,
+        now_s: u32,
+    ) -> Option<HeaderRead<'e>> {
+        tiering::dram_victim(e, cs, now_s)
+    }
+
+    /// Whether a promotion whose candidate scored `score` (the policy's own measure,
+    /// from its [`Destination::DramByDemoting`]) may displace `victim`, the item
+    /// [`Policy::demotion_victim`] picked (the caller holds its class lock). By
+    /// default every promotion is admitted.
+    fn admits_promotion(&self, _score: u8, _victim: HeaderRead<'_>) -> bool {
+        true
     }
 
     /// A moved item's copy (`dst`: its header, written with the copy and paid for) is
@@ -224,67 +247,81 @@ pub(crate) trait Policy {
     }
 }
 
-/// Where a new item can go, whatever the policy.
-pub(crate) enum NewItemTiers<'e> {
-    /// One tier to put it in: DRAM without a slow tier, the slow tier when DRAM has no
-    /// pages.
-    One(&'e SlabTier),
-    /// Both: the policy chooses.
-    Both {
-        dram: &'e SlabTier,
-        slow: &'e SlabTier,
-    },
+/// Where a new item's chunk comes from when both tiers can take it: a policy's choice
+/// ([`Policy::new_item_plan`]), which the engine carries out (`room.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NewItemPlan {
+    /// A free DRAM chunk, else the slow tier (evicting there), else DRAM by eviction.
+    DramIfFree,
+    /// A free DRAM chunk, else one freed by demoting DRAM's victim on the store's path
+    /// (its shard only tried), else as [`NewItemPlan::DramIfFree`].
+    DramByDemoting,
+    /// The key's home tier, for a policy that homes keys and never moves them: homed in
+    /// DRAM, a free DRAM chunk, else a free slow-tier one, else DRAM by eviction (a
+    /// class short of DRAM chunks sends its newcomers to the slow tier rather than
+    /// evicting); homed in the slow tier, the slow tier (evicting there), else DRAM.
+    Home(TierId),
 }
 
-/// The tiers a new item can go to (no lock).
-#[inline(always)]
-pub(crate) fn new_item_tiers(e: EngineOps<'_>) -> NewItemTiers<'_> {
-    let dram = e.dram();
-    match e.slow() {
-        None => NewItemTiers::One(dram),
-        Some(slow) if dram.page_count == 0 => NewItemTiers::One(slow),
-        Some(slow) => NewItemTiers::Both { dram, slow },
+/// What one step of a policy's search for room in a full class found
+/// ([`Policy::eviction_step`]).
+pub(crate) enum EvictionStep<'t> {
+    /// This live item (its header, read and paid for by the search) goes: the engine
+    /// evicts it if its shard is free, else hands it back in `EvictionSearch::busy`.
+    Evict(HeaderRead<'t>),
+    /// The search is over without an eviction; nonzero if it made room or changed the
+    /// lists another way (dead items reclaimed, items moved between lists), so that
+    /// the allocation looks for a chunk again.
+    Done(usize),
+}
+
+/// A search for room in a full class, carried from one [`Policy::eviction_step`] to the
+/// next. The engine starts it empty and writes only `busy`; the rest is the policy's
+/// place in its own order.
+pub(crate) struct EvictionSearch<'t> {
+    /// The last victim the engine could not evict: its shard was locked by a request
+    /// in flight.
+    pub busy: Option<HeaderRead<'t>>,
+    /// Whether the policy has begun the search (its first step sets it).
+    pub started: bool,
+    /// The policy's phase, for a search in several parts.
+    pub phase: u8,
+    /// The next item the policy looks at in its list.
+    pub cursor: ItemAddr,
+    /// Looks or rounds the policy has left or has made (its own bound).
+    pub tries: usize,
+    /// Items the search removed or moved by itself (dead items reclaimed, ...).
+    pub removed: usize,
+    /// A figure the policy noted when it began (e.g. the class's free chunks).
+    pub noted: u64,
+}
+
+impl EvictionSearch<'_> {
+    pub(crate) fn new() -> Self {
+        EvictionSearch {
+            busy: None,
+            started: false,
+            phase: 0,
+            cursor: crate::item::NIL,
+            tries: 0,
+            removed: 0,
+            noted: 0,
+        }
     }
 }
 
-/// The chunk for a new item: in the one tier there is ([`new_item_tiers`]), or where
-/// `choose(dram, slow)`, the policy's choice, puts it. The caller may hold a shard
-/// lock.
-#[inline(always)]
-pub(crate) fn alloc_in_tiers<'e>(
-    e: EngineOps<'e>,
-    class_id: usize,
-    total_bytes: usize,
-    choose: impl FnOnce(&'e SlabTier, &'e SlabTier) -> Option<Fresh<'e>>,
-) -> Option<Fresh<'e>> {
-    match new_item_tiers(e) {
-        NewItemTiers::One(tier) => e.alloc(tier, class_id, total_bytes),
-        NewItemTiers::Both { dram, slow } => choose(dram, slow),
-    }
-}
-
-/// The chunk for a new item whose home tier a placement policy chose (`home_in_dram`)
-/// and that never moves: a key homed in DRAM whose class has no free DRAM chunk goes to
-/// the slow tier rather than evicting, and DRAM evicts only when the slow tier cannot
-/// take it either; a key homed in the slow tier is stored there (evicting there), or in
-/// DRAM if the slow tier cannot take it. The caller may hold a shard lock.
-#[inline]
-pub(crate) fn alloc_at_home<'e>(
-    e: EngineOps<'e>,
-    dram: &'e SlabTier,
-    slow: &'e SlabTier,
-    home_in_dram: bool,
-    class_id: usize,
-    total_bytes: usize,
-) -> Option<Fresh<'e>> {
-    if home_in_dram {
-        e.take_free(dram, class_id, total_bytes)
-            .or_else(|| e.take_free(slow, class_id, total_bytes))
-            .or_else(|| e.alloc(dram, class_id, total_bytes))
-    } else {
-        e.alloc(slow, class_id, total_bytes)
-            .or_else(|| e.alloc(dram, class_id, total_bytes))
-    }
+/// Where a move goes: a policy's choice ([`Policy::destination`]), whose chunk the
+/// engine takes (`room.rs`).
+pub(crate) enum Destination<'e> {
+    /// This chunk, which the policy took free through [`EngineOps::take_chunk`].
+    Chunk(Fresh<'e>),
+    /// A slow-tier chunk, evicting from the slow tier when it is full (the only place a
+    /// tiered cache loses items).
+    SlowTier,
+    /// A free DRAM chunk, else one made by demoting DRAM's victims
+    /// ([`Policy::demotion_victim`]) a few times, each admitted first
+    /// ([`Policy::admits_promotion`], given `score`).
+    DramByDemoting { score: u8 },
 }
 
 /// What the registry needs of a policy besides its decisions: how to make it, and what
@@ -410,23 +447,81 @@ registry! {
     Random => "random", random::Random;
 }
 
+/// The seam runs one way, checked in debug builds (every test): the engine calls the
+/// policy, and the policy answers, calling only [`EngineOps`]' operations, none of
+/// which calls the policy back. So no policy method is entered while another is
+/// running on the same thread; an operation that called back (as allocating with
+/// eviction, or moving an item, would: they ask the policy) panics here. Release builds
+/// check nothing and pay nothing.
+pub(crate) mod one_way {
+    #[cfg(debug_assertions)]
+    thread_local! {
+        /// The policy method this thread is in, if any.
+        static IN_POLICY: std::cell::Cell<Option<&'static str>> =
+            const { std::cell::Cell::new(None) };
+    }
+
+    /// A policy method being run (the guard of its call).
+    pub(crate) struct Entered(());
+
+    impl Entered {
+        #[inline(always)]
+        pub(crate) fn enter(method: &'static str) -> Entered {
+            #[cfg(debug_assertions)]
+            IN_POLICY.with(|in_policy| {
+                if let Some(outer) = in_policy.replace(Some(method)) {
+                    panic!("the policy's `{method}` was called from within its `{outer}`");
+                }
+            });
+            #[cfg(not(debug_assertions))]
+            let _ = method;
+            Entered(())
+        }
+    }
+
+    impl Drop for Entered {
+        #[inline(always)]
+        fn drop(&mut self) {
+            #[cfg(debug_assertions)]
+            IN_POLICY.with(|in_policy| in_policy.set(None));
+        }
+    }
+
+    #[cfg(all(test, debug_assertions))]
+    mod tests {
+        use super::Entered;
+
+        #[test]
+        #[should_panic(
+            expected = "the policy's `eviction_step` was called from within its `destination`"
+        )]
+        fn a_policy_method_entered_from_within_another_panics() {
+            let _outer = Entered::enter("destination");
+            let _inner = Entered::enter("eviction_step");
+        }
+
+        #[test]
+        fn policy_methods_called_one_after_another_are_fine() {
+            drop(Entered::enter("destination"));
+            drop(Entered::enter("eviction_step"));
+        }
+    }
+}
+
 impl Policy for AnyPolicy {
-    #[inline]
-    fn alloc_new_item<'e>(
-        &self,
-        e: EngineOps<'e>,
-        key_hash: u32,
-        class_id: usize,
-        total_bytes: usize,
-    ) -> Option<Fresh<'e>> {
-        dispatch!(self, p => p.alloc_new_item(e, key_hash, class_id, total_bytes))
+    #[inline(always)]
+    fn new_item_plan(&self, e: EngineOps<'_>, key_hash: u32) -> NewItemPlan {
+        let _seam = one_way::Entered::enter("new_item_plan");
+        dispatch!(self, p => p.new_item_plan(e, key_hash))
     }
     #[inline]
     fn new_item_access(&self, now_s: u32) -> u8 {
+        let _seam = one_way::Entered::enter("new_item_access");
         dispatch!(self, p => p.new_item_access(now_s))
     }
     #[inline]
     fn segment_for_new_item(&self, tier: TierId) -> usize {
+        let _seam = one_way::Entered::enter("segment_for_new_item");
         dispatch!(self, p => p.segment_for_new_item(tier))
     }
     #[inline]
@@ -439,6 +534,7 @@ impl Policy for AnyPolicy {
         item: HeaderWrite<'_>,
         old: Option<HeaderRead<'_>>,
     ) -> usize {
+        let _seam = one_way::Entered::enter("on_link");
         dispatch!(self, p => p.on_link(e, table, key_hash, tier, item, old))
     }
     // Always inlined (into `Engine::read`): the hotspot policy's DRAM hit is short, and a
@@ -454,17 +550,20 @@ impl Policy for AnyPolicy {
         table: &mut ShardGuard<'_>,
         key_hash: u32,
     ) -> bool {
+        let _seam = one_way::Entered::enter("on_access");
         dispatch!(self, p => p.on_access(e, tier, item, class_id, now_s, table, key_hash))
     }
     #[inline]
-    fn make_room(
+    fn eviction_step<'t>(
         &self,
-        e: EngineOps<'_>,
-        tier: &SlabTier,
+        e: EngineOps<'t>,
+        tier: &'t SlabTier,
         cs: &mut ClassState,
         now_s: u32,
-    ) -> usize {
-        dispatch!(self, p => p.make_room(e, tier, cs, now_s))
+        search: &mut EvictionSearch<'t>,
+    ) -> EvictionStep<'t> {
+        let _seam = one_way::Entered::enter("eviction_step");
+        dispatch!(self, p => p.eviction_step(e, tier, cs, now_s, search))
     }
     #[inline]
     fn destination<'e>(
@@ -474,8 +573,24 @@ impl Policy for AnyPolicy {
         class_id: usize,
         total_bytes: usize,
         candidate: Candidate,
-    ) -> Result<Fresh<'e>, Refusal> {
+    ) -> Result<Destination<'e>, Refusal> {
+        let _seam = one_way::Entered::enter("destination");
         dispatch!(self, p => p.destination(e, direction, class_id, total_bytes, candidate))
+    }
+    #[inline]
+    fn demotion_victim<'e>(
+        &self,
+        e: EngineOps<'e>,
+        cs: &mut ClassState,
+        now_s: u32,
+    ) -> Option<HeaderRead<'e>> {
+        let _seam = one_way::Entered::enter("demotion_victim");
+        dispatch!(self, p => p.demotion_victim(e, cs, now_s))
+    }
+    #[inline]
+    fn admits_promotion(&self, score: u8, victim: HeaderRead<'_>) -> bool {
+        let _seam = one_way::Entered::enter("admits_promotion");
+        dispatch!(self, p => p.admits_promotion(score, victim))
     }
     #[inline]
     fn after_move(
@@ -487,25 +602,31 @@ impl Policy for AnyPolicy {
         dst: HeaderWrite<'_>,
         now_s: u32,
     ) -> usize {
+        let _seam = one_way::Entered::enter("after_move");
         dispatch!(self, p => p.after_move(table, key_hash, direction, dst_tier, dst, now_s))
     }
     #[inline]
     fn begin_pass(&self, e: EngineOps<'_>, tier: &SlabTier) {
+        let _seam = one_way::Entered::enter("begin_pass");
         dispatch!(self, p => p.begin_pass(e, tier))
     }
     #[inline]
     fn maintain_class(&self, e: EngineOps<'_>, tier: &SlabTier, class_id: usize) -> usize {
+        let _seam = one_way::Entered::enter("maintain_class");
         dispatch!(self, p => p.maintain_class(e, tier, class_id))
     }
     #[inline]
     fn class_need(&self, tier: &SlabTier, cs: &ClassState) -> u64 {
+        let _seam = one_way::Entered::enter("class_need");
         dispatch!(self, p => p.class_need(tier, cs))
     }
     #[inline]
     fn plan_page_move(&self, e: EngineOps<'_>) -> Option<Option<(usize, usize)>> {
+        let _seam = one_way::Entered::enter("plan_page_move");
         dispatch!(self, p => p.plan_page_move(e))
     }
     fn migration_threshold(&self, class_id: usize) -> Option<u8> {
+        let _seam = one_way::Entered::enter("migration_threshold");
         dispatch!(self, p => p.migration_threshold(class_id))
     }
 }

@@ -6,10 +6,10 @@
 //! free DRAM chunk goes to the slow tier rather than evicting, as under `uniform`.
 
 use super::engine_ops::EngineOps;
+use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::item::Fresh;
 
-use super::{alloc_at_home, alloc_in_tiers, Policy, Registered};
+use super::{NewItemPlan, Policy, Registered};
 
 pub(crate) struct Random;
 
@@ -30,17 +30,12 @@ impl Registered for Random {
 }
 
 impl Policy for Random {
-    fn alloc_new_item<'e>(
-        &self,
-        e: EngineOps<'e>,
-        key_hash: u32,
-        class_id: usize,
-        total_bytes: usize,
-    ) -> Option<Fresh<'e>> {
-        alloc_in_tiers(e, class_id, total_bytes, |dram, slow| {
-            let home_in_dram = Self::homed_in_dram(key_hash);
-            alloc_at_home(e, dram, slow, home_in_dram, class_id, total_bytes)
-        })
+    fn new_item_plan(&self, _e: EngineOps<'_>, key_hash: u32) -> NewItemPlan {
+        if Self::homed_in_dram(key_hash) {
+            NewItemPlan::Home(TierId::Dram)
+        } else {
+            NewItemPlan::Home(TierId::Slow)
+        }
     }
 }
 

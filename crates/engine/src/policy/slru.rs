@@ -16,6 +16,7 @@
 
 use super::engine_ops::EngineOps;
 use super::engine_ops::SlabTier;
+use super::{EvictionSearch, EvictionStep};
 use crate::item::{header_bytes, state, HeaderEdit, HeaderRead, NIL};
 use crate::lru::{COLD, HOT, WARM};
 use crate::slab::ClassState;
@@ -293,40 +294,46 @@ pub(crate) fn juggle_class(
     rounds
 }
 
-/// memcached's allocation-time pull (`do_item_alloc_pull`): evict the COLD tail (the
-/// first live item whose shard is free, reclaiming dead ones on the way); if COLD had
-/// nothing to give, let HOT and then WARM flow into COLD for the next attempt. Returns
-/// items removed or moved. The caller holds the class lock.
-pub(crate) fn evict_cold_tail(
-    e: EngineOps<'_>,
-    tier: &SlabTier,
+/// memcached's allocation-time pull (`do_item_alloc_pull`), one step at a time
+/// ([`super::Policy::eviction_step`]): the first live item from the COLD tail whose
+/// shard is free is evicted (dead ones on the way are reclaimed); a live item whose
+/// shard is busy is passed over for the one before it. If COLD had nothing to give, HOT
+/// and then WARM flow into COLD for the next attempt. The caller holds the class lock.
+pub(crate) fn cold_tail_eviction_step<'t>(
+    e: EngineOps<'t>,
+    tier: &'t SlabTier,
     cs: &mut ClassState,
     now_s: u32,
-) -> usize {
+    search: &mut EvictionSearch<'t>,
+) -> EvictionStep<'t> {
+    if !search.started {
+        search.started = true;
+        search.cursor = cs.lru.tail[COLD];
+        search.tries = PULL_TAIL_TRIES;
+    }
+    // A busy victim: the search goes on from the item before it (`cursor`).
+    search.busy = None;
     let mem = &tier.mem;
-    let mut removed = 0;
-    let mut search = cs.lru.tail[COLD];
-    let mut tries = PULL_TAIL_TRIES;
-    while tries > 0 && search != NIL {
-        tries -= 1;
-        let h = mem.read_header(search, header_bytes::ALL);
-        let prev = h.prev();
+    while search.tries > 0 && search.cursor != NIL {
+        search.tries -= 1;
+        let h = mem.read_header(search.cursor, header_bytes::ALL);
+        search.cursor = h.prev();
         if e.dead_reason(h, now_s).is_some() {
             if e.reclaim_dead(tier, cs, h, false) {
-                removed += 1;
+                search.removed += 1;
             }
         } else if !e.config().evictions_enabled {
             // `-M`: nothing live may be evicted.
             break;
-        } else if e.evict_item(tier, cs, h, now_s) {
-            removed += 1;
-            break;
+        } else {
+            return EvictionStep::Evict(h);
         }
-        search = prev;
     }
-    if removed > 0 {
-        return removed;
+    if search.removed > 0 {
+        return EvictionStep::Done(search.removed);
     }
-    pull_tail(e, tier, cs, HOT, 0, 0, now_s, &NoHooks)
-        + pull_tail(e, tier, cs, WARM, 0, 0, now_s, &NoHooks)
+    EvictionStep::Done(
+        pull_tail(e, tier, cs, HOT, 0, 0, now_s, &NoHooks)
+            + pull_tail(e, tier, cs, WARM, 0, 0, now_s, &NoHooks),
+    )
 }

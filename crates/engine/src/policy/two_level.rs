@@ -9,14 +9,13 @@ use super::engine_ops::SlabTier;
 use crate::api::TierId;
 use crate::config::EngineConfig;
 use crate::index::ShardGuard;
-use crate::item::{header_bytes, state, Fresh, HeaderRead};
+use crate::item::{header_bytes, state, HeaderRead};
 use crate::moves::Direction;
 use crate::slab::ClassState;
 
 use super::dual_lru::Hooks as DualLruHooks;
 use super::slru;
-use super::tiering;
-use super::{Candidate, Policy, Refusal, Registered};
+use super::{Candidate, Destination, NewItemPlan, Policy, Refusal, Registered};
 
 pub(crate) struct TwoLevel;
 
@@ -29,25 +28,13 @@ impl Registered for TwoLevel {
 }
 
 impl Policy for TwoLevel {
-    fn alloc_new_item<'e>(
-        &self,
-        e: EngineOps<'e>,
-        _key_hash: u32,
-        class_id: usize,
-        total_bytes: usize,
-    ) -> Option<Fresh<'e>> {
-        super::alloc_in_tiers(e, class_id, total_bytes, |dram, slow| {
-            if let Some(addr) = e.take_free(dram, class_id, total_bytes) {
-                return Some(addr);
-            }
-            if e.migrating() {
-                if let Some(addr) = tiering::dram_chunk_for_store(e, class_id, total_bytes) {
-                    return Some(addr);
-                }
-            }
-            e.alloc(slow, class_id, total_bytes)
-                .or_else(|| e.alloc(dram, class_id, total_bytes))
-        })
+    fn new_item_plan(&self, e: EngineOps<'_>, _key_hash: u32) -> NewItemPlan {
+        // Every new item goes to DRAM, making room by demoting while items move.
+        if e.migrating() {
+            NewItemPlan::DramByDemoting
+        } else {
+            NewItemPlan::DramIfFree
+        }
     }
 
     fn on_access(
@@ -79,23 +66,17 @@ impl Policy for TwoLevel {
 
     fn destination<'e>(
         &self,
-        e: EngineOps<'e>,
+        _e: EngineOps<'e>,
         direction: Direction,
-        class_id: usize,
-        total_bytes: usize,
+        _class_id: usize,
+        _total_bytes: usize,
         _candidate: Candidate,
-    ) -> Result<Fresh<'e>, Refusal> {
-        match direction {
-            Direction::ToSlow => {
-                tiering::slow_chunk(e, class_id, total_bytes).ok_or(Refusal::NoSpace)
-            }
-            Direction::ToDram => {
-                match tiering::dram_chunk_by_demoting(e, class_id, total_bytes, |_| true) {
-                    Ok(Some(addr)) => Ok(addr),
-                    _ => Err(Refusal::NoSpace),
-                }
-            }
-        }
+    ) -> Result<Destination<'e>, Refusal> {
+        // Every promotion is admitted: DRAM's victim goes.
+        Ok(match direction {
+            Direction::ToSlow => Destination::SlowTier,
+            Direction::ToDram => Destination::DramByDemoting { score: 0 },
+        })
     }
 
     fn maintain_class(&self, e: EngineOps<'_>, tier: &SlabTier, class_id: usize) -> usize {

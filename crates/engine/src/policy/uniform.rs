@@ -8,19 +8,21 @@
 //! memcached orders the items and a full slow tier evicts its own COLD tail.
 
 use super::engine_ops::EngineOps;
-use super::engine_ops::SlabTier;
+use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::item::Fresh;
 use crate::SLAB_PAGE_SIZE_BYTES;
 
-use super::{Policy, Registered};
+use super::{NewItemPlan, Policy, Registered};
 
 pub(crate) struct Uniform;
 
 impl Uniform {
     /// Whether a key hashes into DRAM's share: `uniform_dram_share_ppm` of the hash
     /// space, or `dram_pages / all_pages` of it.
-    fn homed_in_dram(e: EngineOps<'_>, dram: &SlabTier, slow: &SlabTier, key_hash: u32) -> bool {
+    fn homed_in_dram(e: EngineOps<'_>, key_hash: u32) -> bool {
+        let (dram, slow) = (e.dram(), e.slow());
+        debug_assert!(slow.is_some(), "a plan is asked for only with both tiers");
+        let slow_pages = slow.map_or(0, |slow| slow.page_count);
         let (dram_part, all_parts) = match e.config().uniform_dram_share_ppm {
             Some(ppm) => (u64::from(ppm), u64::from(crate::config::PPM)),
             // The start-up sizes: DRAM's region may be reserved beyond `-m` for
@@ -29,7 +31,7 @@ impl Uniform {
             None => {
                 let dram_pages = (e.config().memory_limit_bytes / SLAB_PAGE_SIZE_BYTES as u64)
                     .min(dram.page_count as u64);
-                (dram_pages, dram_pages + slow.page_count as u64)
+                (dram_pages, dram_pages + slow_pages as u64)
             }
         };
         ((u64::from(key_hash) * all_parts) >> 32) < dram_part
@@ -45,16 +47,11 @@ impl Registered for Uniform {
 }
 
 impl Policy for Uniform {
-    fn alloc_new_item<'e>(
-        &self,
-        e: EngineOps<'e>,
-        key_hash: u32,
-        class_id: usize,
-        total_bytes: usize,
-    ) -> Option<Fresh<'e>> {
-        super::alloc_in_tiers(e, class_id, total_bytes, |dram, slow| {
-            let home_in_dram = Self::homed_in_dram(e, dram, slow, key_hash);
-            super::alloc_at_home(e, dram, slow, home_in_dram, class_id, total_bytes)
-        })
+    fn new_item_plan(&self, e: EngineOps<'_>, key_hash: u32) -> NewItemPlan {
+        if Self::homed_in_dram(e, key_hash) {
+            NewItemPlan::Home(TierId::Dram)
+        } else {
+            NewItemPlan::Home(TierId::Slow)
+        }
     }
 }

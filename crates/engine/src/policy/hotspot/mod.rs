@@ -76,14 +76,14 @@ use super::engine_ops::SlabTier;
 use crate::api::TierId;
 use crate::config::{EngineConfig, SLAB_CLASSES_MAX};
 use crate::index::{Index, ShardGuard};
-use crate::item::{header_bytes, state, Fresh, HeaderRead, HeaderWrite};
+use crate::item::{header_bytes, state, HeaderRead, HeaderWrite};
 use crate::lru::COLD;
 use crate::moves::Direction;
 use crate::slab::ClassState;
 
 use super::access::{CountStep, Periods, COUNT_MAX};
 use super::tiering;
-use super::{Candidate, Policy, Refusal, Registered};
+use super::{Candidate, Destination, EvictionSearch, EvictionStep, Policy, Refusal, Registered};
 
 use multi_queue::queue_of;
 use reassignment::{Reassignment, COUNT_VALUES};
@@ -321,41 +321,43 @@ impl Policy for Hotspot {
         self.other_access(e, tier, item, class_id, now_s, table, key_hash)
     }
 
-    fn make_room(
+    fn eviction_step<'t>(
         &self,
-        e: EngineOps<'_>,
-        tier: &SlabTier,
+        e: EngineOps<'t>,
+        tier: &'t SlabTier,
         cs: &mut ClassState,
         now_s: u32,
-    ) -> usize {
+        search: &mut EvictionSearch<'t>,
+    ) -> EvictionStep<'t> {
         match tier.id {
-            TierId::Slow => self.clock_evict(e, tier, cs, now_s),
-            TierId::Dram => self.make_dram_room(e, tier, cs, now_s),
+            TierId::Slow => self.clock_eviction_step(e, tier, cs, now_s, search),
+            TierId::Dram => self.dram_eviction_step(e, tier, cs, now_s, search),
         }
     }
 
     fn destination<'e>(
         &self,
-        e: EngineOps<'e>,
+        _e: EngineOps<'e>,
         direction: Direction,
-        class_id: usize,
-        total_bytes: usize,
+        _class_id: usize,
+        _total_bytes: usize,
         _candidate: Candidate,
-    ) -> Result<Fresh<'e>, Refusal> {
-        match direction {
-            Direction::ToSlow => {
-                tiering::slow_chunk(e, class_id, total_bytes).ok_or(Refusal::NoSpace)
-            }
-            Direction::ToDram => {
-                let victim = |cs: &mut ClassState, now_s: u32| self.dram_victim(e, cs, now_s);
-                match tiering::dram_chunk_by_demoting_with(e, class_id, total_bytes, victim, |_| {
-                    true
-                }) {
-                    Ok(Some(addr)) => Ok(addr),
-                    Ok(None) | Err(()) => Err(Refusal::NoSpace),
-                }
-            }
-        }
+    ) -> Result<Destination<'e>, Refusal> {
+        // A promotion past the class's threshold is admitted (the threshold was its
+        // test): DRAM's victim by the multi-queue (or hyperbolic sampling) goes.
+        Ok(match direction {
+            Direction::ToSlow => Destination::SlowTier,
+            Direction::ToDram => Destination::DramByDemoting { score: 0 },
+        })
+    }
+
+    fn demotion_victim<'e>(
+        &self,
+        e: EngineOps<'e>,
+        cs: &mut ClassState,
+        now_s: u32,
+    ) -> Option<HeaderRead<'e>> {
+        self.dram_victim(e, cs, now_s)
     }
 
     fn after_move(

@@ -8,6 +8,7 @@ use crate::api::TierId;
 use crate::item::{header_bytes, state, HeaderRead, NIL};
 use crate::slab::ClassState;
 
+use super::super::{EvictionSearch, EvictionStep};
 use super::Hotspot;
 
 /// Items a victim search looks at per queue before trying the next queue.
@@ -94,33 +95,6 @@ impl Hotspot {
         fallback
     }
 
-    /// Evicts the first item, from the tail of the lowest non-empty DRAM queue, whose
-    /// shard is free and that is not on its way out; false when a few tries found none.
-    /// The caller holds the class lock.
-    pub(super) fn evict_lowest_tail(
-        &self,
-        e: EngineOps<'_>,
-        tier: &SlabTier,
-        cs: &mut ClassState,
-        now_s: u32,
-    ) -> bool {
-        let Some(mut addr) = cs.lru.tail.iter().copied().find(|&t| t != NIL) else {
-            return false;
-        };
-        for _ in 0..VICTIM_TRIES {
-            if addr == NIL {
-                return false;
-            }
-            let h = tier.mem.read_header(addr, header_bytes::ALL);
-            let prev = h.prev();
-            if !h.has(state::QUEUED) && e.evict_item(tier, cs, h, now_s) {
-                return true;
-            }
-            addr = prev;
-        }
-        false
-    }
-
     /// Moves items whose counters decayed below their queue down to the queue they
     /// belong in (from each queue's tail, a few per pass). The caller holds the lock.
     pub(super) fn decay_queues(&self, e: EngineOps<'_>, cs: &mut ClassState) {
@@ -147,47 +121,82 @@ impl Hotspot {
         }
     }
 
-    /// Room in a full DRAM class: evicts the multi-queue (or hyperbolic) victim, passing
-    /// over victims whose shard is locked. Returns the items removed. The caller holds
-    /// the class lock.
-    pub(super) fn make_dram_room(
+    /// Room in a full DRAM class, one step of an eviction search
+    /// ([`super::super::Policy::eviction_step`]): the multi-queue (or hyperbolic)
+    /// victim, a few searches over; then, bounded as the slow tier's CLOCK is, the
+    /// first item from the lowest queue's tail not on its way out. The caller holds the
+    /// class lock.
+    pub(super) fn dram_eviction_step<'t>(
         &self,
-        e: EngineOps<'_>,
-        tier: &SlabTier,
+        e: EngineOps<'t>,
+        tier: &'t SlabTier,
         cs: &mut ClassState,
         now_s: u32,
-    ) -> usize {
+        search: &mut EvictionSearch<'t>,
+    ) -> EvictionStep<'t> {
+        /// Phases of the search (`search.phase`).
+        const SEARCHES: u8 = 0;
+        const LOWEST_TAIL: u8 = 1;
         debug_assert_eq!(tier.id, TierId::Dram);
-        if !e.config().evictions_enabled {
-            return 0;
+        if !search.started {
+            if !e.config().evictions_enabled {
+                return EvictionStep::Done(0);
+            }
+            search.started = true;
+            // The victim search reclaims dead items it passes: that is room too.
+            search.noted = cs.free_chunks;
         }
-        // The victim search reclaims dead items it passes: that is room too.
-        let free_before = cs.free_chunks;
-        for _ in 0..VICTIM_SEARCHES {
-            // None: every item looked at was active or belonged to a lower
-            // queue, and was moved there (its ACTIVE bit cleared): the next
-            // search starts from a different tail.
-            if let Some(h) = self.dram_victim(e, cs, now_s) {
-                if e.evict_item(tier, cs, h, now_s) {
-                    return 1;
-                }
+        let busy = search.busy.take();
+        if search.phase == SEARCHES {
+            if let Some(h) = busy {
                 // Its shard is locked by a request in flight (a hot key's, most
-                // likely): as memcached passes over a tail item in use, bump it
-                // to its queue's head so that the next search finds another.
-                // (Hyperbolic sampling draws another by itself.)
+                // likely): as memcached passes over a tail item in use, bump it to its
+                // queue's head so that the next search finds another. (Hyperbolic
+                // sampling draws another by itself.)
                 if !self.hyperbolic {
                     let count = self.periods.count_of(h);
                     super::super::slru::move_to(tier, cs, h, queue_of(count, self.queues));
                 }
+                if cs.free_chunks > search.noted {
+                    return EvictionStep::Done(1);
+                }
+                search.tries += 1;
             }
-            if cs.free_chunks > free_before {
-                return 1;
+            while search.tries < VICTIM_SEARCHES {
+                // None: every item looked at was active or belonged to a lower queue,
+                // and was moved there (its ACTIVE bit cleared): the next search starts
+                // from a different tail.
+                if let Some(h) = self.dram_victim(e, cs, now_s) {
+                    return EvictionStep::Evict(h);
+                }
+                if cs.free_chunks > search.noted {
+                    return EvictionStep::Done(1);
+                }
+                search.tries += 1;
+            }
+            // When every item the searches saw was just read, the oldest of the lowest
+            // queue goes anyway, so a store never fails because everything is hot.
+            let Some(tail) = cs.lru.tail.iter().copied().find(|&t| t != NIL) else {
+                return EvictionStep::Done(0);
+            };
+            search.phase = LOWEST_TAIL;
+            search.cursor = tail;
+            search.tries = VICTIM_TRIES;
+        }
+        debug_assert_eq!(search.phase, LOWEST_TAIL);
+        // A busy victim here: the search goes on from the item before it (`cursor`).
+        while search.tries > 0 {
+            search.tries -= 1;
+            if search.cursor == NIL {
+                return EvictionStep::Done(0);
+            }
+            let h = tier.mem.read_header(search.cursor, header_bytes::ALL);
+            search.cursor = h.prev();
+            if !h.has(state::QUEUED) {
+                return EvictionStep::Evict(h);
             }
         }
-        // Bounded, as the slow tier's CLOCK is: when every item the searches saw
-        // was just read, the oldest of the lowest queue goes anyway, so a store
-        // never fails because everything is hot.
-        usize::from(self.evict_lowest_tail(e, tier, cs, now_s))
+        EvictionStep::Done(0)
     }
 
     /// A hit on a DRAM item under the multi-queue (the common GET): the counter and the

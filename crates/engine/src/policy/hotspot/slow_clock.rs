@@ -7,24 +7,32 @@ use crate::index::Index;
 use crate::item::{header_bytes, state, NIL};
 use crate::slab::ClassState;
 
+use super::super::{EvictionSearch, EvictionStep};
 use super::Hotspot;
 
 /// Items the slow tier's CLOCK hand looks at per eviction.
 const CLOCK_TRIES: usize = 32;
 
 impl Hotspot {
-    /// The slow tier's CLOCK: from the hand, pass over referenced items (clearing their
-    /// bit) and evict the first unreferenced one. Returns the items removed. The caller
-    /// holds the class lock.
-    pub(super) fn clock_evict(
+    /// The slow tier's CLOCK, one step of an eviction search
+    /// ([`super::super::Policy::eviction_step`]): from the hand, pass over referenced
+    /// items (clearing their bit) and give up the first unreferenced one. A victim whose
+    /// shard was busy is passed over: the hand has moved past it. The caller holds the
+    /// class lock.
+    pub(super) fn clock_eviction_step<'t>(
         &self,
-        e: EngineOps<'_>,
-        tier: &SlabTier,
+        e: EngineOps<'t>,
+        tier: &'t SlabTier,
         cs: &mut ClassState,
         now_s: u32,
-    ) -> usize {
+        search: &mut EvictionSearch<'t>,
+    ) -> EvictionStep<'t> {
+        search.busy = None;
         let mem = &tier.mem;
-        for attempt in 1..=CLOCK_TRIES {
+        // `tries`: the attempts made so far.
+        while search.tries < CLOCK_TRIES {
+            search.tries += 1;
+            let attempt = search.tries;
             let mut addr = cs.lru.hand;
             if addr == NIL {
                 // Wrapped (or never started): the oldest item of the first non-empty list.
@@ -34,14 +42,14 @@ impl Hotspot {
                     .find(|&t| t != NIL)
                     .unwrap_or(NIL);
                 if addr == NIL {
-                    return 0;
+                    return EvictionStep::Done(0);
                 }
             }
             let h = mem.read_header(addr, header_bytes::ALL);
             cs.lru.hand = h.prev();
             if e.dead_reason(h, now_s).is_some() {
                 if e.reclaim_dead(tier, cs, h, false) {
-                    return 1;
+                    return EvictionStep::Done(1);
                 }
                 continue;
             }
@@ -49,7 +57,7 @@ impl Hotspot {
                 continue;
             }
             if !e.config().evictions_enabled {
-                return 0;
+                return EvictionStep::Done(0);
             }
             let key_hash = h.key_hash();
             let referenced = {
@@ -64,10 +72,10 @@ impl Hotspot {
             };
             // Bounded: after CLOCK_TRIES - 1 referenced items the hand evicts the next
             // one anyway, so a store never fails because every item was just read.
-            if (!referenced || attempt == CLOCK_TRIES) && e.evict_item(tier, cs, h, now_s) {
-                return 1;
+            if !referenced || attempt == CLOCK_TRIES {
+                return EvictionStep::Evict(h);
             }
         }
-        0
+        EvictionStep::Done(0)
     }
 }
