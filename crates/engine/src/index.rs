@@ -40,6 +40,39 @@ pub(crate) struct Shard {
 
 pub(crate) type ShardGuard<'a> = Guard<'a, Table>;
 
+/// One key's place in its shard as a placement policy may touch it: the caller holds
+/// the shard's lock (`table`) and looked the key up. Through it a policy reads and
+/// writes the policy byte and reference bit of an item's descriptor (DRAM-resident
+/// metadata, [`Index::with_policy_bits`]) and proves the lock when it queues the item
+/// for a move (`moves::ItemLock`); it cannot insert, remove or look up anything.
+pub(crate) struct ShardEntry<'a, 'g> {
+    table: &'a mut ShardGuard<'g>,
+    key_hash: u32,
+}
+
+impl<'a, 'g> ShardEntry<'a, 'g> {
+    #[inline(always)]
+    pub(crate) fn new(table: &'a mut ShardGuard<'g>, key_hash: u32) -> Self {
+        ShardEntry { table, key_hash }
+    }
+
+    /// [`Index::with_policy_bits`] of the key's item at `addr`.
+    #[inline]
+    pub(crate) fn policy_bits<R>(
+        &mut self,
+        addr: ItemAddr,
+        update: impl FnOnce(&mut u8, &mut bool) -> R,
+    ) -> Option<R> {
+        Index::with_policy_bits(self.table, self.key_hash, addr, update)
+    }
+
+    /// Whether the shard holds the item at `addr` of `key_hash` (the debug check of
+    /// `moves::ItemLock`).
+    pub(crate) fn holds(&self, key_hash: u32, addr: ItemAddr) -> bool {
+        Index::contains(self.table, key_hash, addr)
+    }
+}
+
 /// A published item of the shard whose lock is held for `'g`: the proof that reading its
 /// key and value is safe (`item.rs`, invariant 3). Made only here, from a descriptor of
 /// the table behind a `&'g mut` guard (so at most one exists per guard at a time, and

@@ -15,7 +15,7 @@ use crate::api::StoreOutcome;
 use crate::counters::G;
 use crate::engine::{Dead, Engine, SlabTier};
 use crate::events::{kind, EventWhat, ItemFacts};
-use crate::index::{Held, Index, ShardGuard};
+use crate::index::{Held, Index, ShardEntry, ShardGuard};
 use crate::item::{
     header_bytes, state, Fresh, HeaderRead, HeaderWrite, ItemAddr, ItemMemory, ItemRef, Written,
     ITEM_HEADER_BYTES, NIL,
@@ -435,7 +435,13 @@ impl Engine {
         {
             let segment = self
                 .policy
-                .on_link(EngineOps::new(self), table, key_hash, tier, h, old);
+                .on_link(
+                    EngineOps::new(self),
+                    &mut ShardEntry::new(table, key_hash),
+                    tier,
+                    h,
+                    old,
+                );
             let mut cs = tier.classes[tier.class_of(addr)].0.lock();
             cs.lru.link_head(&tier.mem, segment, h);
         }

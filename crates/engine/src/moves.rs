@@ -73,7 +73,7 @@ use crate::policy::engine_ops::EngineOps;
 use crate::api::MigrationCounts;
 use crate::engine::Engine;
 use crate::events::{kind, EventWhat, ItemFacts};
-use crate::index::{Held, Index, ShardGuard};
+use crate::index::{Held, Index, ShardEntry, ShardGuard};
 use crate::item::{
     header_bytes, state, HeaderRead, HeaderWrite, ItemAccess, ItemAddr, ItemMemory, NIL,
 };
@@ -124,12 +124,19 @@ pub(crate) trait ItemLock: sealed::Sealed {
 mod sealed {
     pub trait Sealed {}
     impl Sealed for crate::index::ShardGuard<'_> {}
+    impl Sealed for crate::index::ShardEntry<'_, '_> {}
     impl Sealed for crate::slab::ClassState {}
 }
 
 impl ItemLock for ShardGuard<'_> {
     fn pins(&self, h: HeaderRead<'_>) -> bool {
         Index::contains(self, h.key_hash(), h.addr())
+    }
+}
+
+impl ItemLock for ShardEntry<'_, '_> {
+    fn pins(&self, h: HeaderRead<'_>) -> bool {
+        self.holds(h.key_hash(), h.addr())
     }
 }
 
@@ -565,8 +572,7 @@ impl Engine {
         debug_assert!(replaced, "the queued item left its shard under its lock");
         {
             let segment = self.policy.after_move(
-                &mut table,
-                req.key_hash,
+                &mut ShardEntry::new(&mut table, req.key_hash),
                 direction,
                 dst_tier,
                 dst_h.header(),

@@ -10,7 +10,7 @@ use crate::api::*;
 use crate::counters::{C, G};
 use crate::engine::Engine;
 use crate::events::{kind, EventWhat, ItemFacts};
-use crate::index::ShardGuard;
+use crate::index::{ShardEntry, ShardGuard};
 use crate::item::{header_bytes, state, HeaderRead, ITEM_HEADER_BYTES};
 use crate::lifecycle::Found;
 use crate::lru::{HOT, WARM};
@@ -153,8 +153,7 @@ impl Engine {
                 h,
                 class_id,
                 now,
-                &mut table,
-                key_hash,
+                &mut ShardEntry::new(&mut table, key_hash),
             );
         if let Some(mut edit) = edit {
             if access_charged {
@@ -736,8 +735,7 @@ impl Engine {
                     h,
                     tier.class_of(addr),
                     now,
-                    &mut table,
-                    key_hash,
+                    &mut ShardEntry::new(&mut table, key_hash),
                 ) {
                     edit.except(header_bytes::ACCESS);
                 }

@@ -29,7 +29,7 @@ use super::engine_ops::EngineOps;
 use super::engine_ops::SlabTier;
 use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::index::ShardGuard;
+use crate::index::ShardEntry;
 use crate::item::{header_bytes, state, HeaderRead};
 use crate::moves::Direction;
 use crate::slab::ClassState;
@@ -143,8 +143,7 @@ impl Policy for DualLru {
         item: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
-        table: &mut ShardGuard<'_>,
-        _key_hash: u32,
+        entry: &mut ShardEntry<'_, '_>,
     ) -> bool {
         let h = item;
         // The hit's header writes, charged once when the edit ends: the access word, or
@@ -165,7 +164,7 @@ impl Policy for DualLru {
             {
                 let w = edit.write();
                 w.set(state::PROMOTE);
-                e.offer_move(Direction::ToDram, w, false, &*table);
+                e.offer_move(Direction::ToDram, w, false, &*entry);
             }
         } else {
             // The slow tier's LRU order is kept lazily (see `maintain_class`).

@@ -24,10 +24,14 @@ use crate::engine::{Dead, Engine};
 /// The tier a policy works in, named here so that a policy names the engine only
 /// through this file.
 pub(crate) use crate::engine::SlabTier;
-use crate::index::ShardGuard;
+use crate::index::Index;
 use crate::item::{Fresh, HeaderRead, HeaderWrite, ItemAddr};
 use crate::moves::{Direction, ItemLock};
 use crate::slab::{ClassState, Geometry};
+
+/// A shard whose lock a try found taken (by a request in flight, most likely).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ShardBusy;
 
 /// The engine as a policy sees it.
 #[derive(Clone, Copy)]
@@ -128,11 +132,25 @@ impl<'e> EngineOps<'e> {
 
     // ----- items ---------------------------------------------------------------------
 
-    /// Tries the shard lock of a key (never waits: the caller may hold a class lock or
-    /// another shard).
+    /// The policy byte and reference bit of the descriptor of the item at `addr` of
+    /// `key_hash` (`Index::with_policy_bits`), if its shard lock is free when tried
+    /// (never waits: the caller may hold a class lock or another shard). `Err(Busy)`
+    /// when the shard is locked, `Ok(None)` when the shard holds no such item.
     #[inline]
-    pub fn try_lock_shard(self, key_hash: u32) -> Option<ShardGuard<'e>> {
-        self.engine.index.shard(key_hash).table.try_lock()
+    pub fn try_policy_bits<R>(
+        self,
+        key_hash: u32,
+        addr: ItemAddr,
+        update: impl FnOnce(&mut u8, &mut bool) -> R,
+    ) -> Result<Option<R>, ShardBusy> {
+        let mut table = self
+            .engine
+            .index
+            .shard(key_hash)
+            .table
+            .try_lock()
+            .ok_or(ShardBusy)?;
+        Ok(Index::with_policy_bits(&mut table, key_hash, addr, update))
     }
 
     /// Unlinks and frees the dead item `h` of `cs`'s class (the caller holds the class

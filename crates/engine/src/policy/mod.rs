@@ -52,7 +52,7 @@ mod uniform;
 
 use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::index::ShardGuard;
+use crate::index::ShardEntry;
 use crate::item::{Fresh, HeaderRead, HeaderWrite, ItemAddr};
 use crate::moves::Direction;
 use crate::slab::ClassState;
@@ -102,14 +102,13 @@ pub(crate) trait Policy {
     }
 
     /// A newly stored item (`item`: its header, written with the item and paid for) is
-    /// being published (its descriptor is in `table`, replacing `old`'s if the key had
+    /// being published (its descriptor is in `entry`'s shard, replacing `old`'s if the key had
     /// one; `old`, the header its look-up paid for, is still allocated). Returns the LRU
     /// segment it is linked at. The caller holds the shard lock.
     fn on_link(
         &self,
         _e: EngineOps<'_>,
-        _table: &mut ShardGuard<'_>,
-        _key_hash: u32,
+        _entry: &mut ShardEntry<'_, '_>,
         tier: &SlabTier,
         _item: HeaderWrite<'_>,
         _old: Option<HeaderRead<'_>>,
@@ -118,16 +117,14 @@ pub(crate) trait Policy {
     }
 
     /// A read or touch of the live item `item` (its header, which the look-up paid to
-    /// read), of slab class `class_id` (the caller holds its shard lock, `table`, and
+    /// read), of slab class `class_id` (the caller holds its shard lock, whose `entry` for the key it hands on, and
     /// looked the class up already): update what the policy tracks, maybe offer the item
     /// for a move. What it writes it writes through an edit of the header
     /// (`HeaderRead::edit`), charged once. Returns whether it charged a write of the
     /// header's access word (`header_bytes::ACCESS`).
-    #[allow(clippy::too_many_arguments)]
     ///
     /// By default memcached's read inside the item's tier (`slru::touch_hit`): the
     /// last-access time, FETCHED, then ACTIVE (and COLD to WARM).
-    #[allow(clippy::too_many_arguments)]
     fn on_access(
         &self,
         _e: EngineOps<'_>,
@@ -135,8 +132,7 @@ pub(crate) trait Policy {
         item: HeaderRead<'_>,
         _class_id: usize,
         now_s: u32,
-        _table: &mut ShardGuard<'_>,
-        _key_hash: u32,
+        _entry: &mut ShardEntry<'_, '_>,
     ) -> bool {
         // The hit's header writes, charged once when the edit ends.
         let mut edit = item.edit(crate::item::header_bytes::ACCESS);
@@ -198,12 +194,11 @@ pub(crate) trait Policy {
     }
 
     /// A moved item's copy (`dst`: its header, written with the copy and paid for) is
-    /// published (its descriptor in `table` now points at it; the caller holds the
+    /// published (its descriptor in `entry`'s shard now points at it; the caller holds the
     /// shard lock). Returns the LRU segment it is linked at in its new tier.
     fn after_move(
         &self,
-        _table: &mut ShardGuard<'_>,
-        _key_hash: u32,
+        _entry: &mut ShardEntry<'_, '_>,
         direction: Direction,
         _dst_tier: &SlabTier,
         _dst: HeaderWrite<'_>,
@@ -528,14 +523,13 @@ impl Policy for AnyPolicy {
     fn on_link(
         &self,
         e: EngineOps<'_>,
-        table: &mut ShardGuard<'_>,
-        key_hash: u32,
+        entry: &mut ShardEntry<'_, '_>,
         tier: &SlabTier,
         item: HeaderWrite<'_>,
         old: Option<HeaderRead<'_>>,
     ) -> usize {
         let _seam = one_way::Entered::enter("on_link");
-        dispatch!(self, p => p.on_link(e, table, key_hash, tier, item, old))
+        dispatch!(self, p => p.on_link(e, entry, tier, item, old))
     }
     // Always inlined (into `Engine::read`): the hotspot policy's DRAM hit is short, and a
     // call in between adds its set-up to every hit.
@@ -547,11 +541,10 @@ impl Policy for AnyPolicy {
         item: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
-        table: &mut ShardGuard<'_>,
-        key_hash: u32,
+        entry: &mut ShardEntry<'_, '_>,
     ) -> bool {
         let _seam = one_way::Entered::enter("on_access");
-        dispatch!(self, p => p.on_access(e, tier, item, class_id, now_s, table, key_hash))
+        dispatch!(self, p => p.on_access(e, tier, item, class_id, now_s, entry))
     }
     #[inline]
     fn eviction_step<'t>(
@@ -595,15 +588,14 @@ impl Policy for AnyPolicy {
     #[inline]
     fn after_move(
         &self,
-        table: &mut ShardGuard<'_>,
-        key_hash: u32,
+        entry: &mut ShardEntry<'_, '_>,
         direction: Direction,
         dst_tier: &SlabTier,
         dst: HeaderWrite<'_>,
         now_s: u32,
     ) -> usize {
         let _seam = one_way::Entered::enter("after_move");
-        dispatch!(self, p => p.after_move(table, key_hash, direction, dst_tier, dst, now_s))
+        dispatch!(self, p => p.after_move(entry, direction, dst_tier, dst, now_s))
     }
     #[inline]
     fn begin_pass(&self, e: EngineOps<'_>, tier: &SlabTier) {

@@ -8,7 +8,7 @@ use super::engine_ops::EngineOps;
 use super::engine_ops::SlabTier;
 use crate::api::TierId;
 use crate::config::EngineConfig;
-use crate::index::ShardGuard;
+use crate::index::ShardEntry;
 use crate::item::{header_bytes, state, HeaderRead};
 use crate::moves::Direction;
 use crate::slab::ClassState;
@@ -44,8 +44,7 @@ impl Policy for TwoLevel {
         item: HeaderRead<'_>,
         _class_id: usize,
         now_s: u32,
-        table: &mut ShardGuard<'_>,
-        _key_hash: u32,
+        entry: &mut ShardEntry<'_, '_>,
     ) -> bool {
         let h = item;
         // The hit's header writes, charged once when the edit ends (see `DualLru`).
@@ -56,7 +55,7 @@ impl Policy for TwoLevel {
             if !h.has(state::QUEUED) {
                 let w = edit.write();
                 w.set(state::PROMOTE);
-                e.offer_move(Direction::ToDram, w, false, &*table);
+                e.offer_move(Direction::ToDram, w, false, &*entry);
             }
         } else {
             slru::hit(tier, &mut edit, true);

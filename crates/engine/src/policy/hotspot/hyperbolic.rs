@@ -4,7 +4,6 @@
 use std::sync::atomic::Ordering;
 
 use super::super::engine_ops::EngineOps;
-use crate::index::Index;
 use crate::item::{header_bytes, state, HeaderRead};
 use crate::slab::ClassState;
 
@@ -65,12 +64,8 @@ impl Hotspot {
                 e.reclaim_dead(dram, cs, h, false);
                 continue;
             }
-            let key_hash = h.key_hash();
-            let Some(mut table) = e.try_lock_shard(key_hash) else {
-                continue;
-            };
-            let Some(entered) = Index::with_policy_bits(&mut table, key_hash, addr, |b, _| *b)
-            else {
+            let Ok(Some(entered)) = e.try_policy_bits(h.key_hash(), addr, |b, _| *b) else {
+                // Its shard is busy, or it is not indexed (any more).
                 continue;
             };
             let periods_in_dram = u64::from(now_period.wrapping_sub(entered)) + 1;

@@ -75,7 +75,7 @@ use crate::lock::{Mutex, Rank};
 use super::engine_ops::SlabTier;
 use crate::api::TierId;
 use crate::config::{EngineConfig, SLAB_CLASSES_MAX};
-use crate::index::{Index, ShardGuard};
+use crate::index::ShardEntry;
 use crate::item::{header_bytes, state, HeaderRead, HeaderWrite};
 use crate::lru::COLD;
 use crate::moves::Direction;
@@ -172,7 +172,6 @@ impl Hotspot {
     /// feed the reassignment) or on a slow-tier item (its counter and reference bit in
     /// the index descriptor). Returns whether it charged a write of the header's access
     /// word.
-    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn other_access(
         &self,
@@ -181,8 +180,7 @@ impl Hotspot {
         h: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
-        table: &mut ShardGuard<'_>,
-        key_hash: u32,
+        entry: &mut ShardEntry<'_, '_>,
     ) -> bool {
         let addr = h.addr();
         // The hit's header writes, charged once (the access word) when the edit ends.
@@ -196,7 +194,7 @@ impl Hotspot {
             return edit.finish();
         }
         // A slow-tier item: the counter and the reference bit live in DRAM.
-        let step = Index::with_policy_bits(table, key_hash, addr, |byte, referenced| {
+        let step = entry.policy_bits(addr, |byte, referenced| {
             // No timestamp in the descriptor: the period bits are trusted.
             let (accessed, step) = self.periods.accessed_step(*byte, now_s);
             *byte = accessed;
@@ -217,7 +215,7 @@ impl Hotspot {
         if e.migrating() && !h.has(state::QUEUED) && count > self.threshold(class_id) {
             let w = edit.write();
             w.set(state::PROMOTE);
-            e.offer_move(Direction::ToDram, w, false, &*table);
+            e.offer_move(Direction::ToDram, w, false, &*entry);
         }
         edit.finish()
     }
@@ -240,8 +238,7 @@ impl Policy for Hotspot {
     fn on_link(
         &self,
         e: EngineOps<'_>,
-        table: &mut ShardGuard<'_>,
-        key_hash: u32,
+        entry: &mut ShardEntry<'_, '_>,
         tier: &SlabTier,
         item: HeaderWrite<'_>,
         old: Option<HeaderRead<'_>>,
@@ -262,7 +259,7 @@ impl Policy for Hotspot {
                 }
             }
             // The descriptor (kept by the index's `replace`) holds a slow item's counter.
-            Some(_) => Index::with_policy_bits(table, key_hash, addr, |byte, _| {
+            Some(_) => entry.policy_bits(addr, |byte, _| {
                 // Read only here: an overwrite of a DRAM item (the common one) needs no
                 // clock, and reading it cost a call.
                 self.periods.accessed_step(*byte, e.now_s()).1
@@ -277,7 +274,7 @@ impl Policy for Hotspot {
             TierId::Dram if self.hyperbolic => {
                 item.set_access(count);
                 let entered = self.entry_period();
-                Index::with_policy_bits(table, key_hash, addr, |b, referenced| {
+                entry.policy_bits(addr, |b, referenced| {
                     *b = entered;
                     *referenced = false;
                 });
@@ -285,7 +282,7 @@ impl Policy for Hotspot {
             }
             TierId::Dram => {
                 item.set_access(byte);
-                Index::with_policy_bits(table, key_hash, addr, |b, referenced| {
+                entry.policy_bits(addr, |b, referenced| {
                     *b = 0;
                     *referenced = false;
                 });
@@ -295,7 +292,7 @@ impl Policy for Hotspot {
                 // The SET counts in the counter, not in the reference bit: the hand
                 // reaches new items last anyway, and a burst of stores must not make
                 // every item look referenced.
-                Index::with_policy_bits(table, key_hash, addr, |b, referenced| {
+                entry.policy_bits(addr, |b, referenced| {
                     *b = byte;
                     *referenced = false;
                 });
@@ -312,13 +309,12 @@ impl Policy for Hotspot {
         item: HeaderRead<'_>,
         class_id: usize,
         now_s: u32,
-        table: &mut ShardGuard<'_>,
-        key_hash: u32,
+        entry: &mut ShardEntry<'_, '_>,
     ) -> bool {
         if tier.id == TierId::Dram && !self.hyperbolic {
             return self.dram_hit(tier, item, class_id, now_s);
         }
-        self.other_access(e, tier, item, class_id, now_s, table, key_hash)
+        self.other_access(e, tier, item, class_id, now_s, entry)
     }
 
     fn eviction_step<'t>(
@@ -362,8 +358,7 @@ impl Policy for Hotspot {
 
     fn after_move(
         &self,
-        table: &mut ShardGuard<'_>,
-        key_hash: u32,
+        entry: &mut ShardEntry<'_, '_>,
         direction: Direction,
         dst_tier: &SlabTier,
         h: HeaderWrite<'_>,
@@ -381,7 +376,7 @@ impl Policy for Hotspot {
                 h.set_last_access_s(now_s);
                 let entered = self.entry_period();
                 let hyperbolic = self.hyperbolic;
-                let byte = Index::with_policy_bits(table, key_hash, dst_addr, |b, referenced| {
+                let byte = entry.policy_bits(dst_addr, |b, referenced| {
                     *referenced = false;
                     let counter = *b;
                     *b = if hyperbolic { entered } else { 0 };
@@ -402,7 +397,7 @@ impl Policy for Hotspot {
                 } else {
                     h.access()
                 };
-                Index::with_policy_bits(table, key_hash, dst_addr, |b, referenced| {
+                entry.policy_bits(dst_addr, |b, referenced| {
                     *b = byte;
                     *referenced = false;
                 });

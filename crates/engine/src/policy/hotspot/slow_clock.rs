@@ -3,7 +3,6 @@
 
 use super::super::engine_ops::EngineOps;
 use super::super::engine_ops::SlabTier;
-use crate::index::Index;
 use crate::item::{header_bytes, state, NIL};
 use crate::slab::ClassState;
 
@@ -59,17 +58,14 @@ impl Hotspot {
             if !e.config().evictions_enabled {
                 return EvictionStep::Done(0);
             }
-            let key_hash = h.key_hash();
-            let referenced = {
-                let Some(mut table) = e.try_lock_shard(key_hash) else {
-                    cs.stats.lrutail_reflocked += 1;
-                    continue;
-                };
-                Index::with_policy_bits(&mut table, key_hash, addr, |_, referenced| {
-                    std::mem::replace(referenced, false)
-                })
-                .unwrap_or(false)
+            let cleared = e.try_policy_bits(h.key_hash(), addr, |_, referenced| {
+                std::mem::replace(referenced, false)
+            });
+            let Ok(referenced) = cleared else {
+                cs.stats.lrutail_reflocked += 1;
+                continue;
             };
+            let referenced = referenced.unwrap_or(false);
             // Bounded: after CLOCK_TRIES - 1 referenced items the hand evicts the next
             // one anyway, so a store never fails because every item was just read.
             if !referenced || attempt == CLOCK_TRIES {
