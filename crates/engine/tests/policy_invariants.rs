@@ -370,7 +370,7 @@ fn fill_and_read_concurrently(policy: PlacementPolicy, run: u32) -> u64 {
     m.promotions
 }
 
-/// The suite, once per policy.
+/// The suite, once per policy of the registry (`engine::for_each_policy!`, below).
 macro_rules! invariant_suite {
     ($($module:ident => $policy:expr),* $(,)?) => {$(
         mod $module {
@@ -403,11 +403,4 @@ macro_rules! invariant_suite {
     )*};
 }
 
-invariant_suite! {
-    dual_lru => PlacementPolicy::DualLru,
-    hotspot => PlacementPolicy::Hotspot,
-    hyperbolic => PlacementPolicy::Hyperbolic,
-    two_level => PlacementPolicy::TwoLevel,
-    uniform => PlacementPolicy::Uniform,
-    random => PlacementPolicy::Random,
-}
+engine::for_each_policy!(invariant_suite);

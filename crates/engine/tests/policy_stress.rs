@@ -672,7 +672,7 @@ fn run_and_check(policy: PlacementPolicy) -> Result<(), String> {
     }
 }
 
-/// The suite, once per policy.
+/// The suite, once per policy of the registry (`engine::for_each_policy!`, below).
 macro_rules! policy_stress {
     ($($module:ident => $policy:expr),* $(,)?) => {$(
         mod $module {
@@ -687,11 +687,4 @@ macro_rules! policy_stress {
     )*};
 }
 
-policy_stress! {
-    dual_lru => engine::PlacementPolicy::DualLru,
-    hotspot => engine::PlacementPolicy::Hotspot,
-    hyperbolic => engine::PlacementPolicy::Hyperbolic,
-    two_level => engine::PlacementPolicy::TwoLevel,
-    uniform => engine::PlacementPolicy::Uniform,
-    random => engine::PlacementPolicy::Random,
-}
+engine::for_each_policy!(policy_stress);

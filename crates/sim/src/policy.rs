@@ -140,7 +140,10 @@ mod tests {
         assert!(!config.migration_enabled);
         assert_eq!(
             PolicySetting::named("lru").unwrap_err().to_string(),
-            "unknown policy \"lru\" (known: dual-lru, hotspot, hyperbolic, uniform, two-level, random, no-migration, kernel-tiering)"
+            format!(
+                "unknown policy \"lru\" (known: {}, no-migration, kernel-tiering)",
+                PlacementPolicy::NAMES.join(", ")
+            )
         );
     }
 

@@ -37,18 +37,14 @@
 //! [`PlacementPolicy`] (the `--policy` names, and what each policy is for modules
 //! outside `policy/`, which ask it rather than match on a name) and [`AnyPolicy`], an
 //! enum whose methods match on the variant, so the call on every request is a direct,
-//! inlinable call, not a virtual one. A new policy is its file, its `mod` line and its
-//! registry line.
+//! inlinable call, not a virtual one. A new policy is its file and its registry line
+//! (which declares the file's module).
 
 pub(crate) mod access;
-mod dual_lru;
 pub(crate) mod engine_ops;
-mod hotspot;
-mod random;
 pub(crate) mod slru;
 pub(crate) mod tiering;
-mod two_level;
-mod uniform;
+// The policies' own modules are declared by their registry lines (`registry!`, below).
 
 use crate::api::TierId;
 use crate::config::EngineConfig;
@@ -332,12 +328,26 @@ pub(crate) trait Registered: Policy + Sized {
     fn new(config: &EngineConfig) -> Self;
 }
 
-/// Declares the registry: [`PlacementPolicy`] (the names `--policy` takes, and what
-/// each policy is), [`AnyPolicy`] (the configured policy, dispatched statically: a
-/// match on the variant, so the call on every request is a direct, inlinable call, not
-/// a virtual one) and `dispatch!` (which forwards a call to the variant's policy).
+/// Declares the registry: each policy's module, [`PlacementPolicy`] (the names
+/// `--policy` takes, what each policy is, and a one-line summary for `--help`),
+/// [`AnyPolicy`] (the configured policy, dispatched statically: a match on the variant,
+/// so the call on every request is a direct, inlinable call, not a virtual one),
+/// `dispatch!` (which forwards a call to the variant's policy) and
+/// [`for_each_policy!`](crate::for_each_policy) (the list the per-policy test suites
+/// are made from).
+///
+/// A line is `Variant => "name", module::Type, "summary";`: it declares `mod module;`
+/// (the file `policy/module.rs` or `policy/module/mod.rs`), and the policy's tests are
+/// `module::`. A policy whose type lives in another line's module says
+/// `module::Type as tests`: it declares no module, and its tests are `tests::`.
 macro_rules! registry {
-    (@with ($d:tt) $($(#[$attr:meta])* $variant:ident => $name:literal, $policy:ty;)*) => {
+    (@with ($d:tt) $(
+        $(#[$attr:meta])*
+        $variant:ident => $name:literal, $module:ident::$policy:ident $(as $tests:ident)?,
+            $summary:literal;
+    )*) => {
+        $(registry!(@module $module $(as $tests)?);)*
+
         /// `--policy`: the placement policies the engine implements (the registry in
         /// `policy/mod.rs`).
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -361,11 +371,20 @@ macro_rules! registry {
                 }
             }
 
+            /// What the policy is, in one line (the server's `--help` lists it).
+            pub fn summary(&self) -> &'static str {
+                match self {
+                    $(PlacementPolicy::$variant => $summary,)*
+                }
+            }
+
             /// Whether the policy moves items between tiers at all (with both tiers and
             /// `--no-migration` off).
             pub fn moves_items(&self) -> bool {
                 match self {
-                    $(PlacementPolicy::$variant => <$policy as Registered>::MOVES_ITEMS,)*
+                    $(PlacementPolicy::$variant => {
+                        <$module::$policy as Registered>::MOVES_ITEMS
+                    })*
                 }
             }
 
@@ -374,14 +393,16 @@ macro_rules! registry {
             /// COLD.
             pub fn lists_are_queues(&self) -> bool {
                 match self {
-                    $(PlacementPolicy::$variant => <$policy as Registered>::LISTS_ARE_QUEUES,)*
+                    $(PlacementPolicy::$variant => {
+                        <$module::$policy as Registered>::LISTS_ARE_QUEUES
+                    })*
                 }
             }
         }
 
         /// The configured policy, dispatched statically.
         pub(crate) enum AnyPolicy {
-            $($variant($policy),)*
+            $($variant($module::$policy),)*
         }
 
         impl AnyPolicy {
@@ -390,14 +411,14 @@ macro_rules! registry {
             #[inline]
             pub fn migrates(&self) -> bool {
                 match self {
-                    $(AnyPolicy::$variant(_) => <$policy as Registered>::MOVES_ITEMS,)*
+                    $(AnyPolicy::$variant(_) => <$module::$policy as Registered>::MOVES_ITEMS,)*
                 }
             }
 
             pub fn new(config: &EngineConfig) -> AnyPolicy {
                 match config.policy {
                     $(PlacementPolicy::$variant => {
-                        AnyPolicy::$variant(<$policy as Registered>::new(config))
+                        AnyPolicy::$variant(<$module::$policy as Registered>::new(config))
                     })*
                 }
             }
@@ -411,35 +432,74 @@ macro_rules! registry {
                 }
             };
         }
+
+        /// Calls `$callback! { tests => engine::PlacementPolicy::Variant }` once per
+        /// policy of the registry, `tests` being the name of its test module: the
+        /// per-policy test suites (`tests/policy_invariants.rs`, `tests/policy_stress.rs`)
+        /// are `engine::for_each_policy!(suite_macro);`, so a new policy gets them with
+        /// its registry line.
+        #[macro_export]
+        macro_rules! for_each_policy {
+            ($d callback:ident) => {
+                $($d crate::__policy_tests! { $d callback, $module $(as $tests)?, $variant })*
+            };
+        }
     };
+    (@module $module:ident) => {
+        mod $module;
+    };
+    // Another line declares the module.
+    (@module $module:ident as $tests:ident) => {};
     ($($body:tt)*) => {
         registry!(@with ($) $($body)*);
     };
 }
 
+/// One policy's call of `for_each_policy!`'s callback, under its test module's name.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __policy_tests {
+    ($callback:ident, $module:ident, $variant:ident) => {
+        $callback! { $module => $crate::PlacementPolicy::$variant }
+    };
+    ($callback:ident, $module:ident as $tests:ident, $variant:ident) => {
+        $callback! { $tests => $crate::PlacementPolicy::$variant }
+    };
+}
+
 // The registry: one line per policy, in the order `--help` lists them. A new policy is
-// its file (a type implementing `Policy` and `Registered`) and one line here.
+// its file (a type implementing `Policy` and `Registered`) and one line here. rustfmt
+// does not see the modules these lines declare: `cargo fmt --all -- $(ls
+// crates/engine/src/policy/*.rs)` formats them (scripts/test.sh checks them so).
 registry! {
     /// Fogcached's Dual-LRU: a segmented LRU per tier joined by two Move queues, with
     /// promotion admission by decayed access counts.
     #[default]
-    DualLru => "dual-lru", dual_lru::DualLru;
+    DualLru => "dual-lru", dual_lru::DualLru,
+        "Fogcached: memcached's segmented LRU in each tier";
     /// HMCached's hotspot-aware policy: decayed access counters, promotion past a
     /// per-class threshold tuned by hill-climbing, multi-queue replacement in DRAM,
     /// CLOCK in the slow tier, slow-tier metadata in the DRAM index.
-    Hotspot => "hotspot", hotspot::Hotspot;
+    Hotspot => "hotspot", hotspot::Hotspot,
+        "HMCached: access counters, per-class promotion thresholds, multi-queue DRAM, \
+         CLOCK slow tier";
     /// HMCached's HM-HC: the hotspot machinery with hyperbolic caching as DRAM's
     /// replacement (priority = accesses / time in DRAM, victims by sampling).
-    Hyperbolic => "hyperbolic", hotspot::Hotspot;
+    Hyperbolic => "hyperbolic", hotspot::Hotspot as hyperbolic,
+        "HM-HC: hotspot with hyperbolic caching as DRAM's replacement";
     /// HMCached's HM-UNI: new items spread over the tiers in proportion to their sizes,
     /// never moved.
-    Uniform => "uniform", uniform::Uniform;
+    Uniform => "uniform", uniform::Uniform,
+        "HM-UNI: items spread over the tiers by size, never moved";
     /// HMCached's HM-TLC: every access pulls an item into DRAM, DRAM's LRU tail is
     /// demoted.
-    TwoLevel => "two-level", two_level::TwoLevel;
+    TwoLevel => "two-level", two_level::TwoLevel,
+        "HM-TLC: every access pulls the item into DRAM";
     /// A baseline: each key's tier drawn from its hash, half of the keys to each tier
     /// whatever their sizes, never moved.
-    Random => "random", random::Random;
+    Random => "random", random::Random,
+        "a baseline: keys spread over the tiers by hash, half to each whatever their \
+         sizes, never moved";
 }
 
 /// The seam runs one way, checked in debug builds (every test): the engine calls the

@@ -97,6 +97,34 @@ mod tests {
         assert!(text.contains("none (the default"), "{text}");
     }
 
+    /// `--policy`'s help names every policy of the engine's registry and what it is (a
+    /// new policy included, with no edit to the help), and says the defaults.
+    #[test]
+    fn help_lists_every_policy_with_what_it_is_and_the_defaults() {
+        for flag in ["-h", "--help"] {
+            let Err(CliExit::Info(text)) = parse(["fogcached", flag]) else {
+                panic!("{flag} is information");
+            };
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            for policy in engine::PlacementPolicy::ALL {
+                let entry = format!("{} ({})", policy.name(), policy.summary());
+                assert!(
+                    text.contains(&entry),
+                    "{entry:?} missing from {flag}:\n{text}"
+                );
+            }
+            for default in [
+                "Default: hotspot with a slow tier",
+                "dual-lru with --slow-size 0",
+            ] {
+                assert!(
+                    text.contains(default),
+                    "{default:?} missing from {flag}:\n{text}"
+                );
+            }
+        }
+    }
+
     /// Every memcached flag fogcached takes is described in memcached 1.6.18's words
     /// (`memcached -h`), whatever fogcached adds after them.
     #[test]

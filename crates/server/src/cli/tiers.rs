@@ -12,7 +12,7 @@ use engine::config::{
 use engine::{EngineConfig, SLAB_PAGE_SIZE_BYTES};
 use tier::{CostModel, RegionBacking, RegionSpec};
 
-use super::flags::Flags;
+use super::flags::{Flags, POLICY_DEFAULT, POLICY_DEFAULT_DRAM_ONLY};
 use super::{parse_size, usage, CliExit, Config, SizeUnit};
 
 /// The pool file's name inside the data directory.
@@ -78,9 +78,9 @@ pub(super) fn apply_tier_flags(engine: &mut EngineConfig, cli: &Flags) -> Result
     // are still decaying, and lost most of memcaslap's gets once each new run's keys met
     // the last run's (docs/results/speed.md); memcached's LRU does not.
     let policy_name = cli.policy.as_deref().unwrap_or(if slow_size_bytes == 0 {
-        "dual-lru"
+        POLICY_DEFAULT_DRAM_ONLY.name()
     } else {
-        "hotspot"
+        POLICY_DEFAULT.name()
     });
     engine.policy = match PlacementPolicy::parse(policy_name) {
         Some(policy) => policy,

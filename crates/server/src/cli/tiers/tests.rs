@@ -195,9 +195,18 @@ fn policy_names_the_implemented_policies_and_refuses_the_rest() {
     ] {
         assert_eq!(parse_ok(&["--policy", name]).engine.policy, policy);
     }
+    // And every policy of the registry, a new one included, by its name.
+    for &policy in PlacementPolicy::ALL {
+        assert_eq!(parse_ok(&["--policy", policy.name()]).engine.policy, policy);
+    }
+    // Every name of the registry, in its order (the list is not written here, so that a
+    // new policy needs no edit; the table above pins the names users type).
     assert_eq!(
         parse_usage(&["--policy", "lfu"]),
-        "unknown policy \"lfu\" (valid: dual-lru, hotspot, hyperbolic, uniform, two-level, random)"
+        format!(
+            "unknown policy \"lfu\" (valid: {})",
+            PlacementPolicy::NAMES.join(", ")
+        )
     );
     assert_eq!(parse_ok(&["--mq-queues", "3"]).engine.mq_queues, 3);
     assert!(parse_ok(&[]).engine.benefit_reassign);
