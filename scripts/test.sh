@@ -206,10 +206,9 @@ print_summary() {
     printf '\ntest.sh: all steps passed in %ss\n' "$SECONDS"
 }
 
-# The placement policies' modules are declared by their registry lines (a macro), where
-# rustfmt does not look: they are named to it.
-run_step "format" cargo fmt --all -- --check crates/engine/src/policy/*.rs \
-    crates/engine/src/policy/*/mod.rs
+# `cargo fmt --all`, and the policy files the registry declares (where rustfmt does not
+# look).
+run_step "format" scripts/fmt.sh --check
 run_step "clippy" cargo clippy --workspace --all-targets -- -D warnings
 
 if ! run_step "release build" cargo build --release -p server; then

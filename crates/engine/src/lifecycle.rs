@@ -433,15 +433,13 @@ impl Engine {
             None => Index::insert_new(table, key_hash, item),
         }
         {
-            let segment = self
-                .policy
-                .on_link(
-                    EngineOps::new(self),
-                    &mut ShardEntry::new(table, key_hash),
-                    tier,
-                    h,
-                    old,
-                );
+            let segment = self.policy.on_link(
+                EngineOps::new(self),
+                &mut ShardEntry::new(table, key_hash),
+                tier,
+                h,
+                old,
+            );
             let mut cs = tier.classes[tier.class_of(addr)].0.lock();
             cs.lru.link_head(&tier.mem, segment, h);
         }

@@ -31,8 +31,8 @@
 //! One file per policy: `dual_lru.rs` (Fogcached), `hotspot/` (HMCached, and its
 //! HM-HC variant with hyperbolic caching in DRAM), `uniform.rs` (HM-UNI),
 //! `two_level.rs` (HM-TLC), `random.rs` (a baseline). `slru.rs` holds memcached's
-//! segmented-LRU rules the policies use inside each tier, `tiering.rs` the DRAM-room
-//! helpers the migrating policies share, and `access.rs` the decayed access counter.
+//! segmented-LRU rules the policies use inside each tier, `tiering.rs` what the
+//! migrating policies ask of the tiers' fullness and DRAM's COLD-tail victim, and `access.rs` the decayed access counter.
 //! The registry (`registry!`, below) names each policy once: it declares
 //! [`PlacementPolicy`] (the `--policy` names, and what each policy is for modules
 //! outside `policy/`, which ask it rather than match on a name) and [`AnyPolicy`], an
@@ -469,8 +469,7 @@ macro_rules! __policy_tests {
 
 // The registry: one line per policy, in the order `--help` lists them. A new policy is
 // its file (a type implementing `Policy` and `Registered`) and one line here. rustfmt
-// does not see the modules these lines declare: `cargo fmt --all -- $(ls
-// crates/engine/src/policy/*.rs)` formats them (scripts/test.sh checks them so).
+// does not see the modules these lines declare: `scripts/fmt.sh` formats them too.
 registry! {
     /// Fogcached's Dual-LRU: a segmented LRU per tier joined by two Move queues, with
     /// promotion admission by decayed access counts.

@@ -259,12 +259,13 @@ impl Policy for Hotspot {
                 }
             }
             // The descriptor (kept by the index's `replace`) holds a slow item's counter.
-            Some(_) => entry.policy_bits(addr, |byte, _| {
-                // Read only here: an overwrite of a DRAM item (the common one) needs no
-                // clock, and reading it cost a call.
-                self.periods.accessed_step(*byte, e.now_s()).1
-            })
-            .unwrap_or(first_access(0)),
+            Some(_) => entry
+                .policy_bits(addr, |byte, _| {
+                    // Read only here: an overwrite of a DRAM item (the common one) needs no
+                    // clock, and reading it cost a call.
+                    self.periods.accessed_step(*byte, e.now_s()).1
+                })
+                .unwrap_or(first_access(0)),
             None => first_access(0),
         };
         let count = step.after;
@@ -376,13 +377,14 @@ impl Policy for Hotspot {
                 h.set_last_access_s(now_s);
                 let entered = self.entry_period();
                 let hyperbolic = self.hyperbolic;
-                let byte = entry.policy_bits(dst_addr, |b, referenced| {
-                    *referenced = false;
-                    let counter = *b;
-                    *b = if hyperbolic { entered } else { 0 };
-                    counter
-                })
-                .unwrap_or(0);
+                let byte = entry
+                    .policy_bits(dst_addr, |b, referenced| {
+                        *referenced = false;
+                        let counter = *b;
+                        *b = if hyperbolic { entered } else { 0 };
+                        counter
+                    })
+                    .unwrap_or(0);
                 if self.hyperbolic {
                     h.set_access(self.slow_count(byte, now_s));
                     return 0;
