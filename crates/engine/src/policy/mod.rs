@@ -315,6 +315,18 @@ pub(crate) enum Destination<'e> {
     DramByDemoting { score: u8 },
 }
 
+impl Destination<'_> {
+    /// A move that every promotion may make: a demotion goes to the slow tier, a
+    /// promotion to DRAM, demoting DRAM's victims for room (the default
+    /// `admits_promotion` admits it over each).
+    pub(crate) fn admitting_all(direction: Direction) -> Self {
+        match direction {
+            Direction::ToSlow => Destination::SlowTier,
+            Direction::ToDram => Destination::DramByDemoting { score: 0 },
+        }
+    }
+}
+
 /// What the registry needs of a policy besides its decisions: how to make it, and what
 /// it is, for the modules outside `policy/` that must know (they ask
 /// [`PlacementPolicy`], never match on a policy's name).

@@ -72,10 +72,7 @@ impl Policy for TwoLevel {
         _candidate: Candidate,
     ) -> Result<Destination<'e>, Refusal> {
         // Every promotion is admitted: DRAM's victim goes.
-        Ok(match direction {
-            Direction::ToSlow => Destination::SlowTier,
-            Direction::ToDram => Destination::DramByDemoting { score: 0 },
-        })
+        Ok(Destination::admitting_all(direction))
     }
 
     fn maintain_class(&self, e: EngineOps<'_>, tier: &SlabTier, class_id: usize) -> usize {

@@ -342,10 +342,7 @@ impl Policy for Hotspot {
     ) -> Result<Destination<'e>, Refusal> {
         // A promotion past the class's threshold is admitted (the threshold was its
         // test): DRAM's victim by the multi-queue (or hyperbolic sampling) goes.
-        Ok(match direction {
-            Direction::ToSlow => Destination::SlowTier,
-            Direction::ToDram => Destination::DramByDemoting { score: 0 },
-        })
+        Ok(Destination::admitting_all(direction))
     }
 
     fn demotion_victim<'e>(
