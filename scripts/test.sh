@@ -303,6 +303,7 @@ done
 # Borrows), no data race between the threads a test starts. It interprets, so only the
 # unit tests that exercise unsafe code and run in seconds there are chosen:
 # - tier: every unit test Miri can run (the region's page arithmetic over heap memory,
+#   the flash tier's aligned I/O buffers,
 #   the access accounting across threads, the cost model); the tests that mmap a file,
 #   fallocate, mbind or read a DAX device are #[cfg(not(miri))]: Miri has none of it;
 # - engine: item memory (headers, keys and values through their proofs, refusals at the
@@ -315,7 +316,7 @@ done
 # cache-line flushes, the event loops' system calls, the index's large-table tests (too
 # slow interpreted), and the engine's integration tests.
 miri_filters=(
-    accounting:: cost:: numa:: region:: time::
+    accounting:: cost:: numa:: region:: time:: flash::aligned::
     item::
     index::tests::descriptors index::tests::an_item index::tests::keys_are_equal
     slab::

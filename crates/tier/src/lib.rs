@@ -9,9 +9,13 @@
 //! which count bytes and 64-byte lines and busy-wait the region's emulated [`CostModel`]
 //! (the engine calls them only from `engine::item`, whose views make the charge part of
 //! the access).
+//!
+//! The flash device under a storage tier ([`flash`]) is not mapped: it is read and
+//! written by offset, in aligned buffers, through one I/O seam tests can fault.
 
 mod accounting;
 mod cost;
+pub mod flash;
 mod numa;
 mod region;
 mod time;
