@@ -162,8 +162,11 @@ impl SegmentWriter {
     /// The record at `offset` of the segment being filled (a GET of an item not yet
     /// written to the device).
     pub(crate) fn record_at(&self, offset: u32) -> Result<Record<'_>, SegmentError> {
+        if (offset as usize) < SEGMENT_HEADER_BYTES {
+            return Err(SegmentError::BadRecord { offset });
+        }
         let payload = &self.buf.as_slice()[..self.used_bytes];
-        decode_record(payload, offset, self.sequence)
+        decode_record(payload, offset as usize, self.sequence)
     }
 
     /// Writes the header (counts and checksums) and returns the whole segment, ready to
@@ -261,7 +264,7 @@ pub(crate) fn records<'a>(
     let mut out = Vec::with_capacity(header.records as usize);
     let mut offset = SEGMENT_HEADER_BYTES;
     for _ in 0..header.records {
-        let record = decode_record(payload, offset as u32, header.sequence)?;
+        let record = decode_record(payload, offset, header.sequence)?;
         let len = record_bytes(record.key.len(), record.value.len());
         out.push((offset as u32, record));
         offset += len;
@@ -272,21 +275,20 @@ pub(crate) fn records<'a>(
     Ok(out)
 }
 
-/// The record at `offset` of a segment written with `sequence`, from `bytes` (the
-/// segment's bytes from its start, or at least through the record's end), verified:
-/// its lengths inside `bytes` and its checksum. A stale record of the slot's previous
-/// segment fails the checksum (another seed), as does a torn one.
+/// The record that starts at `start` of `bytes`, part of a segment written with
+/// `sequence`, verified: its lengths inside `bytes` and its checksum. `bytes` is the
+/// segment from its first byte (a scan) or the aligned blocks a GET read around the
+/// record (`start` then counts from the first of them). A stale record of the slot's
+/// previous segment fails the checksum (another seed), as does a torn one.
 pub(crate) fn decode_record(
     bytes: &[u8],
-    offset: u32,
+    start: usize,
     sequence: u64,
 ) -> Result<Record<'_>, SegmentError> {
-    let bad = SegmentError::BadRecord { offset };
-    let start = offset as usize;
-    if !start.is_multiple_of(8)
-        || start < SEGMENT_HEADER_BYTES
-        || start + RECORD_HEADER_BYTES > bytes.len()
-    {
+    let bad = SegmentError::BadRecord {
+        offset: u32::try_from(start).unwrap_or(u32::MAX),
+    };
+    if !start.is_multiple_of(8) || start + RECORD_HEADER_BYTES > bytes.len() {
         return Err(bad);
     }
     let head = &bytes[start..start + RECORD_HEADER_BYTES];

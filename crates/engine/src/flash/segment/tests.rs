@@ -45,8 +45,15 @@ fn a_sealed_segment_reads_back_every_record_by_scan_and_by_offset() {
         assert_eq!(record.value, value(i));
         assert_eq!(record.meta, meta(i));
         // A single-record read: from the record's first bytes on, as a GET reads them.
-        let alone = decode_record(&bytes, *offset, 9).expect("by offset");
+        let alone = decode_record(&bytes, *offset as usize, 9).expect("by offset");
         assert_eq!(&alone, record);
+        // A GET reads only the 4 KiB blocks around the record.
+        let first = *offset as usize / 4096 * 4096;
+        let end = (*offset as usize + record_bytes(record.key.len(), record.value.len()))
+            .next_multiple_of(4096);
+        let blocks = &bytes[first..end];
+        let read = decode_record(blocks, *offset as usize - first, 9).expect("from its blocks");
+        assert_eq!(&read, record);
     }
 }
 
@@ -70,7 +77,7 @@ fn every_flipped_byte_of_a_record_fails_its_read_and_the_segment_scan() {
         torn[at] ^= 0x40;
         if at < value_end {
             assert_eq!(
-                decode_record(&torn, offsets[1], 5),
+                decode_record(&torn, offsets[1] as usize, 5),
                 Err(SegmentError::BadRecord { offset: offsets[1] }),
                 "byte {at}"
             );
@@ -89,9 +96,9 @@ fn a_record_left_by_the_slots_previous_segment_is_not_taken_for_the_current_one(
     // Slot reuse: sequence 7's segment is being replaced by sequence 8's; a read with the
     // new sequence of bytes still holding the old record fails.
     let (old, offsets) = sealed(2, 7);
-    assert!(decode_record(&old, offsets[0], 7).is_ok());
+    assert!(decode_record(&old, offsets[0] as usize, 7).is_ok());
     assert_eq!(
-        decode_record(&old, offsets[0], 8),
+        decode_record(&old, offsets[0] as usize, 8),
         Err(SegmentError::BadRecord { offset: offsets[0] })
     );
     // A new header over an old payload (a write torn after its first block).
