@@ -129,6 +129,14 @@ impl Engine {
         Ok(())
     }
 
+    /// Whether the slow tier's pool is mapped `MAP_SYNC`, which only DAX (persistent or
+    /// CXL memory mapped directly) accepts: its accesses are memory accesses, not the
+    /// page cache's.
+    pub fn slow_tier_on_dax(&self) -> bool {
+        self.slow()
+            .is_some_and(|slow| slow.mem.region().map_mode() == &tier::MapMode::SharedSync)
+    }
+
     /// The durability mode in force for the slow tier's pool (`Auto` resolved by its map
     /// mode); `Crash` without a pool.
     pub fn durability(&self) -> Durability {

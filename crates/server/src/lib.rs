@@ -14,6 +14,7 @@ pub mod process;
 pub mod registry;
 pub mod runtime;
 pub mod session;
+pub mod slow_tier_fit;
 pub mod stats_reply;
 pub mod stream;
 pub mod tls;

@@ -102,6 +102,7 @@ impl Server {
             .context("cannot start the clock thread")?;
         let engine =
             Engine::new(config.engine.clone(), clock).context("invalid engine settings")?;
+        say_whether_the_pool_fits(&config, &engine);
         let recovery = engine.recovery_report();
         if let Some(note) = recovery.start.cold_start_note() {
             let pool = match config.engine.slow_tier.as_ref().map(|spec| &spec.backing) {
@@ -518,6 +519,40 @@ fn dram_reserve_bytes(config: &Config) -> u64 {
             }
             limit_bytes
         }
+    }
+}
+
+/// A slow tier on a pool file that the memory left after the DRAM tier cannot keep
+/// cached is named at start (a warning), and `-v` says what the pool is on
+/// (`slow_tier_fit.rs`).
+fn say_whether_the_pool_fits(config: &Config, engine: &Engine) {
+    use crate::slow_tier_fit as fit;
+    let Some(spec) = config.engine.slow_tier.as_ref() else {
+        return;
+    };
+    let tier::RegionBacking::File { path } = &spec.backing else {
+        return;
+    };
+    let (fs_name, fs_is_memory) = fit::file_system_name(path);
+    let is_char_device = std::fs::metadata(path)
+        .map(|meta| std::os::unix::fs::FileTypeExt::is_char_device(&meta.file_type()))
+        .unwrap_or(false);
+    let pool = fit::PoolFacts {
+        path: path.clone(),
+        pool_bytes: spec.size_bytes as u64,
+        dram_bytes: config.engine.memory_limit_bytes,
+        fs_name,
+        is_memory: fs_is_memory || is_char_device || engine.slow_tier_on_dax(),
+    };
+    let budget = fit::memory_budget();
+    if config.verbosity > 0 {
+        eprintln!("fogcached: {}", fit::verbose_line(&pool, budget.as_ref()));
+    }
+    if let Some(warning) = budget
+        .as_ref()
+        .and_then(|budget| fit::warning(&pool, budget))
+    {
+        eprintln!("fogcached: warning: {warning}");
     }
 }
 
