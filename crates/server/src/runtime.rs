@@ -494,7 +494,7 @@ fn resolve_io_uring_recv(
 /// be mapped stops the start.
 fn dram_reserve_bytes(config: &Config) -> u64 {
     let limit_bytes = config.engine.memory_limit_bytes;
-    let Some(memory_bytes) = memory_total_bytes() else {
+    let Some(memory_bytes) = crate::slow_tier_fit::memory_total_bytes() else {
         return limit_bytes;
     };
     let page = engine::SLAB_PAGE_SIZE_BYTES as u64;
@@ -554,20 +554,6 @@ fn say_whether_the_pool_fits(config: &Config, engine: &Engine) {
     {
         eprintln!("fogcached: warning: {warning}");
     }
-}
-
-/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`).
-fn memory_total_bytes() -> Option<u64> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = meminfo
-        .lines()
-        .find_map(|line| line.strip_prefix("MemTotal:"))?
-        .trim()
-        .strip_suffix("kB")?
-        .trim()
-        .parse()
-        .ok()?;
-    kib.checked_mul(1024)
 }
 
 /// Raises the open-file limit to hold `-c` connections, as memcached does.

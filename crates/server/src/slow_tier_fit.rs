@@ -80,7 +80,7 @@ fn mib(bytes: u64) -> String {
 
 /// The smaller of the machine's memory and this process's memory cgroup limit.
 pub fn memory_budget() -> Option<MemoryBudget> {
-    let total = read_meminfo_total("/proc/meminfo").map(|bytes| MemoryBudget {
+    let total = memory_total_bytes().map(|bytes| MemoryBudget {
         bytes,
         source: "machine's memory (MemTotal)".to_string(),
     });
@@ -94,8 +94,9 @@ pub fn memory_budget() -> Option<MemoryBudget> {
     }
 }
 
-fn read_meminfo_total(path: &str) -> Option<u64> {
-    let meminfo = std::fs::read_to_string(path).ok()?;
+/// The machine's memory in bytes (`MemTotal` of `/proc/meminfo`).
+pub fn memory_total_bytes() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
     let kib: u64 = meminfo
         .lines()
         .find_map(|line| line.strip_prefix("MemTotal:"))?
