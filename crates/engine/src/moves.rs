@@ -12,8 +12,9 @@
 //! 1. under the key's shard lock, check the index still maps the key hash to the
 //!    address and the item's CAS is the queued one; read its size and the policy's
 //!    access byte; unlock;
-//! 2. ask the policy for a destination chunk, with no lock held (it may refuse, or
-//!    make room, e.g. by demoting another item first);
+//! 2. ask the policy where the move goes, with no lock held (it may refuse), and take
+//!    the chunk there (`room.rs`: it may make room, e.g. by demoting another item
+//!    first);
 //! 3. lock the shard again and re-check as in 1 (a `set`, `delete`, `incr`, `append`,
 //!    `touch`-with-expiry that ran in between changed the CAS or the address: the move
 //!    gives up and frees its chunk, so the request wins); copy key, value and header;
