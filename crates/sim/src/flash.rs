@@ -53,9 +53,6 @@ const INDEX_LOAD_PCT: u64 = 90;
 /// DRAM per segment: sequence (8), live items (4), items (4), data bytes (4), state (1),
 /// padded.
 pub const SEGMENT_META_BYTES: u64 = 24;
-/// Reinsertion during one reclamation fills at most this share of the new buffer, so a
-/// segment of only hot items cannot keep the log from moving.
-const REINSERT_SHARE_DEN: u64 = 2;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reclaim {
@@ -123,10 +120,15 @@ pub struct FlashConfig {
     pub admit: Admit,
     pub recache: Recache,
     pub reinsert: Reinsert,
+    /// Reinsertion during one reclamation fills at most this percentage of the new
+    /// segment: it bounds the write amplification reinsertion adds (at most
+    /// 100 / (100 - pct)) and keeps a segment of only hot items from stalling the log.
+    pub reinsert_max_pct: u64,
 }
 
 /// The defaults docs/results/sim-flash.md settled.
 pub const SEGMENT_BYTES_DEFAULT: u64 = 4 << 20;
+pub const REINSERT_MAX_PCT_DEFAULT: u64 = 20;
 
 impl FlashConfig {
     pub fn new(size_bytes: u64) -> FlashConfig {
@@ -137,6 +139,7 @@ impl FlashConfig {
             admit: Admit::All,
             recache: Recache::SecondHit,
             reinsert: Reinsert::Hot,
+            reinsert_max_pct: REINSERT_MAX_PCT_DEFAULT,
         }
     }
 
@@ -149,6 +152,12 @@ impl FlashConfig {
             return Err(format!(
                 "--flash-segment-bytes must be a multiple of {PAGE_BYTES} and at least two pages, got {}",
                 self.segment_bytes
+            ));
+        }
+        if self.reinsert_max_pct > 90 {
+            return Err(format!(
+                "--flash-reinsert-max-pct must be at most 90, got {}",
+                self.reinsert_max_pct
             ));
         }
         if self.segments() < 2 {
@@ -775,12 +784,9 @@ impl Flash {
 
     /// Live bytes as the DRAM segment table knows them: live items x the mean item.
     fn live_bytes_estimate(s: &Segment) -> u64 {
-        let items = s.records.len() as u64;
-        if items == 0 {
-            0
-        } else {
-            s.live_items * s.data_bytes / items
-        }
+        (s.live_items * s.data_bytes)
+            .checked_div(s.records.len() as u64)
+            .unwrap_or(0)
     }
 
     /// Empties segment `s`: its live items leave the index; the hot ones (if the rule
@@ -788,7 +794,7 @@ impl Flash {
     fn reclaim(&mut self, s: usize) -> Vec<Record> {
         self.counters.segments_reclaimed += 1;
         let records = std::mem::take(&mut self.segments[s].records);
-        let budget = self.config.segment_bytes / REINSERT_SHARE_DEN;
+        let budget = self.config.segment_bytes * self.config.reinsert_max_pct / 100;
         let mut kept_bytes = 0;
         let mut keep = Vec::new();
         for r in records {
@@ -925,6 +931,7 @@ mod tests {
             admit: Admit::All,
             recache: Recache::Never,
             reinsert: Reinsert::Hot,
+            reinsert_max_pct: 50,
         }
     }
 

@@ -181,6 +181,10 @@ struct Cli {
     /// written) or never.
     #[arg(long, value_name = "hot|never")]
     flash_reinsert: Option<String>,
+    /// Reinsertion fills at most this percentage of a new segment (write amplification
+    /// from reinsertion is at most 100 / (100 - PCT)).
+    #[arg(long, value_name = "PCT")]
+    flash_reinsert_max_pct: Option<u64>,
 }
 
 /// `512M`, `4m`, `2G`, `65536`: bytes, with a binary K/M/G suffix.
@@ -208,7 +212,8 @@ fn flash_from(cli: &Cli) -> anyhow::Result<Option<sim::flash::FlashConfig>> {
                 && cli.flash_reclaim.is_none()
                 && cli.flash_admit.is_none()
                 && cli.flash_recache.is_none()
-                && cli.flash_reinsert.is_none(),
+                && cli.flash_reinsert.is_none()
+                && cli.flash_reinsert_max_pct.is_none(),
             "--flash-* options need --flash-size"
         );
         return Ok(None);
@@ -229,6 +234,9 @@ fn flash_from(cli: &Cli) -> anyhow::Result<Option<sim::flash::FlashConfig>> {
     }
     if let Some(s) = &cli.flash_reinsert {
         config.reinsert = Reinsert::parse(s).map_err(err)?;
+    }
+    if let Some(pct) = cli.flash_reinsert_max_pct {
+        config.reinsert_max_pct = pct;
     }
     Ok(Some(config))
 }

@@ -263,7 +263,7 @@ pub fn header(config: &SimConfig, policies: &[PolicySetting]) -> String {
         names.join(", "),
     ) + &config.flash.as_ref().map_or(String::new(), |f| {
         format!(
-            "; flash {} MiB in {} segments of {} KiB, reclaim {}, admit {}, recache {}, reinsert {}",
+            "; flash {} MiB in {} segments of {} KiB, reclaim {}, admit {}, recache {}, reinsert {} (at most {} % of a segment)",
             f.size_bytes >> 20,
             f.segments(),
             f.segment_bytes >> 10,
@@ -271,6 +271,7 @@ pub fn header(config: &SimConfig, policies: &[PolicySetting]) -> String {
             f.admit.name(),
             f.recache.name(),
             f.reinsert.name(),
+            f.reinsert_max_pct,
         )
     })
 }
@@ -649,7 +650,7 @@ pub fn json(config: &SimConfig, runs: &[RunReport]) -> String {
         config.kernel.hot_threshold_ms,
         config.kernel.promote_rate_limit_mbps,
         config.flash.as_ref().map_or(String::new(), |f| format!(
-            ",\"flash\":{{\"size_bytes\":{},\"segment_bytes\":{},\"segments\":{},\"reclaim\":{},\"admit\":{},\"recache\":{},\"reinsert\":{}}}",
+            ",\"flash\":{{\"size_bytes\":{},\"segment_bytes\":{},\"segments\":{},\"reclaim\":{},\"admit\":{},\"recache\":{},\"reinsert\":{},\"reinsert_max_pct\":{}}}",
             f.size_bytes,
             f.segment_bytes,
             f.segments(),
@@ -657,6 +658,7 @@ pub fn json(config: &SimConfig, runs: &[RunReport]) -> String {
             json_str(f.admit.name()),
             json_str(f.recache.name()),
             json_str(f.reinsert.name()),
+            f.reinsert_max_pct,
         )),
         runs.join(","),
     )
