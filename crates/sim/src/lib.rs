@@ -9,11 +9,14 @@
 //! key distributions, `crates/workload`), `policy.rs` (policy names and the engine
 //! settings they stand for), `sim.rs` (the run, its windows, HMCached's phase change),
 //! `kernel_tiering.rs` (`--policy kernel-tiering`: a model of Linux's page tiering under
-//! plain memcached, the one placement here that is not the engine's), `output.rs`
+//! plain memcached, the one placement here that is not the engine's), `flash.rs`
+//! (`--flash-size`: a model of the flash tier under the engine, fed by its evictions),
+//! `output.rs`
 //! (what a run prints and writes: tables, JSON, CSV).
 
 #![forbid(unsafe_code)]
 
+pub mod flash;
 pub mod kernel_tiering;
 pub mod output;
 pub mod policy;

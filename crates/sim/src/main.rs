@@ -156,6 +156,89 @@ struct Cli {
     /// Write every window as CSV to this file.
     #[arg(long, value_name = "PATH")]
     csv: Option<PathBuf>,
+    /// A flash tier under the engine, of this size (`512M`, `2G`, or bytes): the
+    /// engine's evictions go down to it and its misses are looked up there (issue 26's
+    /// model). 0 = none, the run exactly as without this option. With it, --slow-mib 0
+    /// is allowed (DRAM + flash).
+    #[arg(long, value_name = "SIZE", default_value = "0")]
+    flash_size: String,
+    /// Bytes of a flash segment (and of the DRAM write buffer) [default: 4M]
+    #[arg(long, value_name = "SIZE")]
+    flash_segment_bytes: Option<String>,
+    /// Which segment a full device reclaims: fifo (the oldest) or least-live (the
+    /// fewest live bytes) [default: the chosen default, docs/results/sim-flash.md]
+    #[arg(long, value_name = "fifo|least-live")]
+    flash_reclaim: Option<String>,
+    /// What the engine's evictions send down: all, or fetched (only items read since
+    /// they were stored).
+    #[arg(long, value_name = "all|fetched")]
+    flash_admit: Option<String>,
+    /// Which flash hits are copied up into the engine: always, second-hit (an item
+    /// already read on flash since it was written), never.
+    #[arg(long, value_name = "always|second-hit|never")]
+    flash_recache: Option<String>,
+    /// Live items of a reclaimed segment that go back to the log: hot (read since
+    /// written) or never.
+    #[arg(long, value_name = "hot|never")]
+    flash_reinsert: Option<String>,
+    /// Reinsertion fills at most this percentage of a new segment (write amplification
+    /// from reinsertion is at most 100 / (100 - PCT)).
+    #[arg(long, value_name = "PCT")]
+    flash_reinsert_max_pct: Option<u64>,
+}
+
+/// `512M`, `4m`, `2G`, `65536`: bytes, with a binary K/M/G suffix.
+fn parse_size(text: &str) -> anyhow::Result<u64> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&t[..i], 10),
+        Some((i, 'm' | 'M')) => (&t[..i], 20),
+        Some((i, 'g' | 'G')) => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| anyhow::anyhow!("a size is bytes with an optional K, M or G, got {text:?}"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| anyhow::anyhow!("size {text:?} is too large"))
+}
+
+fn flash_from(cli: &Cli) -> anyhow::Result<Option<sim::flash::FlashConfig>> {
+    use sim::flash::{Admit, FlashConfig, Recache, Reclaim, Reinsert};
+    let size_bytes = parse_size(&cli.flash_size)?;
+    if size_bytes == 0 {
+        anyhow::ensure!(
+            cli.flash_segment_bytes.is_none()
+                && cli.flash_reclaim.is_none()
+                && cli.flash_admit.is_none()
+                && cli.flash_recache.is_none()
+                && cli.flash_reinsert.is_none()
+                && cli.flash_reinsert_max_pct.is_none(),
+            "--flash-* options need --flash-size"
+        );
+        return Ok(None);
+    }
+    let mut config = FlashConfig::new(size_bytes);
+    if let Some(s) = &cli.flash_segment_bytes {
+        config.segment_bytes = parse_size(s)?;
+    }
+    let err = anyhow::Error::msg;
+    if let Some(s) = &cli.flash_reclaim {
+        config.reclaim = Reclaim::parse(s).map_err(err)?;
+    }
+    if let Some(s) = &cli.flash_admit {
+        config.admit = Admit::parse(s).map_err(err)?;
+    }
+    if let Some(s) = &cli.flash_recache {
+        config.recache = Recache::parse(s).map_err(err)?;
+    }
+    if let Some(s) = &cli.flash_reinsert {
+        config.reinsert = Reinsert::parse(s).map_err(err)?;
+    }
+    if let Some(pct) = cli.flash_reinsert_max_pct {
+        config.reinsert_max_pct = pct;
+    }
+    Ok(Some(config))
 }
 
 /// The settings a preset gives to the options left out.
@@ -340,6 +423,7 @@ fn config_from(cli: &Cli) -> anyhow::Result<SimConfig> {
             hot_threshold_ms: cli.kernel_hot_threshold_ms,
             promote_rate_limit_mbps: cli.kernel_promote_mbps,
         },
+        flash: flash_from(cli)?,
     })
 }
 

@@ -63,6 +63,82 @@ const WINDOW_FIELDS: &[Field] = &[
     ("phase", |w| Metric::Count(u64::from(w.phase))),
 ];
 
+/// Per-window fields of the flash tier, after [`WINDOW_FIELDS`], in runs with one only
+/// (so that a run without flash writes exactly what it wrote before the model existed).
+const FLASH_FIELDS: &[Field] = &[
+    ("flash_hits", |w| Metric::Count(w.flash.hits)),
+    ("flash_lookups", |w| Metric::Count(w.flash.lookups)),
+    ("flash_buffer_hits", |w| Metric::Count(w.flash.buffer_hits)),
+    ("hit_ratio_with_flash", |w| {
+        Metric::Real(w.hit_ratio_with_flash())
+    }),
+    ("flash_share_of_gets", |w| Metric::Real(w.flash_share())),
+    ("flash_tag_collisions", |w| {
+        Metric::Count(w.flash.tag_collisions)
+    }),
+    ("flash_read_bytes", |w| Metric::Count(w.flash.read_bytes)),
+    ("flash_reclaim_read_bytes", |w| {
+        Metric::Count(w.flash.reclaim_read_bytes)
+    }),
+    ("flash_write_bytes", |w| Metric::Count(w.flash.write_bytes)),
+    ("flash_read_bytes_per_get", |w| {
+        Metric::Real(w.flash_read_bytes_per_get())
+    }),
+    ("flash_write_bytes_per_get", |w| {
+        Metric::Real(w.flash_write_bytes_per_get())
+    }),
+    ("flash_admitted_items", |w| {
+        Metric::Count(w.flash.admitted_items)
+    }),
+    ("flash_admitted_bytes", |w| {
+        Metric::Count(w.flash.admitted_bytes)
+    }),
+    ("flash_write_amplification", |w| {
+        Metric::Real(w.flash.write_amplification())
+    }),
+    ("flash_not_admitted", |w| {
+        Metric::Count(w.flash.not_admitted)
+    }),
+    ("flash_clean_evictions", |w| {
+        Metric::Count(w.flash.clean_evictions)
+    }),
+    ("flash_copy_ups", |w| Metric::Count(w.flash.copy_ups)),
+    ("flash_invalidations", |w| {
+        Metric::Count(w.flash.invalidations)
+    }),
+    ("flash_segments_written", |w| {
+        Metric::Count(w.flash.segments_written)
+    }),
+    ("flash_segments_reclaimed", |w| {
+        Metric::Count(w.flash.segments_reclaimed)
+    }),
+    ("flash_reinserted_items", |w| {
+        Metric::Count(w.flash.reinserted_items)
+    }),
+    ("flash_reinserted_bytes", |w| {
+        Metric::Count(w.flash.reinserted_bytes)
+    }),
+    ("flash_reclaim_drops", |w| {
+        Metric::Count(w.flash.reclaim_drops)
+    }),
+    ("flash_index_drops", |w| Metric::Count(w.flash.index_drops)),
+    ("flash_stale_hits", |w| Metric::Count(w.flash.stale_hits)),
+    ("flash_items", |w| Metric::Count(w.flash.items)),
+    ("flash_dram_bytes", |w| Metric::Count(w.flash.dram_bytes)),
+    ("flash_dram_bytes_per_item", |w| {
+        Metric::Real(crate::sim::ratio(w.flash.dram_bytes, w.flash.items))
+    }),
+];
+
+/// The window fields of a run, flash ones included when it has a flash tier.
+fn fields(flash: bool) -> impl Iterator<Item = &'static Field> {
+    WINDOW_FIELDS.iter().chain(
+        FLASH_FIELDS
+            .iter()
+            .take(if flash { FLASH_FIELDS.len() } else { 0 }),
+    )
+}
+
 fn pct(v: f64) -> String {
     format!("{:.1}%", v * 100.0)
 }
@@ -96,6 +172,31 @@ const COLUMNS: &[Column] = &[
     ("dram_it", |w| w.dram_items.to_string()),
 ];
 
+/// The columns of the flash tier, after [`COLUMNS`], in runs with one only.
+const FLASH_COLUMNS: &[Column] = &[
+    ("flash_hit", |w| w.flash.hits.to_string()),
+    ("hitall%", |w| pct(w.hit_ratio_with_flash())),
+    ("flash%", |w| pct(w.flash_share())),
+    ("devR/get", |w| {
+        format!("{:.0}", w.flash_read_bytes_per_get())
+    }),
+    ("devW/get", |w| {
+        format!("{:.0}", w.flash_write_bytes_per_get())
+    }),
+    ("WA", |w| format!("{:.3}", w.flash.write_amplification())),
+    ("reins", |w| w.flash.reinserted_items.to_string()),
+    ("tagcoll", |w| w.flash.tag_collisions.to_string()),
+    ("fl_items", |w| w.flash.items.to_string()),
+];
+
+fn columns(flash: bool) -> impl Iterator<Item = &'static Column> {
+    COLUMNS.iter().chain(
+        FLASH_COLUMNS
+            .iter()
+            .take(if flash { FLASH_COLUMNS.len() } else { 0 }),
+    )
+}
+
 const COLUMN_WIDTH: usize = 10;
 const LABEL_WIDTH: usize = 14;
 
@@ -107,12 +208,12 @@ fn table_row(out: &mut String, label: &str, cells: impl Iterator<Item = String>)
     out.push('\n');
 }
 
-fn window_cells(w: &Window) -> impl Iterator<Item = String> + '_ {
-    COLUMNS.iter().map(move |(_, cell)| cell(w))
+fn window_cells(w: &Window, flash: bool) -> impl Iterator<Item = String> + '_ {
+    columns(flash).map(move |(_, cell)| cell(w))
 }
 
-fn headers() -> impl Iterator<Item = String> {
-    COLUMNS.iter().map(|(name, _)| name.to_string())
+fn headers(flash: bool) -> impl Iterator<Item = String> {
+    columns(flash).map(|(name, _)| name.to_string())
 }
 
 /// The steady-state windows of a run, as "6-10".
@@ -160,7 +261,19 @@ pub fn header(config: &SimConfig, policies: &[PolicySetting]) -> String {
         config.ops_per_s,
         config.ticks_per_s,
         names.join(", "),
-    )
+    ) + &config.flash.as_ref().map_or(String::new(), |f| {
+        format!(
+            "; flash {} MiB in {} segments of {} KiB, reclaim {}, admit {}, recache {}, reinsert {} (at most {} % of a segment)",
+            f.size_bytes >> 20,
+            f.segments(),
+            f.segment_bytes >> 10,
+            f.reclaim.name(),
+            f.admit.name(),
+            f.recache.name(),
+            f.reinsert.name(),
+            f.reinsert_max_pct,
+        )
+    })
 }
 
 /// The table of one run: a line per window, the steady state and the whole run.
@@ -180,27 +293,28 @@ pub fn table(run: &RunReport) -> String {
         l.evictions,
     );
     let label_sim_s = |label: &str, w: &Window| format!("{label:>6} {:>6}", w.end_s);
+    let flash = run.flash.is_some();
     table_row(
         &mut out,
         &format!("{:>6} {:>6}", "window", "sim_s"),
-        headers(),
+        headers(flash),
     );
     for w in &run.windows {
         table_row(
             &mut out,
             &label_sim_s(&w.index.to_string(), w),
-            window_cells(w),
+            window_cells(w, flash),
         );
     }
     table_row(
         &mut out,
         &label_sim_s("steady", &run.steady),
-        window_cells(&run.steady),
+        window_cells(&run.steady, flash),
     );
     table_row(
         &mut out,
         &label_sim_s("all", &run.total),
-        window_cells(&run.total),
+        window_cells(&run.total, flash),
     );
     let _ = writeln!(
         out,
@@ -222,6 +336,35 @@ pub fn table(run: &RunReport) -> String {
             c.promotions_rate_limited,
             c.promotions_no_room,
             k.hot_threshold_ms,
+        );
+    }
+    if let Some(f) = &run.flash {
+        let c = &f.counters;
+        let _ = writeln!(
+            out,
+            "flash (whole run, load included): {} items, {} B of DRAM index + segment table = {:.2} B per flash item ({} slots, {}-bit tags; plus a {} KiB write buffer); admitted {} items / {} B, written {} B in {} segments: write amplification {:.3}; {} clean evictions (no write), {} not admitted, {} copy-ups, {} invalidations, {} segments reclaimed, {} reinserted, {} dropped by reclaim, {} by a full bucket, {} tag collisions, {} stale hits, {} eviction events dropped",
+            c.items,
+            c.dram_bytes,
+            f.dram_bytes_per_item(),
+            f.index_slots,
+            f.tag_bits,
+            f.buffer_bytes >> 10,
+            c.admitted_items,
+            c.admitted_bytes,
+            c.write_bytes,
+            c.segments_written,
+            c.write_amplification(),
+            c.clean_evictions,
+            c.not_admitted,
+            c.copy_ups,
+            c.invalidations,
+            c.segments_reclaimed,
+            c.reinserted_items,
+            c.reclaim_drops,
+            c.index_drops,
+            c.tag_collisions,
+            c.stale_hits,
+            f.events_dropped,
         );
     }
     if run.wrong_values > 0 || run.failed_stores > 0 {
@@ -266,7 +409,8 @@ pub fn comparison(config: &SimConfig, runs: &[RunReport]) -> String {
         if uniform.is_some() {
             extra.push("RW/unif".to_string());
         }
-        table_row(&mut out, "policy", headers().chain(extra));
+        let flash = first.flash.is_some();
+        table_row(&mut out, "policy", headers(flash).chain(extra));
         for run in runs {
             let w = scope(run);
             let mut cells = vec![if base > 0.0 {
@@ -281,7 +425,7 @@ pub fn comparison(config: &SimConfig, runs: &[RunReport]) -> String {
                     "n/a".to_string()
                 });
             }
-            table_row(&mut out, run.policy, window_cells(w).chain(cells));
+            table_row(&mut out, run.policy, window_cells(w, flash).chain(cells));
         }
         out.push('\n');
     }
@@ -352,9 +496,9 @@ fn metric_text(metric: Metric) -> String {
     }
 }
 
-fn window_json(w: &Window) -> String {
+fn window_json(w: &Window, flash: bool) -> String {
     let mut out = format!("{{\"window\":{}", w.index);
-    for (name, field) in WINDOW_FIELDS {
+    for (name, field) in fields(flash) {
         let _ = write!(out, ",\"{name}\":{}", metric_text(field(w)));
     }
     let pages: Vec<String> = w
@@ -387,12 +531,42 @@ fn kernel_json(run: &RunReport) -> String {
     )
 }
 
+fn flash_json(run: &RunReport) -> String {
+    let Some(f) = &run.flash else {
+        return String::new();
+    };
+    let c = &f.counters;
+    format!(
+        ",\"flash\":{{\"items\":{},\"dram_bytes\":{},\"dram_bytes_per_item\":{},\"index_slots\":{},\"tag_bits\":{},\"buffer_bytes\":{},\"admitted_items\":{},\"admitted_bytes\":{},\"write_bytes\":{},\"write_amplification\":{},\"clean_evictions\":{},\"not_admitted\":{},\"copy_ups\":{},\"segments_reclaimed\":{},\"reinserted_items\":{},\"index_drops\":{},\"tag_collisions\":{},\"stale_hits\":{},\"events_dropped\":{}}}",
+        c.items,
+        c.dram_bytes,
+        json_f64(f.dram_bytes_per_item()),
+        f.index_slots,
+        f.tag_bits,
+        f.buffer_bytes,
+        c.admitted_items,
+        c.admitted_bytes,
+        c.write_bytes,
+        json_f64(c.write_amplification()),
+        c.clean_evictions,
+        c.not_admitted,
+        c.copy_ups,
+        c.segments_reclaimed,
+        c.reinserted_items,
+        c.index_drops,
+        c.tag_collisions,
+        c.stale_hits,
+        f.events_dropped,
+    )
+}
+
 fn run_json(run: &RunReport) -> String {
     let l = &run.load;
-    let windows: Vec<String> = run.windows.iter().map(window_json).collect();
+    let flash = run.flash.is_some();
+    let windows: Vec<String> = run.windows.iter().map(|w| window_json(w, flash)).collect();
     let steady_first = steady_first_window(u32::try_from(run.windows.len()).unwrap_or(u32::MAX));
     format!(
-        "{{\"policy\":{},\"migration_enabled\":{},\"load\":{{\"keys\":{},\"stored\":{},\"dram_items\":{},\"slow_items\":{},\"dataset_to_dram_ratio\":{},\"demotions\":{},\"evictions\":{},\"end_s\":{}}},\"windows\":[{}],\"steady_first_window\":{},\"steady\":{},\"total\":{},\"wrong_values\":{},\"failed_stores\":{},\"index_bytes\":{},\"items\":{},\"kernel_tiering\":{}}}",
+        "{{\"policy\":{},\"migration_enabled\":{},\"load\":{{\"keys\":{},\"stored\":{},\"dram_items\":{},\"slow_items\":{},\"dataset_to_dram_ratio\":{},\"demotions\":{},\"evictions\":{},\"end_s\":{}}},\"windows\":[{}],\"steady_first_window\":{},\"steady\":{},\"total\":{},\"wrong_values\":{},\"failed_stores\":{},\"index_bytes\":{},\"items\":{},\"kernel_tiering\":{}{}}}",
         json_str(run.policy),
         run.migration_enabled,
         l.keys,
@@ -405,13 +579,14 @@ fn run_json(run: &RunReport) -> String {
         l.end_s,
         windows.join(","),
         steady_first,
-        window_json(&run.steady),
-        window_json(&run.total),
+        window_json(&run.steady, flash),
+        window_json(&run.total, flash),
         run.wrong_values,
         run.failed_stores,
         run.index_bytes,
         run.items,
         kernel_json(run),
+        flash_json(run),
     )
 }
 
@@ -446,7 +621,7 @@ fn value_sizes_json(sizes: &ValueSizes) -> String {
 pub fn json(config: &SimConfig, runs: &[RunReport]) -> String {
     let runs: Vec<String> = runs.iter().map(run_json).collect();
     format!(
-        "{{\"config\":{{\"keys\":{},{},{}\"dram_mib\":{},\"slow_mib\":{},\"ops\":{},\"windows\":{},{},\"update_ratio\":{},\"seed\":{},\"ops_per_s\":{},\"ticks_per_s\":{},\"crawler_interval_s\":{},\"benefit_reassign\":{},\"slab_automove\":{},\"kernel_tiering\":{{\"scan_period_ms\":{},\"scan_mb\":{},\"hot_threshold_ms\":{},\"promote_rate_limit_mbps\":{}}}}},\"runs\":[{}]}}\n",
+        "{{\"config\":{{\"keys\":{},{},{}\"dram_mib\":{},\"slow_mib\":{},\"ops\":{},\"windows\":{},{},\"update_ratio\":{},\"seed\":{},\"ops_per_s\":{},\"ticks_per_s\":{},\"crawler_interval_s\":{},\"benefit_reassign\":{},\"slab_automove\":{},\"kernel_tiering\":{{\"scan_period_ms\":{},\"scan_mb\":{},\"hot_threshold_ms\":{},\"promote_rate_limit_mbps\":{}}}{}}},\"runs\":[{}]}}\n",
         config.keys,
         value_sizes_json(&config.value_sizes),
         config.phase_change.as_ref().map_or(String::new(), |p| format!(
@@ -474,6 +649,17 @@ pub fn json(config: &SimConfig, runs: &[RunReport]) -> String {
         config.kernel.scan_mb,
         config.kernel.hot_threshold_ms,
         config.kernel.promote_rate_limit_mbps,
+        config.flash.as_ref().map_or(String::new(), |f| format!(
+            ",\"flash\":{{\"size_bytes\":{},\"segment_bytes\":{},\"segments\":{},\"reclaim\":{},\"admit\":{},\"recache\":{},\"reinsert\":{},\"reinsert_max_pct\":{}}}",
+            f.size_bytes,
+            f.segment_bytes,
+            f.segments(),
+            json_str(f.reclaim.name()),
+            json_str(f.admit.name()),
+            json_str(f.recache.name()),
+            json_str(f.reinsert.name()),
+            f.reinsert_max_pct,
+        )),
         runs.join(","),
     )
 }
@@ -481,8 +667,9 @@ pub fn json(config: &SimConfig, runs: &[RunReport]) -> String {
 /// One CSV line per window and run, then the steady state and the whole run (scope
 /// `steady` and `all`, window 0).
 pub fn csv(runs: &[RunReport]) -> String {
+    let flash = runs.first().is_some_and(|r| r.flash.is_some());
     let mut out = String::from("policy,scope,window");
-    for (name, _) in WINDOW_FIELDS {
+    for (name, _) in fields(flash) {
         out.push(',');
         out.push_str(name);
     }
@@ -495,7 +682,7 @@ pub fn csv(runs: &[RunReport]) -> String {
             .chain([("steady", &run.steady), ("all", &run.total)]);
         for (scope, w) in rows {
             let _ = write!(out, "{},{scope},{}", run.policy, w.index);
-            for (_, field) in WINDOW_FIELDS {
+            for (_, field) in fields(flash) {
                 out.push(',');
                 out.push_str(&metric_text(field(w)));
             }

@@ -23,6 +23,7 @@ use engine::{
     StoreOptions, StoreOutcome,
 };
 
+use crate::flash::{FlashConfig, FlashCounters, FlashRun};
 use crate::kernel_tiering::KernelTiering;
 use crate::policy::{PolicyKind, PolicySetting};
 use crate::workload::{
@@ -74,6 +75,9 @@ pub struct SimConfig {
     pub engine_overrides: EngineOverrides,
     /// The kernel's knobs for `--policy kernel-tiering`.
     pub kernel: KernelTiering,
+    /// `--flash-size`: a flash tier under the engine; `None` (the default) runs the
+    /// engine alone, exactly as before the flash model existed.
+    pub flash: Option<FlashConfig>,
 }
 
 /// HMCached section 4.6: a second dataset (keys after the first one's), and the run
@@ -173,7 +177,12 @@ impl SimConfig {
         if self.ticks_per_s == 0 || self.ops_per_s < u64::from(self.ticks_per_s) {
             return bad("--ticks-per-s must be at least 1 and at most --ops-per-s");
         }
-        if self.slow_mib == 0 {
+        if let Some(flash) = &self.flash {
+            flash.check().map_err(SimError::Config)?;
+            if self.phase_change.is_some() {
+                return bad("the flash model does not run with --phase-change");
+            }
+        } else if self.slow_mib == 0 {
             return bad("--slow-mib must be at least 1 (the experiment needs a slow tier)");
         }
         let limit_mib = (usize::MAX as u64) / MIB;
@@ -304,6 +313,8 @@ pub struct Window {
     /// DRAM slab pages per class at the end of the window: (chunk size, pages), classes
     /// with pages only (the engine's `stats slabs`; empty for kernel-tiering).
     pub dram_pages_by_class: Vec<(u64, u64)>,
+    /// What the flash tier did in the window (all 0 without one).
+    pub flash: FlashCounters,
 }
 
 impl Window {
@@ -338,6 +349,7 @@ impl Window {
             slow_items: b.slow_items,
             phase: 1,
             dram_pages_by_class: Vec::new(),
+            flash: FlashCounters::default(),
         }
     }
 
@@ -409,12 +421,37 @@ impl Window {
             total.slow_items = w.slow_items;
             total.phase = w.phase;
             total.dram_pages_by_class.clone_from(&w.dram_pages_by_class);
+            total.flash.add(&w.flash);
         }
         total
     }
 
+    /// Hits of the engine's tiers over reads (flash hits are engine misses).
     pub fn hit_ratio(&self) -> f64 {
         ratio(self.dram_hits + self.slow_hits, self.reads)
+    }
+
+    /// Hits of every tier, flash included, over reads.
+    pub fn hit_ratio_with_flash(&self) -> f64 {
+        ratio(
+            self.dram_hits + self.slow_hits + self.flash.hits,
+            self.reads,
+        )
+    }
+
+    /// Share of reads served from flash.
+    pub fn flash_share(&self) -> f64 {
+        ratio(self.flash.hits, self.reads)
+    }
+
+    /// Device bytes read for GETs, per read request.
+    pub fn flash_read_bytes_per_get(&self) -> f64 {
+        ratio(self.flash.read_bytes, self.reads)
+    }
+
+    /// Device bytes written, per read request.
+    pub fn flash_write_bytes_per_get(&self) -> f64 {
+        ratio(self.flash.write_bytes, self.reads)
     }
 }
 
@@ -473,6 +510,29 @@ pub struct RunReport {
     pub items: u64,
     /// What the kernel-tiering model did (`--policy kernel-tiering` only).
     pub kernel: Option<crate::kernel_tiering::KernelSummary>,
+    /// The flash tier at the end of the run (`--flash-size` only).
+    pub flash: Option<FlashSummary>,
+}
+
+/// The flash tier at the end of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlashSummary {
+    pub config: FlashConfig,
+    /// The whole run, load phase included.
+    pub counters: FlashCounters,
+    /// Index slots allocated, and the bits of tag a lookup compares.
+    pub index_slots: u64,
+    pub tag_bits: u32,
+    /// DRAM of the open segment's write buffer (not per item).
+    pub buffer_bytes: u64,
+    /// Eviction events the engine's log dropped (0: the model saw every eviction).
+    pub events_dropped: u64,
+}
+
+impl FlashSummary {
+    pub fn dram_bytes_per_item(&self) -> f64 {
+        ratio(self.counters.dram_bytes, self.counters.items)
+    }
 }
 
 impl RunReport {
@@ -509,6 +569,9 @@ pub(crate) struct Driver {
     pub(crate) sim_s: u64,
     /// Requests of the load and run phases so far.
     requests: u64,
+    /// The flash tier under the engine, fed its evictions after every request and
+    /// every maintenance step.
+    pub(crate) flash: Option<FlashRun>,
 }
 
 impl Driver {
@@ -525,6 +588,13 @@ impl Driver {
             s_since_crawl: 0,
             sim_s: 0,
             requests: 0,
+            flash: None,
+        }
+    }
+
+    fn drain_evictions(&mut self) {
+        if let Some(flash) = &mut self.flash {
+            flash.drain(&self.engine);
         }
     }
 
@@ -536,6 +606,7 @@ impl Driver {
     /// Counts one request and runs the maintenance the elapsed time calls for; true when
     /// a tick ran.
     pub(crate) fn after_request(&mut self) -> bool {
+        self.drain_evictions();
         self.requests += 1;
         self.ops_in_tick += 1;
         if self.ops_in_tick < self.ops_per_tick {
@@ -552,10 +623,13 @@ impl Driver {
         e.lru_maintainer_tier_step(0);
         e.lru_maintainer_tier_step(1);
         for _ in 0..MIGRATION_STEPS_PER_TICK_MAX {
-            if e.migration_step() == 0 {
+            let moved = self.engine.migration_step();
+            self.drain_evictions();
+            if moved == 0 {
                 break;
             }
         }
+        let e = &self.engine;
         // The clock moves on in 1/32-second steps (item access times have that
         // resolution), spread over the ticks so that the second still changes exactly
         // at the last tick of each simulated second.
@@ -572,11 +646,14 @@ impl Driver {
         self.clock.advance_ticks(TICKS_PER_S - clock_ticks_before);
         self.sim_s += 1;
         e.slab_automove_step();
+        self.drain_evictions();
+        let e = &self.engine;
         if self.crawler_interval_s > 0 {
             self.s_since_crawl += 1;
             if self.s_since_crawl >= self.crawler_interval_s {
                 self.s_since_crawl = 0;
                 e.lru_crawler_step();
+                self.drain_evictions();
             }
         }
     }
@@ -678,7 +755,9 @@ fn dram_pages_by_class(engine: &Engine) -> Vec<(u64, u64)> {
 fn engine_config(config: &SimConfig, policy: &PolicySetting) -> EngineConfig {
     let mut engine_config = EngineConfig {
         memory_limit_bytes: config.dram_mib * MIB,
-        slow_tier: Some(tier::RegionSpec {
+        // No slow tier only with flash (DRAM + flash, as memcached + extstore);
+        // `SimConfig::check` refuses it otherwise.
+        slow_tier: (config.slow_mib > 0).then(|| tier::RegionSpec {
             size_bytes: (config.slow_mib * MIB) as usize,
             backing: tier::RegionBacking::Anonymous,
             // Accounting is always on; a cost model would only spend wall time.
@@ -707,6 +786,11 @@ fn engine_config(config: &SimConfig, policy: &PolicySetting) -> EngineConfig {
 pub fn run(config: &SimConfig, policy: &PolicySetting) -> Result<RunReport, SimError> {
     config.check()?;
     if policy.kind == PolicyKind::KernelTiering {
+        if config.flash.is_some() {
+            return Err(SimError::Config(
+                "the flash model runs under the engine's policies, not kernel-tiering".into(),
+            ));
+        }
         return crate::kernel_tiering::run(config, policy);
     }
     let mut requests = Requests::new(config)?;
@@ -715,6 +799,12 @@ pub fn run(config: &SimConfig, policy: &PolicySetting) -> Result<RunReport, SimE
     let clock = ManualClock::new(SIM_START_UNIX_S);
     let engine = Engine::new(engine_config, clock.clone()).map_err(SimError::Engine)?;
     let mut driver = Driver::new(&engine, clock, config);
+    if let Some(flash) = &config.flash {
+        let item_bytes = crate::flash::RECORD_HEADER_BYTES
+            + KEY_BYTES as u64
+            + config.value_sizes.mean_bytes().round() as u64;
+        driver.flash = Some(FlashRun::new(flash, item_bytes, &engine).map_err(SimError::Config)?);
+    }
     let set_opts = StoreOptions::new(StoreMode::Set, 0, 0);
     let read_opts = ReadOptions::default();
     let mut key = Vec::with_capacity(KEY_BYTES);
@@ -737,6 +827,7 @@ pub fn run(config: &SimConfig, policy: &PolicySetting) -> Result<RunReport, SimE
     // Let the maintenance catch up before measuring, as a pause after a load would.
     driver.tick();
     let after_load = EngineCounters::read(&engine);
+    let mut flash_before = flash_counters(&driver);
     let load = LoadSummary {
         keys: config.total_keys(),
         stored,
@@ -772,7 +863,20 @@ pub fn run(config: &SimConfig, policy: &PolicySetting) -> Result<RunReport, SimE
                         value_matches(id, bytes, v.value, &mut check_key)
                     }) {
                         ReadOutcome::Hit(ok) => ok,
-                        ReadOutcome::Miss { .. } => true,
+                        ReadOutcome::Miss { .. } => match &mut driver.flash {
+                            // The flash hit's value is the key's (the model keeps its
+                            // size and a stamp; a stale stamp is counted apart).
+                            Some(flash) => flash
+                                .get(&key, |value_bytes| {
+                                    value_for(id, value_bytes as usize, &mut value);
+                                    matches!(
+                                        engine.store(&key, &value, &set_opts),
+                                        StoreOutcome::Stored { .. }
+                                    )
+                                })
+                                .is_none_or(|value_bytes| value_bytes as usize == bytes),
+                            None => true,
+                        },
                     };
                     if !ok {
                         report.wrong_values += 1;
@@ -782,6 +886,9 @@ pub fn run(config: &SimConfig, policy: &PolicySetting) -> Result<RunReport, SimE
                     updates += 1;
                     key_name(id, &mut key);
                     value_for(id, config.value_bytes_of(id), &mut value);
+                    if let Some(flash) = &mut driver.flash {
+                        flash.before_store(&key);
+                    }
                     if !matches!(
                         engine.store(&key, &value, &set_opts),
                         StoreOutcome::Stored { .. }
@@ -796,13 +903,31 @@ pub fn run(config: &SimConfig, policy: &PolicySetting) -> Result<RunReport, SimE
         let mut window = Window::between(w + 1, driver.sim_s, &before, &now, reads, updates);
         window.phase = phase;
         window.dram_pages_by_class = dram_pages_by_class(&engine);
+        let flash_now = flash_counters(&driver);
+        window.flash = FlashCounters::between(&flash_before, &flash_now);
+        flash_before = flash_now;
         report.windows.push(window);
         before = now;
     }
     finish(config, &mut report);
+    report.flash = driver.flash.as_ref().map(|f| FlashSummary {
+        config: f.flash.config().clone(),
+        counters: f.flash.counters,
+        index_slots: f.flash.index().slots(),
+        tag_bits: f.flash.index().tag_bits(),
+        buffer_bytes: f.flash.config().segment_bytes,
+        events_dropped: f.events_dropped,
+    });
     report.index_bytes = before.index_bytes;
     report.items = before.dram_items + before.slow_items;
     Ok(report)
+}
+
+fn flash_counters(driver: &Driver) -> FlashCounters {
+    driver
+        .flash
+        .as_ref()
+        .map_or(FlashCounters::default(), |f| f.flash.counters)
 }
 
 /// Requests of window `w` (0-based): the remainder is spread over the first windows so

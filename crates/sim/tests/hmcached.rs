@@ -23,6 +23,7 @@ fn small() -> SimConfig {
         crawler_interval_s: 0,
         engine_overrides: EngineOverrides::default(),
         kernel: KernelTiering::default(),
+        flash: None,
     }
 }
 

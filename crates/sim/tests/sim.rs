@@ -91,6 +91,7 @@ fn small() -> SimConfig {
         crawler_interval_s: 0,
         engine_overrides: sim::EngineOverrides::default(),
         kernel: sim::kernel_tiering::KernelTiering::default(),
+        flash: None,
     }
 }
 
