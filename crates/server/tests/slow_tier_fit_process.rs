@@ -70,15 +70,30 @@ fn on_storage(test: &str, dir: &Path) -> bool {
     !is_memory
 }
 
-#[test]
-fn a_pool_larger_than_the_memory_the_cgroup_leaves_is_named_at_start() -> anyhow::Result<()> {
-    let test = "a_pool_larger_than_the_memory_the_cgroup_leaves_is_named_at_start";
-    let scratch = ScratchDir::new("slow-fit");
+/// A server started in its own memory cgroup, with its pool file. Fields drop in order:
+/// the server is stopped before its cgroup is removed and its directory deleted.
+struct InCgroup {
+    server: ServerProcess,
+    pool: String,
+    _cgroup: MemoryCgroup,
+    _scratch: ScratchDir,
+}
+
+/// The server under test with `-m 64 --slow-size <slow_size> -v`, its pool on a scratch
+/// directory, in a fresh memory cgroup of `limit_bytes`. `None` (a skip reported) where
+/// the scratch directory is memory or no cgroup can be made.
+fn start_in_cgroup(
+    test: &str,
+    cgroup_tag: &str,
+    limit_bytes: u64,
+    slow_size: &str,
+) -> anyhow::Result<Option<InCgroup>> {
+    let scratch = ScratchDir::new(cgroup_tag);
     if !on_storage(test, scratch.path()) {
-        return Ok(());
+        return Ok(None);
     }
-    let Some(cgroup) = MemoryCgroup::new("pool-too-large", 256 * MIB) else {
-        return Ok(());
+    let Some(cgroup) = MemoryCgroup::new(cgroup_tag, limit_bytes) else {
+        return Ok(None);
     };
     let wrapper = cgroup.wrapper(scratch.path())?;
     let pool = scratch.path().join("pool").display().to_string();
@@ -88,19 +103,33 @@ fn a_pool_larger_than_the_memory_the_cgroup_leaves_is_named_at_start() -> anyhow
             "-m",
             "64",
             "--slow-size",
-            "512m",
+            slow_size,
             "--slow-path",
             &pool,
             "-v",
         ],
     )?;
-    let printed = server.stderr_text();
+    Ok(Some(InCgroup {
+        server,
+        pool,
+        _cgroup: cgroup,
+        _scratch: scratch,
+    }))
+}
+
+#[test]
+fn a_pool_larger_than_the_memory_the_cgroup_leaves_is_named_at_start() -> anyhow::Result<()> {
+    let test = "a_pool_larger_than_the_memory_the_cgroup_leaves_is_named_at_start";
+    let Some(started) = start_in_cgroup(test, "pool-too-large", 256 * MIB, "512m")? else {
+        return Ok(());
+    };
+    let printed = started.server.stderr_text();
     assert!(
         printed.contains("fogcached: warning: the slow tier's pool"),
         "no warning in:\n{printed}"
     );
     for part in [
-        pool.as_str(),
+        started.pool.as_str(),
         "512 MiB on ",
         "192 MiB of the 256 MiB memory cgroup v1 limit",
         "major page fault",
@@ -114,7 +143,7 @@ fn a_pool_larger_than_the_memory_the_cgroup_leaves_is_named_at_start() -> anyhow
         "{printed}"
     );
     // A warning, not a refusal: the server serves.
-    let mut client = RawClient::connect(server.addr())?;
+    let mut client = RawClient::connect(started.server.addr())?;
     client.send(b"set k 0 0 1\r\nv\r\nget k\r\n")?;
     assert_eq!(
         client.read_until(b"END\r\n")?,
@@ -131,28 +160,10 @@ fn a_pool_larger_than_the_memory_the_cgroup_leaves_is_named_at_start() -> anyhow
 #[test]
 fn a_pool_the_memory_can_keep_cached_is_not_named() -> anyhow::Result<()> {
     let test = "a_pool_the_memory_can_keep_cached_is_not_named";
-    let scratch = ScratchDir::new("slow-fit-ok");
-    if !on_storage(test, scratch.path()) {
-        return Ok(());
-    }
-    let Some(cgroup) = MemoryCgroup::new("pool-fits", 512 * MIB) else {
+    let Some(started) = start_in_cgroup(test, "pool-fits", 512 * MIB, "256m")? else {
         return Ok(());
     };
-    let wrapper = cgroup.wrapper(scratch.path())?;
-    let pool = scratch.path().join("pool").display().to_string();
-    let server = ServerProcess::start_capturing_stderr(
-        wrapper.to_str().unwrap(),
-        &[
-            "-m",
-            "64",
-            "--slow-size",
-            "256m",
-            "--slow-path",
-            &pool,
-            "-v",
-        ],
-    )?;
-    let printed = server.stderr_text();
+    let printed = started.server.stderr_text();
     assert!(
         !printed.contains("warning: the slow tier's pool"),
         "{printed}"

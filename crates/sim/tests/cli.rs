@@ -1,14 +1,8 @@
 //! The `fogsim` command line: policy lists, the seed 000 preset, and complete JSON/CSV.
 //! Each run is small (a debug build) and bounded in time.
 
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::Duration;
-
-use testkit::run_bounded;
-
-/// Far above what these runs take; only a hang reaches it.
-const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+mod common;
+use common::{fogsim, temp_path};
 
 /// A run small enough for a debug build: 4000 keys, 4000 requests.
 const SMALL: &[&str] = &[
@@ -21,19 +15,6 @@ const SMALL: &[&str] = &[
     "--ops",
     "4000",
 ];
-
-fn fogsim(args: &[&str]) -> (bool, String) {
-    let run = run_bounded(
-        Command::new(env!("CARGO_BIN_EXE_fogsim")).args(args),
-        RUN_TIMEOUT,
-    )
-    .unwrap();
-    (run.success, run.output)
-}
-
-fn temp_path(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("fogsim-cli-{}-{name}", std::process::id()))
-}
 
 /// The rows of a text table whose first cell is `label`.
 fn rows<'a>(output: &'a str, label: &str) -> Vec<&'a str> {

@@ -3,15 +3,10 @@
 //! `--flash-size` (or with 0) fogsim writes exactly what it wrote before the model
 //! existed. Small seeded runs; every assertion counts, none depends on timing.
 
-use std::path::PathBuf;
-use std::process::Command;
-use std::time::Duration;
-
 use sim::flash::{FlashConfig, Recache};
 use sim::{run, Distribution, PolicySetting, SimConfig, ValueSizes};
-use testkit::run_bounded;
-
-const RUN_TIMEOUT: Duration = Duration::from_secs(120);
+mod common;
+use common::{fogsim, temp_path};
 
 /// DRAM 2 MiB, no slow tier, a dataset of ~8x DRAM, a flash of 8 MiB in 256 KiB
 /// segments: the flash fills and reclaims within the run.
@@ -81,19 +76,6 @@ fn an_item_copied_up_and_evicted_again_costs_no_device_write() {
         c.admitted_items < report.load.keys + c.copy_ups / 2,
         "{c:?}"
     );
-}
-
-fn fogsim(args: &[&str]) -> (bool, String) {
-    let run = run_bounded(
-        Command::new(env!("CARGO_BIN_EXE_fogsim")).args(args),
-        RUN_TIMEOUT,
-    )
-    .unwrap();
-    (run.success, run.output)
-}
-
-fn temp_path(name: &str) -> PathBuf {
-    std::env::temp_dir().join(format!("fogsim-flash-{}-{name}", std::process::id()))
 }
 
 const SMALL: &[&str] = &[
