@@ -24,7 +24,7 @@ mod dump;
 mod engine;
 pub mod events;
 pub mod fault;
-mod flash;
+pub mod flash;
 mod index;
 mod item;
 mod lifecycle;

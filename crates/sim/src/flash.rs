@@ -33,19 +33,13 @@ pub const RECORD_HEADER_BYTES: u64 = 32;
 pub const SEGMENT_HEADER_BYTES: u64 = 64;
 /// Records on the device start at multiples of this.
 const RECORD_ALIGN_BYTES: u64 = 8;
-/// Slots per index bucket: a hash picks the bucket, the tag tells the slots apart.
-pub const BUCKET_SLOTS: usize = 16;
-/// Bytes of DRAM per index slot: a `u32` location and a `u16` tag.
-pub const SLOT_BYTES: u64 = 6;
+/// The index's geometry: slots per bucket, DRAM bytes per slot.
+pub use engine::flash::index::{BUCKET_SLOTS, SLOT_BYTES};
 /// A location is the 64-byte granule of the device where the item starts: 2^32 of them
 /// = 256 GiB per index (a larger device is split into shards, each with its own index
 /// and log). Records start at multiples of 8, so a reader tries the granule's record
 /// starts (in the wire: its 8 offsets, from the highest down) for the key.
 pub const GRANULE_BYTES: u64 = 64;
-/// Bits of hash stored in a slot's tag (the tag's top bit is the hot bit).
-const REM_BITS: u32 = 15;
-const REM_MASK: u16 = (1 << REM_BITS) - 1;
-const HOT_BIT: u16 = 1 << REM_BITS;
 /// The index has a slot per this share of the items a full device holds: two-choice
 /// buckets of 16 rarely overflow below ~90 % (docs/results/sim-flash.md).
 const INDEX_LOAD_PCT: u64 = 90;
@@ -292,140 +286,11 @@ pub fn key_hash(key: &[u8]) -> u64 {
     h ^ (h >> 33)
 }
 
-/// The DRAM index: a fixed table of buckets of [`BUCKET_SLOTS`] 6-byte slots, each key
-/// with two candidate buckets (two-choice hashing: an insert takes the emptier one; at
-/// 90 % load on a full device about 0.5 % of admissions find both full, against 17 % at
-/// 100 %, see the unit test).
-///
-/// A slot: a `u32` location (the item's 64-byte granule) and a `u16` tag (the hot
-/// bit and 15 bits of hash taken apart from the bucket bits; 0 marks an empty slot). The
-/// table is sized once, for the items the device holds at the mean item size (the wire
+/// The DRAM index is the engine's (`engine::flash::index`): 6-byte slots in two-choice
+/// buckets, sized once, for the items the device holds at the mean item size (the wire
 /// takes it from the engine's stats at the first admission; the simulator from its
 /// workload), at [`INDEX_LOAD_PCT`] % load when the device is full.
-pub struct Index {
-    buckets: usize,
-    locs: Vec<u32>,
-    tags: Vec<u16>,
-    items: u64,
-}
-
-/// A key as the index sees it: its two buckets and its tag.
-struct Hashed {
-    b1: usize,
-    b2: usize,
-    rem: u16,
-}
-
-impl Index {
-    fn new(slots_wanted: u64) -> Index {
-        let buckets = (slots_wanted.div_ceil(BUCKET_SLOTS as u64)).max(2) as usize;
-        Index {
-            buckets,
-            locs: vec![0; buckets * BUCKET_SLOTS],
-            tags: vec![0; buckets * BUCKET_SLOTS],
-            items: 0,
-        }
-    }
-
-    fn hashed(&self, h: u64) -> Hashed {
-        // Multiply-shift maps 32 hash bits onto the bucket count (no power of two
-        // needed); the tag comes from bits neither bucket uses.
-        let n = self.buckets as u64;
-        let b1 = (((h & 0xffff_ffff) * n) >> 32) as usize;
-        // The second bucket from the hash mixed again: independent of the first.
-        let h2 = (h ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        let h2 = h2 ^ (h2 >> 31);
-        let mut b2 = (((h2 >> 32) * n) >> 32) as usize;
-        if b2 == b1 {
-            b2 = (b1 + 1) % self.buckets;
-        }
-        let rem = ((h >> 48) as u16) & REM_MASK;
-        Hashed {
-            b1,
-            b2,
-            rem: if rem == 0 { 1 } else { rem },
-        }
-    }
-
-    pub fn slots(&self) -> u64 {
-        self.locs.len() as u64
-    }
-
-    /// DRAM the table allocated, in bytes.
-    pub fn dram_bytes(&self) -> u64 {
-        (self.locs.len() * std::mem::size_of::<u32>()
-            + self.tags.len() * std::mem::size_of::<u16>()) as u64
-    }
-
-    /// Bits of hash a lookup compares beyond the bucket.
-    pub fn tag_bits(&self) -> u32 {
-        REM_BITS
-    }
-
-    fn at(&self, bucket: usize, i: usize) -> (Loc, u16) {
-        let s = bucket * BUCKET_SLOTS + i;
-        (self.locs[s], self.tags[s])
-    }
-
-    fn put(&mut self, bucket: usize, i: usize, loc: Loc, tag: u16) {
-        let s = bucket * BUCKET_SLOTS + i;
-        self.locs[s] = loc;
-        self.tags[s] = tag;
-    }
-
-    /// Slots of both buckets whose tag is the key's: (bucket, slot, location, hot).
-    fn candidates(&self, k: &Hashed) -> Vec<(usize, usize, Loc, bool)> {
-        [k.b1, k.b2]
-            .into_iter()
-            .flat_map(|b| (0..BUCKET_SLOTS).map(move |i| (b, i)))
-            .filter_map(|(b, i)| {
-                let (loc, tag) = self.at(b, i);
-                (tag & REM_MASK == k.rem).then_some((b, i, loc, tag & HOT_BIT != 0))
-            })
-            .collect()
-    }
-
-    fn remove(&mut self, bucket: usize, slot: usize) {
-        debug_assert!(self.at(bucket, slot).1 != 0);
-        self.put(bucket, slot, 0, 0);
-        self.items -= 1;
-    }
-
-    fn set_hot(&mut self, bucket: usize, slot: usize) {
-        let (loc, tag) = self.at(bucket, slot);
-        self.put(bucket, slot, loc, tag | HOT_BIT);
-    }
-
-    fn free_slots(&self, bucket: usize) -> usize {
-        (0..BUCKET_SLOTS)
-            .filter(|&i| self.at(bucket, i).1 == 0)
-            .count()
-    }
-
-    /// Adds a slot in the emptier bucket; when both are full, the slot in the oldest
-    /// segment (`age` of a location: lower is older) gives way, and is returned so that
-    /// its segment's live count drops.
-    fn insert(&mut self, k: &Hashed, loc: Loc, age: impl Fn(Loc) -> u64) -> Option<Loc> {
-        let b = if self.free_slots(k.b2) > self.free_slots(k.b1) {
-            k.b2
-        } else {
-            k.b1
-        };
-        if let Some(i) = (0..BUCKET_SLOTS).find(|&i| self.at(b, i).1 == 0) {
-            self.put(b, i, loc, k.rem);
-            self.items += 1;
-            return None;
-        }
-        let (ob, oi) = [k.b1, k.b2]
-            .into_iter()
-            .flat_map(|b| (0..BUCKET_SLOTS).map(move |i| (b, i)))
-            .min_by_key(|&(b, i)| age(self.at(b, i).0))
-            .unwrap_or((k.b1, 0));
-        let old = self.at(ob, oi).0;
-        self.put(ob, oi, loc, k.rem);
-        Some(old)
-    }
-}
+use engine::flash::index::{Candidate, FlashIndex as Index};
 
 /// An item as the device holds it.
 #[derive(Clone, Debug)]
@@ -539,7 +404,7 @@ impl Flash {
     }
 
     fn update_gauges(&mut self) {
-        self.counters.items = self.index.items;
+        self.counters.items = self.index.items();
         self.counters.dram_bytes =
             self.index.dram_bytes() + self.segments.len() as u64 * SEGMENT_META_BYTES;
     }
@@ -580,22 +445,28 @@ impl Flash {
     /// from flash checks (no device read) before it skips the write. A tag of another
     /// key makes it skip wrongly: the item is lost (a later miss), never served wrong.
     pub fn holds(&self, key: &[u8]) -> bool {
-        let k = self.index.hashed((self.hash)(key));
-        !self.index.candidates(&k).is_empty()
+        let k = self.index.place((self.hash)(key));
+        self.index.candidates(k).next().is_some()
     }
 
     /// A store of `key`: its flash copies are invalidated in DRAM (every slot with its
     /// tag: one of another key goes too, a miss later, never a write).
     pub fn invalidate(&mut self, key: &[u8]) {
-        let k = self.index.hashed((self.hash)(key));
-        let found = self.index.candidates(&k);
+        let k = self.index.place((self.hash)(key));
+        let found: Vec<Candidate> = self.index.candidates(k).collect();
         if found.is_empty() {
             return;
         }
         self.counters.invalidations += 1;
-        for (bucket, slot, loc, _) in found {
+        for Candidate {
+            bucket,
+            slot,
+            location,
+            ..
+        } in found
+        {
             self.index.remove(bucket, slot);
-            let s = self.segment_of(loc);
+            let s = self.segment_of(location);
             self.segments[s].live_items -= 1;
         }
         self.update_gauges();
@@ -604,8 +475,15 @@ impl Flash {
     /// An engine miss looked up on flash.
     pub fn get(&mut self, key: &[u8]) -> Option<FlashHit> {
         self.counters.lookups += 1;
-        let k = self.index.hashed((self.hash)(key));
-        for (bucket, slot, loc, hot) in self.index.candidates(&k) {
+        let k = self.index.place((self.hash)(key));
+        let found: Vec<Candidate> = self.index.candidates(k).collect();
+        for Candidate {
+            bucket,
+            slot,
+            location: loc,
+            hot,
+        } in found
+        {
             let s = self.segment_of(loc);
             let buffered = self.segments[s].state == State::Open;
             // One read from the granule's page to the end of the last record starting
@@ -668,7 +546,7 @@ impl Flash {
             }
             self.roll();
         };
-        let k = self.index.hashed((self.hash)(&key));
+        let k = self.index.place((self.hash)(&key));
         let seg = &mut self.segments[self.open];
         let offset = seg.fill_bytes;
         seg.records.push(Record {
@@ -690,10 +568,9 @@ impl Flash {
         if hot {
             let slot = self
                 .index
-                .candidates(&k)
-                .into_iter()
-                .find(|c| c.2 == loc)
-                .map(|c| (c.0, c.1));
+                .candidates(k)
+                .find(|c| c.location == loc)
+                .map(|c| (c.bucket, c.slot));
             if let Some((bucket, slot)) = slot {
                 self.index.set_hot(bucket, slot);
             }
@@ -767,9 +644,10 @@ impl Flash {
         let mut kept_bytes = 0;
         let mut keep = Vec::new();
         for r in records {
-            let k = self.index.hashed((self.hash)(&r.key));
-            let Some((bucket, slot, _, hot)) =
-                self.index.candidates(&k).into_iter().find(|c| c.2 == r.loc)
+            let k = self.index.place((self.hash)(&r.key));
+            let Some(Candidate {
+                bucket, slot, hot, ..
+            }) = self.index.candidates(k).find(|c| c.location == r.loc)
             else {
                 continue;
             };

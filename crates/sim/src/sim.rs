@@ -914,7 +914,7 @@ pub fn run(config: &SimConfig, policy: &PolicySetting) -> Result<RunReport, SimE
         config: f.flash.config().clone(),
         counters: f.flash.counters,
         index_slots: f.flash.index().slots(),
-        tag_bits: f.flash.index().tag_bits(),
+        tag_bits: engine::flash::index::TAG_BITS,
         buffer_bytes: f.flash.config().segment_bytes,
         events_dropped: f.events_dropped,
     });
