@@ -533,7 +533,7 @@ fn say_whether_the_pool_fits(config: &Config, engine: &Engine) {
     let tier::RegionBacking::File { path } = &spec.backing else {
         return;
     };
-    let (fs_name, fs_is_memory) = fit::file_system_name(path);
+    let file_system = tier::file_system_at(path);
     let is_char_device = std::fs::metadata(path)
         .map(|meta| std::os::unix::fs::FileTypeExt::is_char_device(&meta.file_type()))
         .unwrap_or(false);
@@ -541,8 +541,8 @@ fn say_whether_the_pool_fits(config: &Config, engine: &Engine) {
         path: path.clone(),
         pool_bytes: spec.size_bytes as u64,
         dram_bytes: config.engine.memory_limit_bytes,
-        fs_name,
-        is_memory: fs_is_memory || is_char_device || engine.slow_tier_on_dax(),
+        fs_name: file_system.name,
+        is_memory: file_system.is_memory || is_char_device || engine.slow_tier_on_dax(),
     };
     let budget = fit::memory_budget();
     if config.verbosity > 0 {

@@ -143,30 +143,6 @@ pub fn cgroup_limit(proc_cgroup: &str, root: &Path) -> Option<MemoryBudget> {
     })
 }
 
-/// The name of the file system `path` is on.
-pub fn file_system_name(path: &Path) -> (String, bool) {
-    use std::os::unix::ffi::OsStrExt;
-    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
-        return ("unknown".to_string(), false);
-    };
-    // SAFETY: an all-zero statfs is a valid value of this plain C struct.
-    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a struct we own, which the kernel fills.
-    if unsafe { libc::statfs(c_path.as_ptr(), &mut stat) } != 0 {
-        return ("unknown".to_string(), false);
-    }
-    // (name, whether the file system is memory)
-    match stat.f_type as u64 {
-        0x0102_1994 => ("tmpfs".to_string(), true),
-        0x8584_58F6 => ("ramfs".to_string(), true),
-        0xEF53 => ("ext4".to_string(), false),
-        0x5846_5342 => ("xfs".to_string(), false),
-        0x9123_683E => ("btrfs".to_string(), false),
-        0x794C_7630 => ("overlayfs".to_string(), false),
-        other => (format!("file system type {other:#x}"), false),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -63,11 +63,16 @@ impl Drop for MemoryCgroup {
 /// Whether `dir` is on a file system whose pages are storage (not tmpfs): the case the
 /// warning is for.
 fn on_storage(test: &str, dir: &Path) -> bool {
-    let (fs_name, is_memory) = server::slow_tier_fit::file_system_name(dir);
-    if is_memory {
-        testkit::skip!(test, "{} is on {fs_name}, which is memory", dir.display());
+    let file_system = tier::file_system_at(dir);
+    if file_system.is_memory {
+        testkit::skip!(
+            test,
+            "{} is on {}, which is memory",
+            dir.display(),
+            file_system.name
+        );
     }
-    !is_memory
+    !file_system.is_memory
 }
 
 /// A server started in its own memory cgroup, with its pool file. Fields drop in order:

@@ -15,6 +15,7 @@
 
 mod accounting;
 mod cost;
+mod file_system;
 pub mod flash;
 mod numa;
 mod region;
@@ -22,6 +23,7 @@ mod time;
 
 pub use accounting::{lines_touched, AccessCounts, LINE_SIZE_BYTES};
 pub use cost::{CostModel, PRESET_NAMES};
+pub use file_system::{file_system_at, file_system_of, FileSystem};
 pub use numa::{check_node_exists, online_nodes};
 pub use region::{
     flush_cache_lines, MapMode, PoolContents, PoolHeader, PoolVet, Region, RegionBacking,

@@ -30,6 +30,7 @@ use crate::numa;
 
 mod persist;
 mod pool_file;
+pub(crate) use pool_file::file_has_data;
 mod pool_header;
 
 pub use persist::flush_cache_lines;

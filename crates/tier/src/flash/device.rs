@@ -1,11 +1,13 @@
 //! Opening the flash device: refuse what is neither a regular file nor a block device,
 //! open it for direct I/O where the file system allows (else buffered, saying why), lock
-//! it against a second server, check that a device holds `--flash-size` and give a file
-//! its blocks up front, then read and write it by aligned offset. A file deleted or
+//! it against a second server, show what it holds to the opener's [`FlashVet`] before
+//! anything is written (a mistyped path to someone's file is refused, untouched), check
+//! that a device holds `--flash-size` and give a file its blocks up front, then read and
+//! write it by aligned offset. A file deleted or
 //! truncated under the server is seen by [`FlashDevice::check_intact`].
 //!
 //! Invariant the `unsafe` blocks below rely on: every system call here (`flock`,
-//! `lseek`, `fallocate`, `fstatfs`) is made on a descriptor this module opened and still
+//! `lseek`, `fallocate`) is made on a descriptor this module opened and still
 //! holds, with no memory of ours passed beyond a zeroed struct the kernel fills.
 
 use std::fs::{File, OpenOptions};
@@ -25,6 +27,21 @@ pub struct FlashSpec {
     pub size_bytes: u64,
 }
 
+/// What a file or device held before the flash tier opened it, for the opener's
+/// [`FlashVet`] to judge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlashContents<'a> {
+    /// Nothing to keep: a new or empty file, a file of zeros only, or a device whose
+    /// first 4 KiB are zeros.
+    Blank,
+    /// Something else: its first bytes (up to 4 KiB).
+    Data(&'a [u8]),
+}
+
+/// The opener's judgement of what a file or device holds, before anything is written to
+/// it: `Err` (the reason, for the operator) refuses the open and leaves it as it was.
+pub type FlashVet<'a> = &'a dyn Fn(FlashContents<'_>) -> Result<(), String>;
+
 /// An open, locked flash device of `size_bytes`.
 #[derive(Debug)]
 pub struct FlashDevice {
@@ -37,11 +54,11 @@ pub struct FlashDevice {
 }
 
 impl FlashDevice {
-    /// Opens `spec.path` for the flash tier (see the module comment). Nothing is written
-    /// to a block device here; a regular file is created or extended (never shrunk) to
-    /// `spec.size_bytes` and its blocks reserved, so a segment write never meets a full
-    /// file system.
-    pub fn open(spec: &FlashSpec) -> Result<FlashDevice, FlashError> {
+    /// Opens `spec.path` for the flash tier (see the module comment). What it holds is
+    /// shown to `vet` first; only then is a regular file created or extended (never
+    /// shrunk) to `spec.size_bytes` and its blocks reserved, so a segment write never
+    /// meets a full file system. Nothing is written to a block device here.
+    pub fn open(spec: &FlashSpec, vet: FlashVet<'_>) -> Result<FlashDevice, FlashError> {
         let path = spec.path.clone();
         let size_bytes = spec.size_bytes;
         if size_bytes == 0 || !size_bytes.is_multiple_of(IO_ALIGN_BYTES as u64) {
@@ -81,6 +98,11 @@ impl FlashDevice {
                 FlashError::Open { path, source }
             });
         }
+        let shown = vet_contents(&path, is_block_device, vet);
+        shown.map_err(|reason| FlashError::Refused {
+            path: path.clone(),
+            reason,
+        })?;
         if is_block_device {
             let device_bytes = device_bytes(&file).map_err(|source| FlashError::Open {
                 path: path.clone(),
@@ -257,6 +279,38 @@ fn open_error(path: &Path, is_block_device: bool, source: std::io::Error) -> Fla
     }
 }
 
+/// Shows what `path` holds to `vet`, read through a second, buffered descriptor (the
+/// tier's own may be `O_DIRECT`, which takes only aligned buffers) without writing. A
+/// regular file is blank when it holds only zeros (holes skipped); a device when its
+/// first 4 KiB are zeros (it is not read whole).
+fn vet_contents(path: &Path, is_block_device: bool, vet: FlashVet<'_>) -> Result<(), String> {
+    let file = File::open(path).map_err(|e| format!("reading what it holds: {e}"))?;
+    let len = if is_block_device {
+        device_bytes(&file).map_err(|e| e.to_string())?
+    } else {
+        file.metadata().map_err(|e| e.to_string())?.len()
+    };
+    let mut first = vec![0u8; IO_ALIGN_BYTES.min(len as usize)];
+    let mut filled = 0;
+    while filled < first.len() {
+        match file.read_at(&mut first[filled..], filled as u64) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(e) => return Err(format!("reading what it holds: {e}")),
+        }
+    }
+    first.truncate(filled);
+    let blank = first.iter().all(|&b| b == 0)
+        && (is_block_device
+            || !crate::region::file_has_data(&file, filled as u64, len)
+                .map_err(|e| format!("reading what it holds: {e}"))?);
+    if blank {
+        vet(FlashContents::Blank)
+    } else {
+        vet(FlashContents::Data(&first))
+    }
+}
+
 /// A block device's size: the offset of its end.
 fn device_bytes(file: &File) -> std::io::Result<u64> {
     // SAFETY: the module invariant: lseek on an open descriptor (its offset is unused:
@@ -300,22 +354,7 @@ fn give_file_its_blocks(file: &File, path: &Path, size_bytes: u64) -> Result<(),
     Err(no_space(error.to_string()))
 }
 
-/// The file system `file` is on, by name where it is a common one.
+/// The file system `file` is on, by name.
 fn file_system_name(file: &File) -> String {
-    // SAFETY: all-zero is a valid `statfs` (plain integers).
-    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: the module invariant: fstatfs fills the struct we own.
-    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut stat) } != 0 {
-        return "unknown".to_string();
-    }
-    match stat.f_type as u64 {
-        0x0102_1994 => "tmpfs".to_string(),
-        0xEF53 => "ext4".to_string(),
-        0x5846_5342 => "xfs".to_string(),
-        0x9123_683E => "btrfs".to_string(),
-        0x794C_7630 => "overlayfs".to_string(),
-        0x6573_5546 => "fuse".to_string(),
-        0x6969 => "nfs".to_string(),
-        other => format!("type {other:#x}"),
-    }
+    crate::file_system_of(file.as_raw_fd()).name
 }

@@ -17,7 +17,7 @@ mod device;
 mod io;
 
 pub use aligned::{AlignedBuf, IO_ALIGN_BYTES};
-pub use device::{FlashDevice, FlashSpec};
+pub use device::{FlashContents, FlashDevice, FlashSpec, FlashVet};
 pub use io::{FaultyIo, FlashIo, IoOp};
 
 use std::path::PathBuf;
@@ -41,6 +41,13 @@ pub enum FlashError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The opener's [`FlashVet`] refused what the file or device holds; nothing was
+    /// written to it.
+    #[error(
+        "{path} holds data the flash tier cannot take as its own ({reason}); nothing was \
+         changed: give --flash-path a new file, a blank device, or one this server wrote"
+    )]
+    Refused { path: PathBuf, reason: String },
     #[error("{path} is in use by another process (another fogcached on the same flash device?)")]
     InUse { path: PathBuf },
     #[error(

@@ -14,31 +14,39 @@ fn spec(path: &Path, size_bytes: u64) -> FlashSpec {
     }
 }
 
+/// What an engine's vet would say: blank, or a device whose first block it wrote (its
+/// segments' magic; `tier` does not know the format, its opener does).
+fn ours(contents: FlashContents<'_>) -> Result<(), String> {
+    match contents {
+        FlashContents::Blank => Ok(()),
+        FlashContents::Data(first) if first.starts_with(MAGIC) => Ok(()),
+        FlashContents::Data(_) => Err("not a fogcached flash device".to_string()),
+    }
+}
+
+const MAGIC: &[u8] = b"FOGSEG01";
+
+fn open(spec: &FlashSpec) -> Result<FlashDevice, FlashError> {
+    FlashDevice::open(spec, &ours)
+}
+
+fn magic_block() -> AlignedBuf {
+    let mut block = AlignedBuf::zeroed(4096);
+    block.as_mut_slice()[..MAGIC.len()].copy_from_slice(MAGIC);
+    block
+}
+
 fn filled(len: usize, byte: u8) -> AlignedBuf {
     let mut buf = AlignedBuf::zeroed(len);
     buf.as_mut_slice().fill(byte);
     buf
 }
 
-/// The file system type of `path` (`statfs`'s magic number).
-fn fs_magic(path: &Path) -> u64 {
-    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a zeroed statfs is valid; statfs fills it from a NUL-terminated path.
-    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: as above.
-    assert_eq!(unsafe { libc::statfs(c_path.as_ptr(), &mut stat) }, 0);
-    stat.f_type as u64
-}
-
-const TMPFS_MAGIC: u64 = 0x0102_1994;
-const EXT4_MAGIC: u64 = 0xEF53;
-const XFS_MAGIC: u64 = 0x5846_5342;
-
 #[test]
 fn a_new_file_is_sized_and_reserved_and_reads_back_what_was_written() {
     let dir = ScratchDir::new("flash-file");
     let path = dir.path().join("flash");
-    let device = FlashDevice::open(&spec(&path, 4 * MIB)).expect("open");
+    let device = open(&spec(&path, 4 * MIB)).expect("open");
     let meta = std::fs::metadata(&path).unwrap();
     assert_eq!(meta.len(), 4 * MIB);
     assert!(
@@ -61,17 +69,17 @@ fn a_new_file_is_sized_and_reserved_and_reads_back_what_was_written() {
 #[test]
 fn direct_io_is_used_where_the_file_system_allows_it() {
     let dir = ScratchDir::new("flash-direct");
-    let device = FlashDevice::open(&spec(&dir.path().join("flash"), MIB)).expect("open");
-    let magic = fs_magic(dir.path());
-    if magic == EXT4_MAGIC || magic == XFS_MAGIC {
+    let device = open(&spec(&dir.path().join("flash"), MIB)).expect("open");
+    let file_system = crate::file_system_at(dir.path());
+    if file_system.name == "ext2/3/4" || file_system.name == "xfs" {
         assert!(device.direct_io(), "{:?}", device.why_buffered());
     }
     // tmpfs takes O_DIRECT since Linux 6.6; before, the open falls back and says so.
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() && fs_magic(shm) == TMPFS_MAGIC {
+    if shm.is_dir() && crate::file_system_at(shm).name == "tmpfs" {
         let path = shm.join(format!("fogcached-flash-test-{}", std::process::id()));
         let _cleanup = RemoveOnDrop(path.clone());
-        let device = FlashDevice::open(&spec(&path, MIB)).expect("open on tmpfs");
+        let device = open(&spec(&path, MIB)).expect("open on tmpfs");
         if let Some(why) = device.why_buffered() {
             assert!(why.contains("tmpfs") && why.contains("O_DIRECT"), "{why}");
         }
@@ -124,7 +132,7 @@ impl Drop for RemoveOnDrop {
 #[test]
 fn misaligned_or_out_of_range_io_is_refused_before_it_reaches_the_device() {
     let dir = ScratchDir::new("flash-range");
-    let device = FlashDevice::open(&spec(&dir.path().join("flash"), MIB)).unwrap();
+    let device = open(&spec(&dir.path().join("flash"), MIB)).unwrap();
     let buf = filled(4096, 1);
     for offset in [1, 512, MIB, MIB - 2048, u64::MAX - 4095] {
         let error = device.write_at(offset, &buf).unwrap_err();
@@ -138,31 +146,31 @@ fn misaligned_or_out_of_range_io_is_refused_before_it_reaches_the_device() {
 fn a_second_server_on_the_same_file_is_refused_until_the_first_lets_go() {
     let dir = ScratchDir::new("flash-lock");
     let path = dir.path().join("flash");
-    let first = FlashDevice::open(&spec(&path, MIB)).unwrap();
-    let error = FlashDevice::open(&spec(&path, MIB)).unwrap_err();
+    let first = open(&spec(&path, MIB)).unwrap();
+    let error = open(&spec(&path, MIB)).unwrap_err();
     assert!(matches!(error, FlashError::InUse { .. }), "{error}");
     assert!(
         error.to_string().contains("in use by another process"),
         "{error}"
     );
-    first.write_at(0, &filled(4096, 1)).unwrap();
+    first.write_at(0, &magic_block()).unwrap();
     drop(first);
-    FlashDevice::open(&spec(&path, MIB)).expect("free again");
+    open(&spec(&path, MIB)).expect("free again");
 }
 
 #[test]
 fn sizes_and_paths_the_flash_tier_cannot_use_are_refused_with_the_reason() {
     let dir = ScratchDir::new("flash-refuse");
     for size in [0, 4095, MIB + 1] {
-        let error = FlashDevice::open(&spec(&dir.path().join("f"), size)).unwrap_err();
+        let error = open(&spec(&dir.path().join("f"), size)).unwrap_err();
         assert!(
             matches!(error, FlashError::BadSize { .. }),
             "{size}: {error}"
         );
     }
-    let error = FlashDevice::open(&spec(dir.path(), MIB)).unwrap_err();
+    let error = open(&spec(dir.path(), MIB)).unwrap_err();
     assert!(error.to_string().contains("a directory"), "{error}");
-    let error = FlashDevice::open(&spec(Path::new("/dev/null"), MIB)).unwrap_err();
+    let error = open(&spec(Path::new("/dev/null"), MIB)).unwrap_err();
     assert!(error.to_string().contains("a character device"), "{error}");
     assert!(error.to_string().contains("--slow-path"), "{error}");
 }
@@ -172,13 +180,14 @@ fn an_existing_larger_file_keeps_its_bytes() {
     let dir = ScratchDir::new("flash-keep");
     let path = dir.path().join("flash");
     {
-        let device = FlashDevice::open(&spec(&path, 2 * MIB)).unwrap();
+        let device = open(&spec(&path, 2 * MIB)).unwrap();
+        device.write_at(0, &magic_block()).unwrap();
         device.write_at(MIB + 4096, &filled(4096, 9)).unwrap();
     }
-    let device = FlashDevice::open(&spec(&path, MIB)).unwrap();
+    let device = open(&spec(&path, MIB)).unwrap();
     assert_eq!(std::fs::metadata(&path).unwrap().len(), 2 * MIB);
     drop(device);
-    let device = FlashDevice::open(&spec(&path, 2 * MIB)).unwrap();
+    let device = open(&spec(&path, 2 * MIB)).unwrap();
     let mut back = AlignedBuf::zeroed(4096);
     device.read_at(MIB + 4096, &mut back).unwrap();
     assert!(back.as_slice().iter().all(|&b| b == 9));
@@ -188,7 +197,7 @@ fn an_existing_larger_file_keeps_its_bytes() {
 fn a_file_deleted_or_truncated_under_the_server_is_noticed_and_reads_past_its_end_fail() {
     let dir = ScratchDir::new("flash-intact");
     let path = dir.path().join("flash");
-    let device = FlashDevice::open(&spec(&path, MIB)).unwrap();
+    let device = open(&spec(&path, MIB)).unwrap();
     device.check_intact().expect("intact at first");
     std::fs::OpenOptions::new()
         .write(true)
@@ -247,7 +256,7 @@ fn a_block_device_is_used_whole_refused_when_smaller_than_asked_and_held_exclusi
         testkit::skip!(name, "no loop device here (losetup failed: not root?)");
         return;
     };
-    let error = FlashDevice::open(&spec(&device.device, 4 * MIB)).unwrap_err();
+    let error = open(&spec(&device.device, 4 * MIB)).unwrap_err();
     assert!(
         matches!(
             error,
@@ -260,10 +269,10 @@ fn a_block_device_is_used_whole_refused_when_smaller_than_asked_and_held_exclusi
         "{error}"
     );
     assert!(error.to_string().contains("lower --flash-size"), "{error}");
-    let flash = FlashDevice::open(&spec(&device.device, 2 * MIB)).expect("open the loop device");
+    let flash = open(&spec(&device.device, 2 * MIB)).expect("open the loop device");
     assert!(flash.is_block_device());
     flash.check_intact().unwrap();
-    let error = FlashDevice::open(&spec(&device.device, MIB)).unwrap_err();
+    let error = open(&spec(&device.device, MIB)).unwrap_err();
     assert!(matches!(error, FlashError::InUse { .. }), "{error}");
     flash.write_at(MIB, &filled(4096, 0x77)).unwrap();
     let mut back = AlignedBuf::zeroed(4096);
@@ -274,7 +283,7 @@ fn a_block_device_is_used_whole_refused_when_smaller_than_asked_and_held_exclusi
 #[test]
 fn injected_faults_fail_the_chosen_operations_as_often_as_asked_and_no_others() {
     let dir = ScratchDir::new("flash-fault");
-    let device = FlashDevice::open(&spec(&dir.path().join("flash"), MIB)).unwrap();
+    let device = open(&spec(&dir.path().join("flash"), MIB)).unwrap();
     let io = FaultyIo::new(device);
     io.write_at(0, &filled(8192, 1)).unwrap();
     io.fail(IoOp::Read, 4096..8192, Some(2));
@@ -298,4 +307,46 @@ fn injected_faults_fail_the_chosen_operations_as_often_as_asked_and_no_others() 
     let mut one = AlignedBuf::zeroed(4096);
     io.inner().read_at(65536, &mut one).unwrap();
     assert!(one.as_slice().iter().all(|&b| b == 2));
+}
+
+#[test]
+fn a_path_to_someone_elses_file_is_refused_and_left_as_it_was() {
+    let dir = ScratchDir::new("flash-foreign");
+    let path = dir.path().join("notes.txt");
+    std::fs::write(&path, b"not a cache\n").unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let error = open(&spec(&path, MIB)).unwrap_err();
+    assert!(matches!(error, FlashError::Refused { .. }), "{error}");
+    assert!(error.to_string().contains("nothing was changed"), "{error}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the file was changed"
+    );
+    // Data past a first block of zeros is someone's too.
+    let sparse = dir.path().join("sparse");
+    let file = std::fs::File::create(&sparse).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, b"x", 3 * 4096).unwrap();
+    drop(file);
+    assert!(matches!(
+        open(&spec(&sparse, MIB)).unwrap_err(),
+        FlashError::Refused { .. }
+    ));
+    assert_eq!(std::fs::metadata(&sparse).unwrap().len(), 3 * 4096 + 1);
+    // A file of zeros is blank; one whose first block is the opener's is its own.
+    let zeros = dir.path().join("zeros");
+    std::fs::write(&zeros, vec![0u8; 10_000]).unwrap();
+    open(&spec(&zeros, MIB)).expect("zeros are blank");
+    let shown = std::cell::Cell::new(false);
+    let vet = |contents: FlashContents<'_>| {
+        shown.set(matches!(contents, FlashContents::Data(first) if first.starts_with(MAGIC)));
+        Ok(())
+    };
+    let mine = dir.path().join("mine");
+    open(&spec(&mine, MIB))
+        .unwrap()
+        .write_at(0, &magic_block())
+        .unwrap();
+    FlashDevice::open(&spec(&mine, MIB), &vet).expect("its own");
+    assert!(shown.get(), "the vet saw the first block");
 }

@@ -196,7 +196,7 @@ fn inspect_file(file: &std::fs::File, header_bytes: usize) -> std::io::Result<(V
 }
 
 /// Whether bytes `[from, to)` of `file` hold anything but zeros.
-fn file_has_data(file: &std::fs::File, from: u64, to: u64) -> std::io::Result<bool> {
+pub(crate) fn file_has_data(file: &std::fs::File, from: u64, to: u64) -> std::io::Result<bool> {
     use std::os::unix::fs::FileExt;
     let fd = file.as_raw_fd();
     let mut buffer = vec![0u8; SCAN_CHUNK_BYTES];
@@ -445,21 +445,8 @@ fn write_reservation(file: &std::fs::File, len: u64) -> std::io::Result<()> {
 
 /// Free bytes of the file system holding `fd`, and its type in words.
 fn free_space(fd: libc::c_int) -> (u64, String) {
-    // SAFETY: invariant 2: a plain C struct, for which all zeros is a valid value.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: invariant 2: fstatfs fills the struct for an open descriptor.
-    if unsafe { libc::fstatfs(fd, &mut st) } != 0 {
-        return (0, "unknown file system".to_string());
-    }
-    let free = (st.f_bavail as u64).saturating_mul(st.f_bsize as u64);
-    let name = match st.f_type as i64 {
-        0x0102_1994 => "tmpfs",
-        0xEF53 => "ext2/3/4",
-        0x5846_5342 => "xfs",
-        0x9123_683E => "btrfs",
-        _ => "file system",
-    };
-    (free, format!("{name}, type {:#x}", st.f_type))
+    let fs = crate::file_system_of(fd);
+    (fs.free_bytes, fs.name)
 }
 
 /// Maps `len` bytes of `fd` shared, with `MAP_SYNC` when the file system allows it
